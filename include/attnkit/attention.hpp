@@ -1,0 +1,52 @@
+// attnkit — scaled dot-product attention, forward and backward.
+//
+//   O = dropout(softmax(logits(Q, K))) · V          logits as in attnkit/options.hpp
+//
+// Shapes, in logical order (any strides):
+//   q    [B, Hq,  n, d_k]        k [B, Hkv, m, d_k]        v [B, Hkv, m, d_v]
+//   out  [B, Hq,  n, d_v]        lse [B, Hq, n] (f32)      probs [B, Hq, n, m]
+// Hq % Hkv == 0; query head h reads KV head h / (Hq / Hkv) (GQA; Hkv = 1 is MQA).
+// q, k, v and out share one floating dtype; gradients share it too.
+//
+// Guarantees: every element of every output is written. A query row with no visible key gives
+// out = 0, lse = −inf, probs = 0 and zero gradients, never NaN. Zero sizes are valid. Bad input
+// raises attnkit::Error naming the argument and the shapes; nothing is written then.
+//
+// NaN rule: a NaN reaches exactly the outputs that depend on it through the formula over visible
+// keys. NaN in q[b,h,i,:] → row i of out and lse. NaN in k[b,g,j,:] or in an additive mask entry
+// (i, j) → every row i for which key j is visible. NaN in v[b,g,j,c] → column c of every row i for
+// which key j is visible (dropped-out keys are still visible; masked keys are not).
+#pragma once
+
+#include <optional>
+
+#include "attnkit/options.hpp"
+#include "attnkit/tensor.hpp"
+
+namespace attnkit {
+
+struct ForwardExtras {
+  std::optional<TensorView> lse;    // [B, Hq, n] f32: natural-log sum of exp of the final logits
+  std::optional<TensorView> probs;  // [B, Hq, n, m] any floating dtype: softmax weights before dropout
+};
+
+void forward(ConstTensorView q, ConstTensorView k, ConstTensorView v, TensorView out,
+             const AttentionOptions& options = {}, const ForwardExtras& extras = {});
+
+// Gradients of a scalar loss L given d_out = ∂L/∂out. `out` and `lse` are those the forward
+// returned for the same inputs and options (the fast kernels recompute the probabilities from
+// them; the float64 reference recomputes everything and only checks their shapes). dk and dv sum
+// over the query heads that share a KV head.
+void backward(ConstTensorView q, ConstTensorView k, ConstTensorView v, ConstTensorView out,
+              ConstTensorView d_out, ConstTensorView lse, TensorView dq, TensorView dk, TensorView dv,
+              const AttentionOptions& options = {});
+
+// Threads used by attnkit's kernels. Default: ATTNKIT_NUM_THREADS if set, else hardware
+// concurrency. n <= 0 restores the default. Results never depend on the thread count.
+void set_num_threads(int n);
+int num_threads();
+
+// Library version, "MAJOR.MINOR.PATCH".
+const char* version() noexcept;
+
+}  // namespace attnkit

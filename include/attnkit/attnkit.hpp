@@ -1,0 +1,9 @@
+// attnkit — exact scaled dot-product attention. The one header to include.
+#pragma once
+
+#include "attnkit/attention.hpp"
+#include "attnkit/dtype.hpp"
+#include "attnkit/error.hpp"
+#include "attnkit/npy.hpp"
+#include "attnkit/options.hpp"
+#include "attnkit/tensor.hpp"

@@ -1,0 +1,38 @@
+// attnkit — errors.
+//
+// Every failure the library reports is an attnkit::Error. Its message names the argument, the
+// shapes involved and what was expected, e.g.
+//   "k: batch size 3 does not match q's batch size 2 (q [2, 8, 128, 64], k [3, 8, 128, 64])".
+// The code lets a caller branch without parsing text.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace attnkit {
+
+enum class ErrorCode {
+  invalid_argument,  // a scalar option out of range: scale <= 0, dropout outside [0, 1), softcap < 0, ...
+  invalid_shape,     // wrong rank, mismatched sizes, not broadcastable, wrong element count
+  invalid_dtype,     // a dtype the argument or the chosen kernel does not take
+  null_pointer,      // a null data pointer on a view with a non-zero number of elements
+  overlap,           // an output's memory overlaps an input's or another output's
+  size_overflow,     // a size or byte count that does not fit in 64 bits
+  unsupported,       // a valid request this build cannot serve (e.g. a kernel not compiled in)
+  io_error,          // a file could not be opened, read or written
+  format_error,      // a file's contents are malformed (truncated, bad header, unsupported layout)
+};
+
+// Stable lower-case name of a code, as printed by the CLI ("invalid_shape").
+const char* error_code_name(ErrorCode code) noexcept;
+
+class Error : public std::runtime_error {
+ public:
+  Error(ErrorCode code, const std::string& message) : std::runtime_error(message), code_(code) {}
+  ErrorCode code() const noexcept { return code_; }
+
+ private:
+  ErrorCode code_;
+};
+
+}  // namespace attnkit

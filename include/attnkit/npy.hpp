@@ -1,0 +1,22 @@
+// attnkit — NumPy .npy files.
+//
+// Reads versions 1.0, 2.0 and 3.0 with little-endian float16/32/64, bool, int32 and int64 data in
+// C order. Big-endian, Fortran-order, object or other dtypes, truncated files and malformed or
+// oversized headers raise attnkit::Error (format_error) naming the file and the problem; a file
+// never causes an allocation larger than its own data.
+#pragma once
+
+#include <string>
+
+#include "attnkit/tensor.hpp"
+
+namespace attnkit {
+
+Tensor read_npy(const std::string& path);
+
+// Writes a contiguous copy of `tensor` (any rank, any strides). f64, f32, f16, bool, i32 and i64
+// are written as themselves; bf16 has no .npy type and is written as float32 (exactly).
+void write_npy(const std::string& path, const Tensor& tensor);
+void write_npy(const std::string& path, ConstTensorView view);
+
+}  // namespace attnkit
