@@ -1,0 +1,374 @@
+// Argument checking: shapes, dtypes, options, pointers, overlap, size overflow.
+#include "api/validate.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "attnkit/error.hpp"
+
+namespace attnkit::detail {
+namespace {
+
+using std::int64_t;
+
+std::string describe(const char* name, ConstTensorView view) {
+  return std::string(name) + " " + view.shape_string() + " " + std::string(dtype_name(view.dtype()));
+}
+
+[[noreturn]] void fail(ErrorCode code, const std::string& message) { throw Error(code, message); }
+
+std::string num(double x) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", x);
+  return text;
+}
+
+// ---- one view on its own ----
+
+// Sizes are non-negative, the element count and the byte extent fit in 64 bits, and data is non-null
+// whenever there is an element to read or write.
+void check_view_basics(const char* name, ConstTensorView view) {
+  int64_t count = 1;
+  int64_t max_offset = 0;  // largest |element offset| reachable, to bound the byte extent
+  for (int d = 0; d < view.rank(); ++d) {
+    const int64_t size = view.size(d);
+    if (size < 0) fail(ErrorCode::invalid_shape, describe(name, view) + ": size " + std::to_string(d) + " is negative");
+    if (__builtin_mul_overflow(count, size, &count)) {
+      fail(ErrorCode::size_overflow, describe(name, view) + ": the number of elements overflows 64 bits");
+    }
+  }
+  if (count == 0) return;
+  for (int d = 0; d < view.rank(); ++d) {
+    const int64_t stride = view.stride(d);
+    int64_t reach = 0;
+    if (stride == std::numeric_limits<int64_t>::min() ||
+        __builtin_mul_overflow(view.size(d) - 1, stride < 0 ? -stride : stride, &reach) ||
+        __builtin_add_overflow(max_offset, reach, &max_offset)) {
+      fail(ErrorCode::size_overflow, describe(name, view) + ": the strides reach past 64-bit byte offsets");
+    }
+  }
+  int64_t bytes = 0;
+  if (__builtin_mul_overflow(max_offset + 1, static_cast<int64_t>(dtype_size(view.dtype())), &bytes)) {
+    fail(ErrorCode::size_overflow, describe(name, view) + ": the byte extent overflows 64 bits");
+  }
+  if (view.data() == nullptr) {
+    fail(ErrorCode::null_pointer, describe(name, view) + ": data is null but the view has " + std::to_string(count) +
+                                      " elements");
+  }
+}
+
+void check_rank(const char* name, ConstTensorView view, int rank, const char* layout) {
+  if (view.rank() != rank) {
+    fail(ErrorCode::invalid_shape, std::string(name) + ": expected rank " + std::to_string(rank) + " " + layout +
+                                       ", got rank " + std::to_string(view.rank()) + " " + view.shape_string());
+  }
+}
+
+void check_same_dtype(const char* name, ConstTensorView view, ConstTensorView q) {
+  if (view.dtype() != q.dtype()) {
+    fail(ErrorCode::invalid_dtype, std::string(name) + ": dtype " + std::string(dtype_name(view.dtype())) +
+                                       " does not match q's dtype " + std::string(dtype_name(q.dtype())) +
+                                       " (q, k, v, outputs and gradients share one floating dtype)");
+  }
+}
+
+// An output view must not write one element twice: a zero stride on a dimension of size > 1 would.
+void check_writable(const char* name, ConstTensorView view) {
+  if (view.numel() == 0) return;
+  for (int d = 0; d < view.rank(); ++d) {
+    if (view.size(d) > 1 && view.stride(d) == 0) {
+      fail(ErrorCode::overlap, describe(name, view) + ": dimension " + std::to_string(d) +
+                                   " has stride 0, so its elements would overwrite each other");
+    }
+  }
+}
+
+void check_shape(const char* name, ConstTensorView view, const std::vector<int64_t>& expected, const std::string& why) {
+  bool same = static_cast<int>(expected.size()) == view.rank();
+  for (int d = 0; same && d < view.rank(); ++d) same = view.size(d) == expected[static_cast<std::size_t>(d)];
+  if (!same) {
+    std::string want = "[";
+    for (std::size_t d = 0; d < expected.size(); ++d) want += (d ? ", " : "") + std::to_string(expected[d]);
+    fail(ErrorCode::invalid_shape, std::string(name) + ": expected shape " + want + "] " + why + ", got " +
+                                       view.shape_string());
+  }
+}
+
+// ---- overlap ----
+
+struct ByteSpan {
+  const char* name;
+  std::uintptr_t begin = 0, end = 0;  // [begin, end); empty when begin == end
+};
+
+ByteSpan span_of(const char* name, ConstTensorView view) {
+  ByteSpan span{name};
+  if (view.numel() == 0) return span;
+  int64_t low = 0, high = 0;
+  for (int d = 0; d < view.rank(); ++d) {
+    const int64_t reach = (view.size(d) - 1) * view.stride(d);
+    (reach < 0 ? low : high) += reach;
+  }
+  const auto elem = static_cast<int64_t>(dtype_size(view.dtype()));
+  const auto base = reinterpret_cast<std::uintptr_t>(view.data());
+  span.begin = base + static_cast<std::uintptr_t>(low * elem);
+  span.end = base + static_cast<std::uintptr_t>((high + 1) * elem);
+  return span;
+}
+
+// Outputs may not share memory with inputs or with each other. Spans are the address ranges the views
+// can reach, a conservative test: interleaved but disjoint layouts are rejected too (documented).
+void check_no_overlap(const std::vector<ByteSpan>& outputs, const std::vector<ByteSpan>& inputs) {
+  auto intersects = [](const ByteSpan& a, const ByteSpan& b) {
+    return a.begin < a.end && b.begin < b.end && a.begin < b.end && b.begin < a.end;
+  };
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    for (const ByteSpan& in : inputs) {
+      if (intersects(outputs[i], in)) {
+        fail(ErrorCode::overlap, std::string(outputs[i].name) + ": its memory overlaps input " + in.name +
+                                     "; outputs must not alias inputs");
+      }
+    }
+    for (std::size_t j = i + 1; j < outputs.size(); ++j) {
+      if (intersects(outputs[i], outputs[j])) {
+        fail(ErrorCode::overlap, std::string(outputs[i].name) + ": its memory overlaps output " + outputs[j].name);
+      }
+    }
+  }
+}
+
+// ---- q, k, v ----
+
+Sizes check_qkv(ConstTensorView q, ConstTensorView k, ConstTensorView v) {
+  check_rank("q", q, 4, "[batch, heads, n, d_k]");
+  check_rank("k", k, 4, "[batch, kv_heads, m, d_k]");
+  check_rank("v", v, 4, "[batch, kv_heads, m, d_v]");
+  if (!is_floating(q.dtype())) {
+    fail(ErrorCode::invalid_dtype, describe("q", q) + ": attention takes f64, f32, f16 or bf16");
+  }
+  check_same_dtype("k", k, q);
+  check_same_dtype("v", v, q);
+  check_view_basics("q", q);
+  check_view_basics("k", k);
+  check_view_basics("v", v);
+
+  const std::string all = " (" + describe("q", q) + ", " + describe("k", k) + ", " + describe("v", v) + ")";
+  Sizes s;
+  s.batch = q.size(0);
+  s.q_heads = q.size(1);
+  s.n = q.size(2);
+  s.d_k = q.size(3);
+  s.kv_heads = k.size(1);
+  s.m = k.size(2);
+  s.d_v = v.size(3);
+  if (k.size(0) != s.batch || v.size(0) != s.batch) {
+    fail(ErrorCode::invalid_shape, "k, v: batch sizes " + std::to_string(k.size(0)) + " and " +
+                                       std::to_string(v.size(0)) + " must equal q's batch size " +
+                                       std::to_string(s.batch) + all);
+  }
+  if (v.size(1) != s.kv_heads) {
+    fail(ErrorCode::invalid_shape, "v: " + std::to_string(v.size(1)) + " heads, but k has " +
+                                       std::to_string(s.kv_heads) + all);
+  }
+  if (s.kv_heads == 0 ? s.q_heads != 0 : s.q_heads % s.kv_heads != 0) {
+    fail(ErrorCode::invalid_shape, "q, k: query heads " + std::to_string(s.q_heads) +
+                                       " must be a multiple of key/value heads " + std::to_string(s.kv_heads) +
+                                       " (GQA/MQA)" + all);
+  }
+  if (v.size(2) != s.m) {
+    fail(ErrorCode::invalid_shape, "v: " + std::to_string(v.size(2)) + " keys, but k has " + std::to_string(s.m) + all);
+  }
+  if (k.size(3) != s.d_k) {
+    fail(ErrorCode::invalid_shape, "k: key dimension " + std::to_string(k.size(3)) + " does not match q's " +
+                                       std::to_string(s.d_k) + all);
+  }
+  if (s.kv_heads == 0) s.kv_heads = 1;  // no heads at all: any positive value keeps group() defined
+  return s;
+}
+
+// ---- options ----
+
+double resolve_scale(const AttentionOptions& o, const Sizes& s) {
+  if (!o.scale) return s.d_k > 0 ? 1.0 / std::sqrt(static_cast<double>(s.d_k)) : 1.0;
+  if (!std::isfinite(*o.scale) || *o.scale <= 0) {
+    fail(ErrorCode::invalid_argument, "scale: must be finite and > 0, got " + num(*o.scale));
+  }
+  return *o.scale;
+}
+
+void check_scalar_options(const AttentionOptions& o, const Sizes& s) {
+  if (!std::isfinite(o.softcap) || o.softcap < 0) {
+    fail(ErrorCode::invalid_argument, "softcap: must be finite and >= 0 (0 = off), got " + num(o.softcap));
+  }
+  if (!std::isfinite(o.dropout_p) || o.dropout_p < 0 || o.dropout_p >= 1) {
+    fail(ErrorCode::invalid_argument, "dropout_p: must be in [0, 1), got " + num(o.dropout_p));
+  }
+  if (o.window.left < -1 || o.window.right < -1) {
+    fail(ErrorCode::invalid_argument, "window: left and right must be >= 0, or -1 for unbounded; got (" +
+                                          std::to_string(o.window.left) + ", " + std::to_string(o.window.right) + ")");
+  }
+  if (o.causal != Causal::none && o.causal != Causal::top_left && o.causal != Causal::bottom_right) {
+    fail(ErrorCode::invalid_argument, "causal: not a Causal value");
+  }
+  if (o.kernel != Kernel::automatic && o.kernel != Kernel::reference && o.kernel != Kernel::fast) {
+    fail(ErrorCode::invalid_argument, "kernel: not a Kernel value");
+  }
+  if (o.dropout_p > 0) {
+    // The dropout counter holds batch, head, query and key/4 in 32 bits each (src/core/philox.hpp).
+    constexpr int64_t kCounterLimit = int64_t{1} << 32;
+    if (s.batch >= kCounterLimit || s.q_heads >= kCounterLimit || s.n >= kCounterLimit || s.m / 4 >= kCounterLimit) {
+      fail(ErrorCode::invalid_argument, "dropout_p: dropout supports batch, heads and sequence lengths below 2^32");
+    }
+  }
+}
+
+void check_key_lengths(const AttentionOptions& o, const Sizes& s) {
+  if (o.key_lengths.empty()) return;
+  if (static_cast<int64_t>(o.key_lengths.size()) != s.batch) {
+    fail(ErrorCode::invalid_shape, "key_lengths: expected one length per batch entry (" + std::to_string(s.batch) +
+                                       "), got " + std::to_string(o.key_lengths.size()));
+  }
+  for (std::size_t b = 0; b < o.key_lengths.size(); ++b) {
+    if (o.key_lengths[b] < 0 || o.key_lengths[b] > s.m) {
+      fail(ErrorCode::invalid_argument, "key_lengths[" + std::to_string(b) + "]: " +
+                                            std::to_string(o.key_lengths[b]) + " is outside 0.." + std::to_string(s.m) +
+                                            " (m = number of keys)");
+    }
+  }
+}
+
+void check_alibi(const AttentionOptions& o, const Sizes& s) {
+  if (o.alibi_slopes.empty()) return;
+  if (static_cast<int64_t>(o.alibi_slopes.size()) != s.q_heads) {
+    fail(ErrorCode::invalid_shape, "alibi_slopes: expected one slope per query head (" + std::to_string(s.q_heads) +
+                                       "), got " + std::to_string(o.alibi_slopes.size()));
+  }
+  for (std::size_t h = 0; h < o.alibi_slopes.size(); ++h) {
+    if (!std::isfinite(o.alibi_slopes[h])) {
+      fail(ErrorCode::invalid_argument, "alibi_slopes[" + std::to_string(h) + "]: must be finite, got " +
+                                            num(o.alibi_slopes[h]));
+    }
+  }
+}
+
+// The mask broadcasts to [B, Hq, n, m]: rank 2 [n|1, m|1] or rank 4 [B|1, Hq|1, n|1, m|1]. The result is
+// a rank-4 view whose broadcast dimensions have stride 0, so kernels index it like a full tensor.
+void resolve_mask(const AttentionOptions& o, const Sizes& s, Problem& p) {
+  if (!o.mask) return;
+  const ConstTensorView mask = *o.mask;
+  if (mask.rank() != 2 && mask.rank() != 4) {
+    fail(ErrorCode::invalid_shape, "mask: expected rank 2 [n, m] or rank 4 [B|1, Hq|1, n, m], got rank " +
+                                       std::to_string(mask.rank()) + " " + mask.shape_string());
+  }
+  if (mask.dtype() == DType::boolean) {
+    p.mask_kind = MaskKind::keep;
+  } else if (is_floating(mask.dtype())) {
+    p.mask_kind = MaskKind::additive;
+  } else {
+    fail(ErrorCode::invalid_dtype, describe("mask", mask) + ": a mask is bool (true = keep) or floating (additive)");
+  }
+  check_view_basics("mask", mask);
+  const ConstTensorView full = mask.unsqueezed_to(4);
+  const int64_t target[4] = {s.batch, s.q_heads, s.n, s.m};
+  int64_t strides[4];
+  for (int d = 0; d < 4; ++d) {
+    if (full.size(d) != target[d] && full.size(d) != 1) {
+      fail(ErrorCode::invalid_shape, "mask: shape " + mask.shape_string() + " does not broadcast to [B, Hq, n, m] = [" +
+                                         std::to_string(s.batch) + ", " + std::to_string(s.q_heads) + ", " +
+                                         std::to_string(s.n) + ", " + std::to_string(s.m) +
+                                         "] (each dimension must match or be 1)");
+    }
+    strides[d] = full.size(d) == 1 ? 0 : full.stride(d);
+  }
+  p.mask = ConstTensorView(full.data(), full.dtype(), target, strides, 4);
+}
+
+Problem make_problem(ConstTensorView q, ConstTensorView k, ConstTensorView v, const AttentionOptions& options) {
+  Problem p;
+  p.sizes = check_qkv(q, k, v);
+  p.q = q;
+  p.k = k;
+  p.v = v;
+  p.scale = resolve_scale(options, p.sizes);
+  check_scalar_options(options, p.sizes);
+  check_key_lengths(options, p.sizes);
+  check_alibi(options, p.sizes);
+  resolve_mask(options, p.sizes, p);
+  p.options = &options;
+  return p;
+}
+
+std::vector<ByteSpan> input_spans(const Problem& p) {
+  std::vector<ByteSpan> spans = {span_of("q", p.q), span_of("k", p.k), span_of("v", p.v)};
+  if (p.mask_kind != MaskKind::none) spans.push_back(span_of("mask", p.mask));
+  return spans;
+}
+
+void check_output(const char* name, ConstTensorView view, const std::vector<int64_t>& shape, const std::string& why) {
+  check_shape(name, view, shape, why);
+  check_view_basics(name, view);
+  check_writable(name, view);
+}
+
+}  // namespace
+
+Problem validate_forward(ConstTensorView q, ConstTensorView k, ConstTensorView v, TensorView out,
+                         const AttentionOptions& options, const ForwardExtras& extras, ForwardOutputs& outputs) {
+  Problem p = make_problem(q, k, v, options);
+  const Sizes& s = p.sizes;
+  check_same_dtype("out", out, q);
+  check_output("out", out, {s.batch, s.q_heads, s.n, s.d_v}, "[B, Hq, n, d_v]");
+  std::vector<ByteSpan> spans = {span_of("out", out)};
+  if (extras.lse) {
+    if (extras.lse->dtype() != DType::f32) {
+      fail(ErrorCode::invalid_dtype, describe("lse", *extras.lse) + ": lse is always f32");
+    }
+    check_output("lse", *extras.lse, {s.batch, s.q_heads, s.n}, "[B, Hq, n]");
+    spans.push_back(span_of("lse", *extras.lse));
+  }
+  if (extras.probs) {
+    if (!is_floating(extras.probs->dtype())) {
+      fail(ErrorCode::invalid_dtype, describe("probs", *extras.probs) + ": probs takes a floating dtype");
+    }
+    check_output("probs", *extras.probs, {s.batch, s.q_heads, s.n, s.m}, "[B, Hq, n, m]");
+    spans.push_back(span_of("probs", *extras.probs));
+  }
+  check_no_overlap(spans, input_spans(p));
+  outputs = ForwardOutputs{out, extras.lse, extras.probs};
+  return p;
+}
+
+Problem validate_backward(ConstTensorView q, ConstTensorView k, ConstTensorView v, const BackwardIO& io,
+                          const AttentionOptions& options) {
+  Problem p = make_problem(q, k, v, options);
+  const Sizes& s = p.sizes;
+  const std::vector<int64_t> o_shape = {s.batch, s.q_heads, s.n, s.d_v};
+  for (auto [name, view] : {std::pair{"out", io.out}, std::pair{"d_out", io.d_out}}) {
+    check_same_dtype(name, view, q);
+    check_shape(name, view, o_shape, "[B, Hq, n, d_v]");
+    check_view_basics(name, view);
+  }
+  if (io.lse.dtype() != DType::f32) fail(ErrorCode::invalid_dtype, describe("lse", io.lse) + ": lse is always f32");
+  check_shape("lse", io.lse, {s.batch, s.q_heads, s.n}, "[B, Hq, n]");
+  check_view_basics("lse", io.lse);
+
+  check_same_dtype("dq", io.dq, q);
+  check_same_dtype("dk", io.dk, q);
+  check_same_dtype("dv", io.dv, q);
+  check_output("dq", io.dq, {s.batch, s.q_heads, s.n, s.d_k}, "(the shape of q)");
+  check_output("dk", io.dk, {s.batch, k.size(1), s.m, s.d_k}, "(the shape of k)");
+  check_output("dv", io.dv, {s.batch, v.size(1), s.m, s.d_v}, "(the shape of v)");
+
+  std::vector<ByteSpan> inputs = input_spans(p);
+  inputs.push_back(span_of("out", io.out));
+  inputs.push_back(span_of("d_out", io.d_out));
+  inputs.push_back(span_of("lse", io.lse));
+  check_no_overlap({span_of("dq", io.dq), span_of("dk", io.dk), span_of("dv", io.dv)}, inputs);
+  return p;
+}
+
+}  // namespace attnkit::detail

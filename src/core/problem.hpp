@@ -1,0 +1,47 @@
+// A validated attention call: the views, their sizes and the resolved options. Built once at the API
+// edge (src/api/validate.cpp); every kernel below trusts it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "attnkit/attention.hpp"
+
+namespace attnkit::detail {
+
+struct Sizes {
+  std::int64_t batch = 0;     // B
+  std::int64_t q_heads = 0;   // Hq
+  std::int64_t kv_heads = 0;  // Hkv
+  std::int64_t n = 0;         // queries
+  std::int64_t m = 0;         // keys
+  std::int64_t d_k = 0;
+  std::int64_t d_v = 0;
+
+  std::int64_t group() const { return q_heads / kv_heads; }  // query heads per KV head
+  std::int64_t kv_head_of(std::int64_t h) const { return h / group(); }
+};
+
+enum class MaskKind : std::uint8_t { none, keep, additive };
+
+struct Problem {
+  Sizes sizes;
+  ConstTensorView q, k, v;
+  double scale = 1.0;        // resolved: options.scale or 1/sqrt(d_k)
+  MaskKind mask_kind = MaskKind::none;
+  ConstTensorView mask;      // rank 4, broadcast dimensions have stride 0
+  const AttentionOptions* options = nullptr;
+};
+
+struct ForwardOutputs {
+  TensorView out;
+  std::optional<TensorView> lse;
+  std::optional<TensorView> probs;
+};
+
+struct BackwardIO {
+  ConstTensorView out, d_out, lse;
+  TensorView dq, dk, dv;
+};
+
+}  // namespace attnkit::detail

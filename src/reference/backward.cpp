@@ -1,0 +1,93 @@
+// Reference backward: the forward's passes in reverse, in float64, recomputing the forward per head.
+// dk and dv of a KV head sum over its query heads in increasing order, so results are deterministic.
+#include <cmath>
+#include <limits>
+
+#include "core/parallel_for.hpp"
+#include "reference/logits.hpp"
+#include "reference/reference.hpp"
+
+namespace attnkit::detail {
+namespace {
+
+constexpr double kMinusInf = -std::numeric_limits<double>::infinity();
+
+// Adds query head h's contribution to dk and dv (of its KV head) and returns dq of head h.
+Matrix backward_head(const Problem& p, const BackwardIO& io, std::int64_t b, std::int64_t h, const Matrix& k,
+                     const Matrix& v, Matrix& dk, Matrix& dv) {
+  const Sizes& s = p.sizes;
+  const double softcap = p.options->softcap;
+  const Matrix q = gather(p.q, b, h);         // [n, d_k]
+  const Matrix d_out = gather(io.d_out, b, h);  // [n, d_v]
+
+  // Recompute the forward: logits, P, and the dropout multipliers.
+  const HeadLogits logits = compute_logits(p, b, h, q, k);
+  const Softmax softmax = softmax_rows(logits.logits);
+  const Matrix& P = softmax.probs;
+
+  Matrix dq(s.n, s.d_k);
+  for (std::int64_t i = 0; i < s.n; ++i) {
+    if (softmax.lse[static_cast<std::size_t>(i)] == kMinusInf) continue;  // no visible key: zero gradients
+    // dP[i, j] = (dO_i · V_j) · dropout(i, j)       from O_i = Σ_j P[i, j] · dropout(i, j) · V_j
+    // dV_j    += P[i, j] · dropout(i, j) · dO_i     from the same line
+    std::vector<double> dP(static_cast<std::size_t>(s.m), 0.0);
+    double row_dot = 0.0;  // D_i = Σ_j P[i, j] · dP[i, j]
+    for (std::int64_t j = 0; j < s.m; ++j) {
+      if (logits.logits(i, j) == kMinusInf) continue;
+      const double multiplier = dropout_multiplier(p, b, h, i, j);
+      double dot = 0.0;
+      for (std::int64_t c = 0; c < s.d_v; ++c) {
+        dot += d_out(i, c) * v(j, c);
+        dv(j, c) += P(i, j) * multiplier * d_out(i, c);
+      }
+      dP[static_cast<std::size_t>(j)] = dot * multiplier;
+      row_dot += P(i, j) * dP[static_cast<std::size_t>(j)];
+    }
+    for (std::int64_t j = 0; j < s.m; ++j) {
+      if (logits.logits(i, j) == kMinusInf) continue;
+      // dlogits = P ∘ (dP − D)                       from P = softmax(logits)
+      double ds = P(i, j) * (dP[static_cast<std::size_t>(j)] - row_dot);
+      // ALiBi and the additive mask are constants: d(scaled-and-capped) = dlogits.
+      // dscaled = dcapped · (1 − tanh²(s / c))       from capped = c · tanh(s / c)
+      if (softcap > 0) {
+        const double t = std::tanh(logits.scaled(i, j) / softcap);
+        ds *= 1.0 - t * t;
+      }
+      // dq_i += ds · scale · k_j ;  dk_j += ds · scale · q_i     from scaled = (q_i · k_j) · scale
+      for (std::int64_t c = 0; c < s.d_k; ++c) {
+        dq(i, c) += ds * p.scale * k(j, c);
+        dk(j, c) += ds * p.scale * q(i, c);
+      }
+    }
+  }
+  return dq;
+}
+
+void backward_kv_head(const Problem& p, const BackwardIO& io, std::int64_t b, std::int64_t g) {
+  const Sizes& s = p.sizes;
+  const Matrix k = gather(p.k, b, g);  // [m, d_k]
+  const Matrix v = gather(p.v, b, g);  // [m, d_v]
+  Matrix dk(s.m, s.d_k), dv(s.m, s.d_v);
+  for (std::int64_t h = g * s.group(); h < (g + 1) * s.group(); ++h) {
+    scatter(backward_head(p, io, b, h, k, v, dk, dv), io.dq, b, h);
+  }
+  scatter(dk, io.dk, b, g);
+  scatter(dv, io.dv, b, g);
+}
+
+}  // namespace
+
+void reference_backward(const Problem& p, const BackwardIO& io) {
+  const Sizes& s = p.sizes;
+  const std::int64_t kv_heads = p.k.size(1);
+  if (s.q_heads == 0) {  // no query heads: nothing depends on k or v
+    parallel_for(s.batch * kv_heads, [&](std::int64_t t) {
+      scatter(Matrix(s.m, s.d_k), io.dk, t / kv_heads, t % kv_heads);
+      scatter(Matrix(s.m, s.d_v), io.dv, t / kv_heads, t % kv_heads);
+    });
+    return;
+  }
+  parallel_for(s.batch * kv_heads, [&](std::int64_t t) { backward_kv_head(p, io, t / kv_heads, t % kv_heads); });
+}
+
+}  // namespace attnkit::detail

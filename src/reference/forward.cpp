@@ -1,0 +1,49 @@
+// Reference forward: O = dropout(softmax(logits)) · V, one (batch, query head) at a time.
+#include <cmath>
+#include <limits>
+
+#include "core/parallel_for.hpp"
+#include "reference/logits.hpp"
+#include "reference/reference.hpp"
+
+namespace attnkit::detail {
+namespace {
+
+void forward_head(const Problem& p, const ForwardOutputs& outputs, std::int64_t b, std::int64_t h) {
+  const Sizes& s = p.sizes;
+  const std::int64_t g = s.kv_head_of(h);
+  const Matrix q = gather(p.q, b, h);  // [n, d_k]
+  const Matrix k = gather(p.k, b, g);  // [m, d_k]
+  const Matrix v = gather(p.v, b, g);  // [m, d_v]
+
+  // 1. logits[i, j] = bias(q_i · k_j · scale), −inf where masked           [n, m]
+  const HeadLogits logits = compute_logits(p, b, h, q, k);
+  // 2. P = softmax(logits) per row; lse[i] = log Σ_j exp(logits[i, j])     [n, m], [n]
+  const Softmax softmax = softmax_rows(logits.logits);
+  // 3. O[i, :] = Σ_j P[i, j] · dropout(b, h, i, j) · V[j, :] over visible keys  [n, d_v]
+  Matrix o(s.n, s.d_v);
+  for (std::int64_t i = 0; i < s.n; ++i) {
+    for (std::int64_t j = 0; j < s.m; ++j) {
+      if (logits.logits(i, j) == -std::numeric_limits<double>::infinity()) continue;  // masked: contributes nothing
+      const double weight = softmax.probs(i, j) * dropout_multiplier(p, b, h, i, j);
+      for (std::int64_t c = 0; c < s.d_v; ++c) o(i, c) += weight * v(j, c);
+    }
+  }
+
+  scatter(o, outputs.out, b, h);
+  if (outputs.lse) {
+    for (std::int64_t i = 0; i < s.n; ++i) {
+      *outputs.lse->at<float>({b, h, i}) = static_cast<float>(softmax.lse[static_cast<std::size_t>(i)]);
+    }
+  }
+  if (outputs.probs) scatter(softmax.probs, *outputs.probs, b, h);
+}
+
+}  // namespace
+
+void reference_forward(const Problem& p, const ForwardOutputs& outputs) {
+  const Sizes& s = p.sizes;
+  parallel_for(s.batch * s.q_heads, [&](std::int64_t t) { forward_head(p, outputs, t / s.q_heads, t % s.q_heads); });
+}
+
+}  // namespace attnkit::detail

@@ -1,0 +1,109 @@
+#include "reference/logits.hpp"
+
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+
+#include "core/philox.hpp"
+
+namespace attnkit::detail {
+namespace {
+
+constexpr double kMinusInf = -std::numeric_limits<double>::infinity();
+
+const std::byte* element(ConstTensorView t, std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t j) {
+  const std::int64_t offset = b * t.stride(0) + h * t.stride(1) + i * t.stride(2) + j * t.stride(3);
+  return static_cast<const std::byte*>(t.data()) + offset * static_cast<std::int64_t>(dtype_size(t.dtype()));
+}
+
+// The aligned query position i' (DESIGN.md): bottom-right alignment lines the last query up with the
+// last key, so query i sits at key position i + (m − n).
+std::int64_t aligned_position(const Problem& p, std::int64_t i) {
+  return p.options->causal == Causal::bottom_right ? i + (p.sizes.m - p.sizes.n) : i;
+}
+
+// Whether key j may be seen by query i at all: causal, window, key lengths and a boolean keep-mask.
+bool key_visible(const Problem& p, std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t j) {
+  const AttentionOptions& o = *p.options;
+  const std::int64_t pos = aligned_position(p, i);
+  if (o.causal != Causal::none && j > pos) return false;
+  if (o.window.left >= 0 && j < pos - o.window.left) return false;
+  if (o.window.right >= 0 && j > pos + o.window.right) return false;
+  if (!o.key_lengths.empty() && j >= o.key_lengths[static_cast<std::size_t>(b)]) return false;
+  if (p.mask_kind == MaskKind::keep && load_as_double(element(p.mask, b, h, i, j), DType::boolean) == 0.0) return false;
+  return true;
+}
+
+}  // namespace
+
+Matrix gather(ConstTensorView t, std::int64_t b, std::int64_t h) {
+  Matrix m(t.size(2), t.size(3));
+  for (std::int64_t i = 0; i < m.rows; ++i)
+    for (std::int64_t c = 0; c < m.cols; ++c) m(i, c) = load_as_double(element(t, b, h, i, c), t.dtype());
+  return m;
+}
+
+void scatter(const Matrix& m, TensorView t, std::int64_t b, std::int64_t h) {
+  for (std::int64_t i = 0; i < m.rows; ++i)
+    for (std::int64_t c = 0; c < m.cols; ++c)
+      store_from_double(const_cast<std::byte*>(element(t, b, h, i, c)), t.dtype(), m(i, c));
+}
+
+HeadLogits compute_logits(const Problem& p, std::int64_t b, std::int64_t h, const Matrix& q, const Matrix& k) {
+  const AttentionOptions& o = *p.options;
+  const std::int64_t n = p.sizes.n, m = p.sizes.m;
+  HeadLogits out{Matrix(n, m), Matrix(n, m)};
+  for (std::int64_t i = 0; i < n; ++i) {
+    for (std::int64_t j = 0; j < m; ++j) {
+      double dot = 0.0;
+      for (std::int64_t c = 0; c < q.cols; ++c) dot += q(i, c) * k(j, c);
+      // s = q·k · scale
+      double s = dot * p.scale;
+      out.scaled(i, j) = s;
+      // s = c · tanh(s / c)
+      if (o.softcap > 0) s = o.softcap * std::tanh(s / o.softcap);
+      // s = s − slope_h · |i' − j|
+      if (!o.alibi_slopes.empty()) {
+        const double distance = static_cast<double>(std::llabs(aligned_position(p, i) - j));
+        s -= static_cast<double>(o.alibi_slopes[static_cast<std::size_t>(h)]) * distance;
+      }
+      // s = s + mask[b, h, i, j]
+      if (p.mask_kind == MaskKind::additive) s += load_as_double(element(p.mask, b, h, i, j), p.mask.dtype());
+      // s = −inf where the key is not visible
+      if (!key_visible(p, b, h, i, j)) s = kMinusInf;
+      out.logits(i, j) = s;
+    }
+  }
+  return out;
+}
+
+Softmax softmax_rows(const Matrix& logits) {
+  Softmax out{Matrix(logits.rows, logits.cols), std::vector<double>(static_cast<std::size_t>(logits.rows))};
+  for (std::int64_t i = 0; i < logits.rows; ++i) {
+    // Row maximum, NaN-propagating: a NaN logit must poison the row, not be skipped by a comparison.
+    double row_max = kMinusInf;
+    for (std::int64_t j = 0; j < logits.cols; ++j) {
+      const double z = logits(i, j);
+      if (std::isnan(z) || z > row_max) row_max = z;
+      if (std::isnan(z)) break;
+    }
+    double& lse = out.lse[static_cast<std::size_t>(i)];
+    if (row_max == kMinusInf) {  // no visible key: probabilities stay 0
+      lse = kMinusInf;
+      continue;
+    }
+    double sum = 0.0;
+    for (std::int64_t j = 0; j < logits.cols; ++j) sum += std::exp(logits(i, j) - row_max);
+    lse = row_max + std::log(sum);
+    for (std::int64_t j = 0; j < logits.cols; ++j) out.probs(i, j) = std::exp(logits(i, j) - row_max) / sum;
+  }
+  return out;
+}
+
+double dropout_multiplier(const Problem& p, std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t j) {
+  const AttentionOptions& o = *p.options;
+  if (o.dropout_p == 0) return 1.0;
+  return dropout_keeps(o.seed, o.dropout_p, b, h, i, j) ? 1.0 / (1.0 - o.dropout_p) : 0.0;
+}
+
+}  // namespace attnkit::detail

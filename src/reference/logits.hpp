@@ -1,0 +1,48 @@
+// The pieces forward and backward share: float64 matrices, the logits in DESIGN.md's bias order, the
+// row softmax and the dropout multipliers. One definition, so the two passes cannot disagree.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/problem.hpp"
+
+namespace attnkit::detail {
+
+// A dense row-major float64 matrix.
+struct Matrix {
+  std::int64_t rows = 0, cols = 0;
+  std::vector<double> values;
+
+  Matrix() = default;
+  Matrix(std::int64_t r, std::int64_t c) : rows(r), cols(c), values(static_cast<std::size_t>(r * c), 0.0) {}
+  double& operator()(std::int64_t i, std::int64_t j) { return values[static_cast<std::size_t>(i * cols + j)]; }
+  double operator()(std::int64_t i, std::int64_t j) const { return values[static_cast<std::size_t>(i * cols + j)]; }
+};
+
+// The [seq, dim] slice t[b, h, :, :] of a rank-4 view, read as float64.
+Matrix gather(ConstTensorView t, std::int64_t b, std::int64_t h);
+// Writes m into t[b, h, :, :], rounding to t's dtype.
+void scatter(const Matrix& m, TensorView t, std::int64_t b, std::int64_t h);
+
+// The logits of one (batch b, query head h), both before and after the bias terms:
+//   scaled[i, j] = (q_i · k_j) · scale
+//   logits[i, j] = scaled → softcap → + ALiBi → + additive mask → −inf where the key is not visible
+struct HeadLogits {
+  Matrix scaled;  // kept for the softcap derivative in the backward
+  Matrix logits;
+};
+HeadLogits compute_logits(const Problem& p, std::int64_t b, std::int64_t h, const Matrix& q, const Matrix& k);
+
+// Row softmax of the logits: probs[i, j] = exp(logits[i, j] − lse[i]), with lse[i] = log Σ_j exp(logits[i, j]).
+// A row whose logits are all −inf has probs = 0 and lse = −inf. Any NaN logit makes its row NaN.
+struct Softmax {
+  Matrix probs;
+  std::vector<double> lse;
+};
+Softmax softmax_rows(const Matrix& logits);
+
+// The dropout multiplier of (b, h, i, j): 1/(1 − p) if kept, 0 if dropped; 1 without dropout.
+double dropout_multiplier(const Problem& p, std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t j);
+
+}  // namespace attnkit::detail

@@ -1,0 +1,270 @@
+// Bad input: every check at the API edge raises attnkit::Error with the right code and a message that
+// names the argument and the shapes; nothing is written to the outputs then.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "support/testing.hpp"
+
+namespace attnkit {
+namespace {
+
+using testing::random_tensor;
+using testing::Rng;
+
+// A valid problem (B=2, Hq=4, Hkv=2, n=3, m=5, d_k=6, d_v=7) that each test breaks in one way.
+struct Call {
+  Tensor q, k, v, out, lse, probs, d_out, dq, dk, dv;
+  AttentionOptions options;
+  Call() {
+    Rng rng(7);
+    q = random_tensor(rng, {2, 4, 3, 6}, DType::f32);
+    k = random_tensor(rng, {2, 2, 5, 6}, DType::f32);
+    v = random_tensor(rng, {2, 2, 5, 7}, DType::f32);
+    out = testing::poisoned(DType::f32, {2, 4, 3, 7});
+    lse = testing::poisoned(DType::f32, {2, 4, 3});
+    probs = testing::poisoned(DType::f32, {2, 4, 3, 5});
+    d_out = random_tensor(rng, {2, 4, 3, 7}, DType::f32);
+    dq = testing::poisoned(DType::f32, {2, 4, 3, 6});
+    dk = testing::poisoned(DType::f32, {2, 2, 5, 6});
+    dv = testing::poisoned(DType::f32, {2, 2, 5, 7});
+  }
+  void run_forward() { forward(q.view(), k.view(), v.view(), out.view(), options, {lse.view(), probs.view()}); }
+  void run_backward() {
+    backward(q.view(), k.view(), v.view(), out.view(), d_out.view(), lse.view(), dq.view(), dk.view(), dv.view(), options);
+  }
+};
+
+// Runs `action`, expects an Error with `code` whose message contains every fragment.
+template <class Action>
+void expect_error(Action action, ErrorCode code, std::initializer_list<std::string> fragments) {
+  try {
+    action();
+    ADD_FAILURE() << "no error raised; expected " << error_code_name(code);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), code) << e.what();
+    for (const std::string& f : fragments) EXPECT_NE(std::string(e.what()).find(f), std::string::npos) << e.what() << "\n  missing: " << f;
+  }
+}
+
+TEST(Validation, ValidCallSucceedsForwardAndBackward) {
+  Call c;
+  c.run_forward();
+  EXPECT_FALSE(testing::has_nan(c.out));
+  c.run_backward();
+  EXPECT_FALSE(testing::has_nan(c.dq) || testing::has_nan(c.dk) || testing::has_nan(c.dv));
+}
+
+TEST(Validation, WrongRank) {
+  Call c;
+  Rng rng(1);
+  Tensor q3 = random_tensor(rng, {4, 3, 6}, DType::f32);
+  expect_error([&] { forward(q3.view(), c.k.view(), c.v.view(), c.out.view()); }, ErrorCode::invalid_shape,
+               {"q:", "rank 4", "[4, 3, 6]"});
+  expect_error([&] { forward(c.q.view(), c.k.view(), c.v.view(), c.lse.view()); }, ErrorCode::invalid_shape,
+               {"out:", "[2, 4, 3, 7]", "[2, 4, 3]"});
+  EXPECT_TRUE(testing::has_nan(c.out));  // nothing written
+}
+
+TEST(Validation, MismatchedBatchHeadsKeysAndDims) {
+  Rng rng(2);
+  {
+    Call c;
+    c.k = random_tensor(rng, {3, 2, 5, 6}, DType::f32);
+    expect_error([&] { c.run_forward(); }, ErrorCode::invalid_shape, {"batch", "q [2, 4, 3, 6]", "k [3, 2, 5, 6]"});
+  }
+  {
+    Call c;
+    c.v = random_tensor(rng, {2, 1, 5, 7}, DType::f32);
+    expect_error([&] { c.run_forward(); }, ErrorCode::invalid_shape, {"v:", "heads", "k [2, 2, 5, 6]"});
+  }
+  {
+    Call c;
+    c.v = random_tensor(rng, {2, 2, 4, 7}, DType::f32);
+    expect_error([&] { c.run_forward(); }, ErrorCode::invalid_shape, {"v:", "4 keys", "5"});
+  }
+  {
+    Call c;
+    c.k = random_tensor(rng, {2, 2, 5, 5}, DType::f32);
+    expect_error([&] { c.run_forward(); }, ErrorCode::invalid_shape, {"k:", "key dimension 5", "6"});
+  }
+  {
+    Call c;
+    c.out = Tensor(DType::f32, {2, 4, 3, 6});
+    expect_error([&] { c.run_forward(); }, ErrorCode::invalid_shape, {"out:", "[2, 4, 3, 7]", "[2, 4, 3, 6]"});
+  }
+}
+
+TEST(Validation, QueryHeadsMustBeAMultipleOfKeyValueHeads) {
+  Rng rng(3);
+  Call c;
+  c.k = random_tensor(rng, {2, 3, 5, 6}, DType::f32);
+  c.v = random_tensor(rng, {2, 3, 5, 7}, DType::f32);
+  expect_error([&] { c.run_forward(); }, ErrorCode::invalid_shape, {"query heads 4", "key/value heads 3"});
+  c.k = Tensor(DType::f32, {2, 0, 5, 6});
+  c.v = Tensor(DType::f32, {2, 0, 5, 7});
+  expect_error([&] { c.run_forward(); }, ErrorCode::invalid_shape, {"query heads 4", "key/value heads 0"});
+}
+
+TEST(Validation, MaskShapeAndDtype) {
+  Call c;
+  Tensor bad_shape(DType::boolean, {2, 4, 3, 4});
+  c.options.mask = bad_shape.view();
+  expect_error([&] { c.run_forward(); }, ErrorCode::invalid_shape, {"mask:", "[2, 4, 3, 4]", "broadcast", "[2, 4, 3, 5]"});
+  Tensor bad_rank(DType::boolean, {4, 3, 5});
+  c.options.mask = bad_rank.view();
+  expect_error([&] { c.run_forward(); }, ErrorCode::invalid_shape, {"mask:", "rank 3"});
+  Tensor ints(DType::i32, {3, 5});
+  c.options.mask = ints.view();
+  expect_error([&] { c.run_forward(); }, ErrorCode::invalid_dtype, {"mask", "i32"});
+  Tensor broadcastable(DType::boolean, {1, 4, 1, 5});
+  c.options.mask = broadcastable.view();
+  c.run_forward();  // size-1 dimensions broadcast
+}
+
+TEST(Validation, KeyLengths) {
+  Call c;
+  const std::int64_t wrong_count[] = {5};
+  c.options.key_lengths = wrong_count;
+  expect_error([&] { c.run_forward(); }, ErrorCode::invalid_shape, {"key_lengths", "(2)", "got 1"});
+  const std::int64_t negative[] = {5, -1};
+  c.options.key_lengths = negative;
+  expect_error([&] { c.run_forward(); }, ErrorCode::invalid_argument, {"key_lengths[1]", "-1", "0..5"});
+  const std::int64_t too_long[] = {6, 5};
+  c.options.key_lengths = too_long;
+  expect_error([&] { c.run_forward(); }, ErrorCode::invalid_argument, {"key_lengths[0]", "6"});
+}
+
+TEST(Validation, AlibiSlopes) {
+  Call c;
+  const float wrong_count[] = {0.5f, 0.25f};
+  c.options.alibi_slopes = wrong_count;
+  expect_error([&] { c.run_forward(); }, ErrorCode::invalid_shape, {"alibi_slopes", "(4)", "got 2"});
+  const float not_finite[] = {0.5f, std::numeric_limits<float>::quiet_NaN(), 0.1f, 0.1f};
+  c.options.alibi_slopes = not_finite;
+  expect_error([&] { c.run_forward(); }, ErrorCode::invalid_argument, {"alibi_slopes[1]", "finite"});
+}
+
+TEST(Validation, ScalarOptions) {
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  for (double p : {-0.1, 1.0, 1.5, nan}) {
+    Call c;
+    c.options.dropout_p = p;
+    expect_error([&] { c.run_forward(); }, ErrorCode::invalid_argument, {"dropout_p", "[0, 1)"});
+  }
+  for (double s : {0.0, -1.0, inf, nan}) {
+    Call c;
+    c.options.scale = s;
+    expect_error([&] { c.run_forward(); }, ErrorCode::invalid_argument, {"scale", "> 0"});
+  }
+  for (double cap : {-1.0, inf, nan}) {
+    Call c;
+    c.options.softcap = cap;
+    expect_error([&] { c.run_forward(); }, ErrorCode::invalid_argument, {"softcap", ">= 0"});
+  }
+  Call c;
+  c.options.window = {-2, 3};
+  expect_error([&] { c.run_forward(); }, ErrorCode::invalid_argument, {"window", "(-2, 3)"});
+}
+
+TEST(Validation, Dtypes) {
+  Rng rng(4);
+  {
+    Call c;
+    c.k = random_tensor(rng, {2, 2, 5, 6}, DType::f16);
+    expect_error([&] { c.run_forward(); }, ErrorCode::invalid_dtype, {"k:", "f16", "f32"});
+  }
+  {
+    Call c;
+    c.out = Tensor(DType::f64, {2, 4, 3, 7});
+    expect_error([&] { c.run_forward(); }, ErrorCode::invalid_dtype, {"out:", "f64", "f32"});
+  }
+  {
+    Call c;
+    c.lse = Tensor(DType::f64, {2, 4, 3});
+    expect_error([&] { c.run_forward(); }, ErrorCode::invalid_dtype, {"lse", "f32"});
+  }
+  {
+    Tensor qi(DType::i32, {2, 4, 3, 6}), ki(DType::i32, {2, 2, 5, 6}), vi(DType::i32, {2, 2, 5, 7}), oi(DType::i32, {2, 4, 3, 7});
+    expect_error([&] { forward(qi.view(), ki.view(), vi.view(), oi.view()); }, ErrorCode::invalid_dtype, {"q", "i32"});
+  }
+  {
+    Call c;
+    c.dk = Tensor(DType::bf16, {2, 2, 5, 6});
+    expect_error([&] { c.run_backward(); }, ErrorCode::invalid_dtype, {"dk:", "bf16"});
+  }
+}
+
+TEST(Validation, NullPointerWithElements) {
+  Call c;
+  ConstTensorView null_q(nullptr, DType::f32, {2, 4, 3, 6}, {72, 18, 6, 1});
+  expect_error([&] { forward(null_q, c.k.view(), c.v.view(), c.out.view()); }, ErrorCode::null_pointer,
+               {"q [2, 4, 3, 6]", "null"});
+  // A null pointer is fine when there are no elements.
+  ConstTensorView empty_q(nullptr, DType::f32, {2, 4, 0, 6}, {0, 0, 6, 1});
+  TensorView empty_out(nullptr, DType::f32, {2, 4, 0, 7}, {0, 0, 7, 1});
+  forward(empty_q, c.k.view(), c.v.view(), empty_out);
+}
+
+TEST(Validation, OutputsMustNotOverlapInputsOrEachOther) {
+  Call c;
+  // out written over q's memory (same size in elements: reuse q as a [2, 4, 3, 6] "out" with d_v = 6).
+  Rng rng(5);
+  Tensor v6 = random_tensor(rng, {2, 2, 5, 6}, DType::f32);
+  expect_error([&] { forward(c.q.view(), c.k.view(), v6.view(), c.q.view()); }, ErrorCode::overlap, {"out", "q"});
+  // lse aliasing out's memory.
+  TensorView lse_in_out(c.out.raw(), DType::f32, {2, 4, 3}, {12, 3, 1});
+  expect_error([&] { forward(c.q.view(), c.k.view(), c.v.view(), c.out.view(), {}, {lse_in_out, std::nullopt}); },
+               ErrorCode::overlap, {"out", "lse"});
+  // dk over dv
+  TensorView dv_as_dk(c.dv.raw(), DType::f32, {2, 2, 5, 6}, {70, 35, 7, 1});
+  expect_error([&] { backward(c.q.view(), c.k.view(), c.v.view(), c.out.view(), c.d_out.view(), c.lse.view(), c.dq.view(), dv_as_dk, c.dv.view()); },
+               ErrorCode::overlap, {"dk", "dv"});
+  // An output that writes one element many times.
+  TensorView broadcast_out(c.out.raw(), DType::f32, {2, 4, 3, 7}, {0, 0, 0, 1});
+  expect_error([&] { forward(c.q.view(), c.k.view(), c.v.view(), broadcast_out); }, ErrorCode::overlap, {"out", "stride 0"});
+}
+
+TEST(Validation, SizesThatOverflow) {
+  float x = 0;
+  const std::int64_t huge = std::int64_t{1} << 40;
+  ConstTensorView q(&x, DType::f32, {huge, huge, 1, 1}, {0, 0, 0, 0});
+  expect_error([&] { forward(q, q, q, TensorView(&x, DType::f32, {1, 1, 1, 1}, {1, 1, 1, 1})); }, ErrorCode::size_overflow,
+               {"q", "overflows"});
+  ConstTensorView far(&x, DType::f32, {1, 1, 3, 1}, {1, 1, std::int64_t{1} << 62, 1});
+  expect_error([&] { forward(far, far, far, TensorView(&x, DType::f32, {1, 1, 3, 1}, {1, 1, 1, 1})); },
+               ErrorCode::size_overflow, {"q"});
+  ConstTensorView negative(&x, DType::f32, {1, 1, -3, 1}, {1, 1, 1, 1});
+  expect_error([&] { forward(negative, negative, negative, TensorView(&x, DType::f32, {1, 1, 1, 1}, {1, 1, 1, 1})); },
+               ErrorCode::invalid_shape, {"q", "negative"});
+}
+
+TEST(Validation, FastKernelIsNotSilentlyReplaced) {
+  Call c;
+  c.options.kernel = Kernel::fast;
+  expect_error([&] { c.run_forward(); }, ErrorCode::unsupported, {"kernel", "fast"});
+  expect_error([&] { c.run_backward(); }, ErrorCode::unsupported, {"kernel", "fast"});
+}
+
+TEST(Validation, BackwardShapes) {
+  {
+    Call c;
+    c.d_out = Tensor(DType::f32, {2, 4, 3, 6});
+    expect_error([&] { c.run_backward(); }, ErrorCode::invalid_shape, {"d_out", "[2, 4, 3, 7]"});
+  }
+  {
+    Call c;
+    c.lse = Tensor(DType::f32, {2, 4, 4});
+    expect_error([&] { c.run_backward(); }, ErrorCode::invalid_shape, {"lse", "[2, 4, 3]"});
+  }
+  {
+    Call c;
+    c.dk = Tensor(DType::f32, {2, 4, 5, 6});
+    expect_error([&] { c.run_backward(); }, ErrorCode::invalid_shape, {"dk", "[2, 2, 5, 6]"});
+  }
+}
+
+}  // namespace
+}  // namespace attnkit
