@@ -1,0 +1,899 @@
+// The attnkit tool: `explain`, `run`, --help and --version, driven in-process through
+// attnkit::cli::run, plus a few runs of the real binary to check process exit codes.
+//
+// Expected numbers are computed here independently, with plain double loops, never by the library
+// (except for dropout, whose random stream is the library's: there the CLI must match a direct call).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <limits>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "attnkit/attnkit.hpp"
+#include "cli.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using attnkit::DType;
+using attnkit::Tensor;
+
+constexpr int kOk = 0, kError = 1, kUsage = 2;
+
+// ---- running the tool ----
+
+struct Result {
+  int code = -1;
+  std::string out, err;
+};
+
+Result cli(const std::vector<std::string>& args) {
+  std::ostringstream out, err;
+  Result r;
+  r.code = attnkit::cli::run(args, out, err);
+  r.out = out.str();
+  r.err = err.str();
+  return r;
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// Runs the built binary through the shell; returns its exit code and fills `output` (stdout+stderr).
+int run_binary(const std::string& args, std::string& output) {
+  const std::string command = std::string(ATTNKIT_CLI_BINARY) + " " + args + " 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return -1;
+  char buffer[256];
+  output.clear();
+  while (std::fgets(buffer, sizeof buffer, pipe) != nullptr) output += buffer;
+  const int status = pclose(pipe);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+std::string fixed4(double x) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.4f", x);
+  return text;
+}
+
+// ---- top level ----
+
+TEST(CliTopLevel, HelpListsCommandsAndExamples) {
+  for (const char* flag : {"--help", "-h"}) {
+    const Result r = cli({flag});
+    EXPECT_EQ(r.code, kOk) << flag;
+    EXPECT_TRUE(contains(r.out, "explain")) << r.out;
+    EXPECT_TRUE(contains(r.out, "run")) << r.out;
+    EXPECT_TRUE(contains(r.out, "--version")) << r.out;
+    EXPECT_TRUE(contains(r.out, "attnkit explain")) << "an example invocation: " << r.out;
+    EXPECT_TRUE(r.err.empty());
+  }
+}
+
+TEST(CliTopLevel, VersionPrintsLibraryVersion) {
+  const Result r = cli({"--version"});
+  EXPECT_EQ(r.code, kOk);
+  EXPECT_TRUE(contains(r.out, attnkit::version())) << r.out;
+}
+
+TEST(CliTopLevel, NoCommandIsUsageError) {
+  const Result r = cli({});
+  EXPECT_EQ(r.code, kUsage);
+  EXPECT_TRUE(contains(r.err, "Usage")) << r.err;
+}
+
+TEST(CliTopLevel, UnknownCommandIsUsageError) {
+  const Result r = cli({"frobnicate"});
+  EXPECT_EQ(r.code, kUsage);
+  EXPECT_TRUE(contains(r.err, "unknown command 'frobnicate'")) << r.err;
+  EXPECT_TRUE(r.out.empty());
+}
+
+TEST(CliTopLevel, UnknownTopLevelOptionIsUsageError) {
+  const Result r = cli({"--frobnicate"});
+  EXPECT_EQ(r.code, kUsage);
+  EXPECT_TRUE(contains(r.err, "--frobnicate")) << r.err;
+}
+
+TEST(CliTopLevel, CommandHelpListsEveryFlagAndAnExample) {
+  const std::vector<std::string> explain_flags = {"--q", "--k", "--v", "--no-scale", "--help"};
+  const std::vector<std::string> run_flags = {"--q",     "--k",     "--v",       "--out",     "--lse",
+                                              "--probs", "--scale", "--causal",  "--window",  "--mask",
+                                              "--key-lengths",      "--alibi",   "--softcap", "--dropout",
+                                              "--seed",  "--dtype", "--kernel",  "--threads", "--verbose"};
+  for (const auto& [command, flags] : {std::pair{"explain", explain_flags}, std::pair{"run", run_flags}}) {
+    for (const char* help : {"--help", "-h"}) {
+      const Result r = cli({command, help});
+      EXPECT_EQ(r.code, kOk) << command << " " << help;
+      for (const std::string& flag : flags) EXPECT_TRUE(contains(r.out, flag)) << command << " help lacks " << flag;
+      EXPECT_TRUE(contains(r.out, std::string("attnkit ") + command + " ")) << "no example: " << r.out;
+    }
+  }
+}
+
+// ---- explain ----
+
+// Independent computation of the explain story for one query.
+struct Story {
+  std::vector<double> raw, scaled, weights, output;
+};
+
+Story hand_story(const std::vector<double>& q, const std::vector<std::vector<double>>& k,
+                 const std::vector<std::vector<double>>& v, double scale) {
+  Story s;
+  double denominator = 0.0;
+  for (const auto& key : k) {
+    double dot = 0.0;
+    for (std::size_t c = 0; c < q.size(); ++c) dot += q[c] * key[c];
+    s.raw.push_back(dot);
+    s.scaled.push_back(dot * scale);
+    denominator += std::exp(dot * scale);
+  }
+  for (double z : s.scaled) s.weights.push_back(std::exp(z) / denominator);
+  s.output.assign(v.front().size(), 0.0);
+  for (std::size_t j = 0; j < v.size(); ++j) {
+    for (std::size_t c = 0; c < s.output.size(); ++c) s.output[c] += s.weights[j] * v[j][c];
+  }
+  return s;
+}
+
+// Each of `parts` appears in `text`, in this order.
+void expect_in_order(const std::string& text, const std::vector<std::string>& parts) {
+  std::size_t pos = 0;
+  for (const std::string& part : parts) {
+    const std::size_t found = text.find(part, pos);
+    ASSERT_NE(found, std::string::npos) << "'" << part << "' missing (or out of order) in:\n" << text;
+    pos = found + part.size();
+  }
+}
+
+std::vector<std::string> story_in_order(const Story& s) {
+  std::vector<std::string> parts = {"Step 1"};
+  for (double x : s.raw) parts.push_back(fixed4(x));
+  parts.push_back("Step 2");
+  for (double x : s.scaled) parts.push_back(fixed4(x));
+  parts.push_back("Step 3");
+  for (double x : s.weights) parts.push_back(fixed4(x));
+  parts.push_back("sum = 1.0000");
+  parts.push_back("Step 4");
+  for (double x : s.output) parts.push_back(fixed4(x));
+  return parts;
+}
+
+// The w_j values as printed ("  w_2 = 0.3089").
+std::vector<double> printed_weights(const std::string& text) {
+  std::vector<double> weights;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    const auto eq = line.find(" = ");
+    if (line.starts_with("  w_") && eq != std::string::npos) weights.push_back(std::stod(line.substr(eq + 3)));
+  }
+  return weights;
+}
+
+const std::vector<double> kDefaultQ = {0.5, 0.3, -0.2};
+const std::vector<std::vector<double>> kDefaultK = {{0.4, 0.2, -0.1}, {0.1, 0.1, 0.8}, {-0.3, 0.4, 0.2}};
+const std::vector<std::vector<double>> kDefaultV = {{0.9, 0.1, 0.3}, {0.2, 0.5, 0.1}, {0.3, 0.2, 0.4}};
+
+TEST(CliExplain, DefaultExampleShowsHandComputedSteps) {
+  const Result r = cli({"explain"});
+  ASSERT_EQ(r.code, kOk) << r.err;
+  EXPECT_TRUE(r.err.empty()) << r.err;
+
+  const Story s = hand_story(kDefaultQ, kDefaultK, kDefaultV, 1.0 / std::sqrt(3.0));
+  // The raw affinities, worked by hand: 0.5·0.4 + 0.3·0.2 + (−0.2)(−0.1) = 0.28, etc.
+  EXPECT_EQ(fixed4(s.raw[0]), "0.2800");
+  EXPECT_EQ(fixed4(s.raw[1]), "-0.0800");
+  EXPECT_EQ(fixed4(s.raw[2]), "-0.0700");
+  expect_in_order(r.out, story_in_order(s));
+  expect_in_order(r.out, {"Step 2", fixed4(1.0 / std::sqrt(3.0))});  // the scale itself
+
+  const std::vector<double> weights = printed_weights(r.out);
+  ASSERT_EQ(weights.size(), 3u) << r.out;
+  double sum = 0.0;
+  for (double w : weights) sum += w;
+  EXPECT_NEAR(sum, 1.0, 2e-4) << "printed weights (each rounded to 4 decimals) sum to 1";
+
+  EXPECT_TRUE(contains(r.out, "sum to 1")) << r.out;
+  EXPECT_TRUE(contains(r.out, "weighted average of the value vectors")) << r.out;
+  EXPECT_TRUE(contains(r.out, "unit variance")) << r.out;
+}
+
+TEST(CliExplain, NoScaleUsesScaleOneAndSaysWhatChanges) {
+  const Result r = cli({"explain", "--no-scale"});
+  ASSERT_EQ(r.code, kOk) << r.err;
+  const Story s = hand_story(kDefaultQ, kDefaultK, kDefaultV, 1.0);
+  expect_in_order(r.out, story_in_order(s));
+  EXPECT_TRUE(contains(r.out, "scale = 1 ")) << r.out;
+  EXPECT_TRUE(contains(r.out, "sharper")) << r.out;
+
+  // Without scaling the largest weight grows: 0.4163 instead of 0.3803.
+  const Story scaled = hand_story(kDefaultQ, kDefaultK, kDefaultV, 1.0 / std::sqrt(3.0));
+  EXPECT_GT(s.weights[0], scaled.weights[0]);
+  EXPECT_TRUE(contains(r.out, fixed4(s.weights[0])));
+  EXPECT_FALSE(contains(r.out, fixed4(scaled.weights[0])));
+}
+
+TEST(CliExplain, UserExampleFromFlags) {
+  const Result r = cli({"explain", "--q", "1,0", "--k", "1,0;0,1;1,1", "--v=1,2;3,4;5,6"});
+  ASSERT_EQ(r.code, kOk) << r.err;
+  const Story s = hand_story({1, 0}, {{1, 0}, {0, 1}, {1, 1}}, {{1, 2}, {3, 4}, {5, 6}}, 1.0 / std::sqrt(2.0));
+  expect_in_order(r.out, story_in_order(s));
+  EXPECT_TRUE(contains(r.out, "d_k = 2")) << r.out;
+}
+
+TEST(CliExplain, AcceptsTypesetMinusSign) {
+  const Result r = cli({"explain", "--q", "0.5, 0.3, \xE2\x88\x92" "0.2"});
+  ASSERT_EQ(r.code, kOk) << r.err;
+  expect_in_order(r.out, {"Step 1", "0.2800", "-0.0800", "-0.0700"});
+}
+
+TEST(CliExplain, PartialOverrideKeepsDefaultKeysAndValues) {
+  const Result r = cli({"explain", "--q", "1,0,0"});
+  ASSERT_EQ(r.code, kOk) << r.err;
+  expect_in_order(r.out, story_in_order(hand_story({1, 0, 0}, kDefaultK, kDefaultV, 1.0 / std::sqrt(3.0))));
+}
+
+class TempDir : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    dir_ = fs::temp_directory_path() /
+           ("attnkit_cli_" + std::to_string(getpid()) + "_" + info->test_suite_name() + "_" + info->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+
+  fs::path dir_;
+};
+
+using CliExplainFiles = TempDir;
+
+Tensor tensor_from(const std::vector<std::int64_t>& shape, const std::vector<double>& values, DType dtype) {
+  Tensor t(DType::f64, shape);
+  std::copy(values.begin(), values.end(), t.data<double>());
+  return dtype == DType::f64 ? std::move(t) : Tensor::converted(t.view(), dtype);
+}
+
+TEST_F(CliExplainFiles, NpyInputsGiveTheSameStoryAsText) {
+  attnkit::write_npy(path("q.npy"), tensor_from({3}, kDefaultQ, DType::f64));
+  attnkit::write_npy(path("k.npy"), tensor_from({3, 3}, {0.4, 0.2, -0.1, 0.1, 0.1, 0.8, -0.3, 0.4, 0.2}, DType::f64));
+  attnkit::write_npy(path("v.npy"), tensor_from({3, 2}, {0.9, 0.1, 0.2, 0.5, 0.3, 0.2}, DType::f64));
+  const Result from_files = cli({"explain", "--q", path("q.npy"), "--k", path("k.npy"), "--v", path("v.npy")});
+  ASSERT_EQ(from_files.code, kOk) << from_files.err;
+  const Result from_text = cli({"explain", "--v", "0.9,0.1;0.2,0.5;0.3,0.2"});
+  ASSERT_EQ(from_text.code, kOk) << from_text.err;
+  EXPECT_EQ(from_files.out, from_text.out);
+  expect_in_order(from_files.out,
+                  story_in_order(hand_story(kDefaultQ, kDefaultK, {{0.9, 0.1}, {0.2, 0.5}, {0.3, 0.2}},
+                                            1.0 / std::sqrt(3.0))));
+}
+
+TEST_F(CliExplainFiles, NpyWithWrongRankIsUsageError) {
+  attnkit::write_npy(path("q.npy"), tensor_from({1, 3}, kDefaultQ, DType::f32));
+  const Result r = cli({"explain", "--q", path("q.npy")});
+  EXPECT_EQ(r.code, kUsage);
+  EXPECT_TRUE(contains(r.err, "--q")) << r.err;
+  EXPECT_TRUE(contains(r.err, "[1, 3]")) << r.err;
+}
+
+TEST_F(CliExplainFiles, MissingNpyIsFileError) {
+  const Result r = cli({"explain", "--k", path("absent.npy")});
+  EXPECT_EQ(r.code, kError);
+  EXPECT_TRUE(r.err.starts_with("attnkit explain: ")) << r.err;
+  EXPECT_TRUE(contains(r.err, "absent.npy")) << r.err;
+}
+
+TEST(CliExplain, KeyLengthMismatchNamesFlagsAndSizes) {
+  const Result r = cli({"explain", "--q", "1,2", "--k", "1,2,3;4,5,6", "--v", "1;2"});
+  EXPECT_EQ(r.code, kUsage);
+  EXPECT_TRUE(contains(r.err, "--k")) << r.err;
+  EXPECT_TRUE(contains(r.err, "--q")) << r.err;
+  EXPECT_TRUE(contains(r.err, "length 3")) << r.err;
+  EXPECT_TRUE(contains(r.err, "length 2")) << r.err;
+  EXPECT_TRUE(r.out.empty());
+}
+
+TEST(CliExplain, ValueCountMismatchNamesFlagsAndSizes) {
+  const Result r = cli({"explain", "--v", "1,2;3,4"});
+  EXPECT_EQ(r.code, kUsage);
+  EXPECT_TRUE(contains(r.err, "--v has 2 value vectors")) << r.err;
+  EXPECT_TRUE(contains(r.err, "default --k has 3 keys")) << r.err;
+}
+
+TEST(CliExplain, MalformedValuesAreUsageErrors) {
+  const std::vector<std::vector<std::string>> cases = {
+      {"--q", "0.5,abc,1"},           // not a number
+      {"--k", "1,2,3;4,5"},           // ragged rows
+      {"--q", ""},                    // empty
+      {"--k", "1,2,3;"},              // empty row
+      {"--bogus"},                    // unknown flag
+      {"--q"},                        // missing value
+      {"--no-scale=yes"},             // boolean flag given a value
+      {"--q", "1,2,3", "--q", "1,2,3"},  // repeated
+      {"stray"},                      // positional
+  };
+  for (const auto& extra : cases) {
+    std::vector<std::string> args = {"explain"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const Result r = cli(args);
+    EXPECT_EQ(r.code, kUsage) << extra.front();
+    EXPECT_TRUE(r.err.starts_with("attnkit explain: ")) << r.err;
+    EXPECT_TRUE(contains(r.err, "attnkit explain --help")) << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+  }
+  const Result bad = cli({"explain", "--q", "0.5,abc,1"});
+  EXPECT_TRUE(contains(bad.err, "--q")) << bad.err;
+  EXPECT_TRUE(contains(bad.err, "abc")) << bad.err;
+}
+
+// ---- run: an independent float64 attention ----
+
+// A dense array in C order.
+struct Array {
+  std::vector<std::int64_t> shape;
+  std::vector<double> data;
+
+  std::int64_t dim(int d) const { return shape[static_cast<std::size_t>(d)]; }
+};
+
+// Shape as rank 4, with leading 1s (what the tool does with rank 2 and 3 inputs).
+std::vector<std::int64_t> as_rank4(std::vector<std::int64_t> shape) {
+  while (shape.size() < 4) shape.insert(shape.begin(), 1);
+  return shape;
+}
+
+enum class CausalMode { none, top_left, bottom_right };
+
+struct Spec {
+  double scale = 0.0;  // 0: 1/sqrt(d_k)
+  CausalMode causal = CausalMode::none;
+  std::int64_t left = -1, right = -1;
+  std::function<bool(std::int64_t, std::int64_t, std::int64_t, std::int64_t)> keep;  // (b, h, i, j)
+  std::function<double(std::int64_t, std::int64_t, std::int64_t, std::int64_t)> add;
+  std::vector<std::int64_t> key_lengths;
+  std::vector<double> alibi;
+  double softcap = 0.0;
+};
+
+struct Expected {
+  Array out, lse, probs;  // rank 4 [B, Hq, n, d_v], rank 3 [B, Hq, n], rank 4 [B, Hq, n, m]
+};
+
+// softmax(q·kᵀ·scale + bias)·v with plain loops, following the order in shared/DESIGN.md.
+Expected naive_attention(const Array& q_in, const Array& k_in, const Array& v_in, const Spec& spec) {
+  Array q{as_rank4(q_in.shape), q_in.data}, k{as_rank4(k_in.shape), k_in.data}, v{as_rank4(v_in.shape), v_in.data};
+  const std::int64_t B = q.dim(0), Hq = q.dim(1), n = q.dim(2), dk = q.dim(3);
+  const std::int64_t Hkv = k.dim(1), m = k.dim(2), dv = v.dim(3);
+  const double scale = spec.scale > 0 ? spec.scale : 1.0 / std::sqrt(static_cast<double>(dk));
+  const double inf = std::numeric_limits<double>::infinity();
+  Expected e;
+  e.out = {{B, Hq, n, dv}, std::vector<double>(static_cast<std::size_t>(B * Hq * n * dv), 0.0)};
+  e.lse = {{B, Hq, n}, std::vector<double>(static_cast<std::size_t>(B * Hq * n), -inf)};
+  e.probs = {{B, Hq, n, m}, std::vector<double>(static_cast<std::size_t>(B * Hq * n * m), 0.0)};
+  auto at = [](const Array& a, std::int64_t i0, std::int64_t i1, std::int64_t i2, std::int64_t i3) {
+    return a.data[static_cast<std::size_t>(((i0 * a.dim(1) + i1) * a.dim(2) + i2) * a.dim(3) + i3)];
+  };
+  for (std::int64_t b = 0; b < B; ++b) {
+    for (std::int64_t h = 0; h < Hq; ++h) {
+      const std::int64_t g = h / (Hq / Hkv);
+      for (std::int64_t i = 0; i < n; ++i) {
+        const std::int64_t aligned = spec.causal == CausalMode::bottom_right ? i + (m - n) : i;
+        std::vector<double> s(static_cast<std::size_t>(m), -inf);
+        for (std::int64_t j = 0; j < m; ++j) {
+          bool visible = spec.key_lengths.empty() || j < spec.key_lengths[static_cast<std::size_t>(b)];
+          if (spec.causal != CausalMode::none) visible = visible && j <= aligned;
+          if (spec.left >= 0) visible = visible && j >= aligned - spec.left;
+          if (spec.right >= 0) visible = visible && j <= aligned + spec.right;
+          if (spec.keep) visible = visible && spec.keep(b, h, i, j);
+          if (!visible) continue;
+          double x = 0.0;
+          for (std::int64_t c = 0; c < dk; ++c) x += at(q, b, h, i, c) * at(k, b, g, j, c);
+          x *= scale;
+          if (spec.softcap > 0) x = spec.softcap * std::tanh(x / spec.softcap);
+          if (!spec.alibi.empty()) x -= spec.alibi[static_cast<std::size_t>(h)] * std::abs(static_cast<double>(aligned - j));
+          if (spec.add) x += spec.add(b, h, i, j);
+          s[static_cast<std::size_t>(j)] = x;
+        }
+        const double max = *std::max_element(s.begin(), s.end());
+        if (max == -inf) continue;  // no visible key: O = 0, LSE = -inf, probs = 0
+        double sum = 0.0;
+        for (double x : s) sum += std::exp(x - max);
+        const std::size_t row = static_cast<std::size_t>((b * Hq + h) * n + i);
+        e.lse.data[row] = max + std::log(sum);
+        for (std::int64_t j = 0; j < m; ++j) {
+          const double p = std::exp(s[static_cast<std::size_t>(j)] - max) / sum;
+          e.probs.data[row * static_cast<std::size_t>(m) + static_cast<std::size_t>(j)] = p;
+          for (std::int64_t c = 0; c < dv; ++c) {
+            e.out.data[row * static_cast<std::size_t>(dv) + static_cast<std::size_t>(c)] += p * at(v, b, g, j, c);
+          }
+        }
+      }
+    }
+  }
+  return e;
+}
+
+// ---- run: files ----
+
+Array array_of(const Tensor& t) {
+  Array a{t.shape(), std::vector<double>(static_cast<std::size_t>(t.numel()))};
+  const auto* bytes = static_cast<const unsigned char*>(t.raw());
+  for (std::size_t i = 0; i < a.data.size(); ++i) {
+    a.data[i] = attnkit::load_as_double(bytes + i * attnkit::dtype_size(t.dtype()), t.dtype());
+  }
+  return a;
+}
+
+// Gaussian values stored as `dtype`; returns the stored (rounded) values.
+Tensor random_tensor(const std::vector<std::int64_t>& shape, std::uint64_t seed, DType dtype = DType::f64,
+                     double stddev = 1.0) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> normal(0.0, stddev);
+  Tensor t(DType::f64, shape);
+  for (std::int64_t i = 0; i < t.numel(); ++i) t.data<double>()[i] = normal(rng);
+  return dtype == DType::f64 ? std::move(t) : Tensor::converted(t.view(), dtype);
+}
+
+// Tolerance of one output element against the float64 oracle, per compute dtype.
+double tolerance(DType dtype) {
+  switch (dtype) {
+    case DType::f64: return 1e-12;
+    case DType::f32: return 2e-5;
+    case DType::f16: return 5e-3;
+    case DType::bf16: return 4e-2;
+    default: return 0.0;
+  }
+}
+
+void expect_close(const Array& actual, const std::vector<std::int64_t>& shape, const std::vector<double>& expected,
+                  double tol, const std::string& what) {
+  ASSERT_EQ(actual.shape, shape) << what;
+  ASSERT_EQ(actual.data.size(), expected.size()) << what;
+  constexpr int kMaxReported = 5;  // one bug breaks many elements; a few show the pattern
+  int reported = 0;
+  for (std::size_t i = 0; i < expected.size() && reported < kMaxReported; ++i) {
+    const bool ok = std::isinf(expected[i]) ? actual.data[i] == expected[i]
+                                            : std::abs(actual.data[i] - expected[i]) <= tol;
+    if (!ok) {
+      ++reported;
+      ADD_FAILURE() << what << " element " << i << ": got " << actual.data[i] << ", expected " << expected[i]
+                    << " (tolerance " << tol << ")";
+    }
+  }
+}
+
+struct Problem {
+  Tensor q, k, v;
+};
+
+class CliRun : public TempDir {
+ protected:
+  // Writes q, k, v with the given shapes as `dtype` and remembers their stored values.
+  void make(const std::vector<std::int64_t>& q_shape, const std::vector<std::int64_t>& k_shape,
+            const std::vector<std::int64_t>& v_shape, DType dtype = DType::f64, double q_stddev = 1.0) {
+    p_.q = random_tensor(q_shape, 11, dtype, q_stddev);
+    p_.k = random_tensor(k_shape, 12, dtype);
+    p_.v = random_tensor(v_shape, 13, dtype);
+    attnkit::write_npy(path("q.npy"), p_.q);
+    attnkit::write_npy(path("k.npy"), p_.k);
+    attnkit::write_npy(path("v.npy"), p_.v);
+  }
+  void make_default(DType dtype = DType::f64, double q_stddev = 1.0) {
+    make({kB, kH, kN, kDk}, {kB, kH, kM, kDk}, {kB, kH, kM, kDv}, dtype, q_stddev);
+  }
+
+  Result run(const std::vector<std::string>& extra) {
+    std::vector<std::string> args = {"run", "--q", path("q.npy"), "--k", path("k.npy"),
+                                     "--v", path("v.npy"), "--out", path("o.npy")};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return cli(args);
+  }
+
+  Array read(const std::string& name) { return array_of(attnkit::read_npy(path(name))); }
+
+  Expected expected(const Spec& spec) const {
+    return naive_attention(array_of(p_.q), array_of(p_.k), array_of(p_.v), spec);
+  }
+
+  // Runs with `extra` flags and checks O against the oracle with `spec`.
+  void check_run(const std::vector<std::string>& extra, const Spec& spec, DType dtype = DType::f64) {
+    const Result r = run(extra);
+    ASSERT_EQ(r.code, kOk) << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+    EXPECT_TRUE(r.err.empty()) << r.err;
+    const Expected e = expected(spec);
+    std::vector<std::int64_t> shape = e.out.shape;  // the oracle works in rank 4; O keeps the inputs' rank
+    shape.erase(shape.begin(), shape.begin() + static_cast<std::ptrdiff_t>(4 - p_.q.shape().size()));
+    expect_close(read("o.npy"), shape, e.out.data, tolerance(dtype), "O");
+  }
+
+  static constexpr std::int64_t kB = 2, kH = 3, kN = 5, kM = 7, kDk = 4, kDv = 6;
+  Problem p_;
+};
+
+TEST_F(CliRun, PlainMatchesIndependentComputation) {
+  make_default();
+  check_run({}, Spec{});
+  EXPECT_EQ(attnkit::read_npy(path("o.npy")).dtype(), DType::f64);
+}
+
+TEST_F(CliRun, ExplicitScale) {
+  make_default();
+  Spec spec;
+  spec.scale = 0.3;
+  check_run({"--scale", "0.3"}, spec);
+}
+
+TEST_F(CliRun, CausalTopLeft) {
+  make_default();
+  Spec spec;
+  spec.causal = CausalMode::top_left;
+  check_run({"--causal", "top-left"}, spec);
+}
+
+TEST_F(CliRun, CausalBottomRight) {
+  make_default();
+  Spec spec;
+  spec.causal = CausalMode::bottom_right;
+  check_run({"--causal=bottom-right"}, spec);
+}
+
+TEST_F(CliRun, CausalBottomRightWithMoreQueriesThanKeysLeavesEmptyRowsZero) {
+  make({1, 2, 6, 3}, {1, 2, 4, 3}, {1, 2, 4, 2});
+  Spec spec;
+  spec.causal = CausalMode::bottom_right;
+  check_run({"--causal", "bottom-right", "--lse", path("lse.npy")}, spec);
+  const Expected e = expected(spec);
+  expect_close(read("lse.npy"), e.lse.shape, e.lse.data, tolerance(DType::f32), "LSE");
+  EXPECT_TRUE(std::isinf(read("lse.npy").data[0]));  // row 0 sees no key
+}
+
+TEST_F(CliRun, CausalNoneIsPlain) {
+  make_default();
+  check_run({"--causal", "none"}, Spec{});
+}
+
+TEST_F(CliRun, SlidingWindow) {
+  make_default();
+  Spec spec;
+  spec.left = 2;
+  spec.right = 1;
+  check_run({"--window", "2,1"}, spec);
+}
+
+TEST_F(CliRun, WindowWithUnboundedSideAndCausal) {
+  make_default();
+  Spec spec;
+  spec.causal = CausalMode::bottom_right;
+  spec.left = 3;
+  spec.right = -1;
+  check_run({"--window", "3,-1", "--causal", "bottom-right"}, spec);
+}
+
+// A keep-mask with a fully masked row (row 1) and an additive mask with large negative entries.
+bool keep_pattern(std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t j) {
+  return i != 1 && (b + h + i + j) % 3 != 0;
+}
+double bias_pattern(std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t j) {
+  return 0.25 * static_cast<double>((b * 5 + h * 3 + i * 2 + j) % 7) - 1.0;
+}
+
+Tensor mask_tensor(const std::vector<std::int64_t>& shape4, DType dtype, bool keep) {
+  Tensor t(dtype, shape4);
+  std::int64_t flat = 0;
+  for (std::int64_t b = 0; b < shape4[0]; ++b)
+    for (std::int64_t h = 0; h < shape4[1]; ++h)
+      for (std::int64_t i = 0; i < shape4[2]; ++i)
+        for (std::int64_t j = 0; j < shape4[3]; ++j, ++flat) {
+          const double value = keep ? (keep_pattern(b, h, i, j) ? 1.0 : 0.0) : bias_pattern(b, h, i, j);
+          attnkit::store_from_double(static_cast<unsigned char*>(t.raw()) + flat * attnkit::dtype_size(dtype), dtype,
+                                     value);
+        }
+  return t;
+}
+
+Tensor reshaped(const Tensor& t, const std::vector<std::int64_t>& shape) {
+  Tensor r(t.dtype(), shape);
+  std::copy_n(static_cast<const unsigned char*>(t.raw()), t.nbytes(), static_cast<unsigned char*>(r.raw()));
+  return r;
+}
+
+TEST_F(CliRun, BoolMaskRank2) {
+  make_default();
+  attnkit::write_npy(path("mask.npy"), reshaped(mask_tensor({1, 1, kN, kM}, DType::boolean, true), {kN, kM}));
+  Spec spec;
+  spec.keep = [](auto, auto, auto i, auto j) { return keep_pattern(0, 0, i, j); };
+  check_run({"--mask", path("mask.npy")}, spec);
+}
+
+TEST_F(CliRun, BoolMaskRank4) {
+  make_default();
+  attnkit::write_npy(path("mask.npy"), mask_tensor({kB, kH, kN, kM}, DType::boolean, true));
+  Spec spec;
+  spec.keep = keep_pattern;
+  check_run({"--mask", path("mask.npy")}, spec);
+}
+
+TEST_F(CliRun, AdditiveMaskRank2) {
+  make_default();
+  attnkit::write_npy(path("mask.npy"), reshaped(mask_tensor({1, 1, kN, kM}, DType::f64, false), {kN, kM}));
+  Spec spec;
+  spec.add = [](auto, auto, auto i, auto j) { return bias_pattern(0, 0, i, j); };
+  check_run({"--mask", path("mask.npy")}, spec);
+}
+
+TEST_F(CliRun, AdditiveMaskRank4BroadcastOverHeads) {
+  make_default();
+  attnkit::write_npy(path("mask.npy"), mask_tensor({kB, 1, kN, kM}, DType::f32, false));
+  Spec spec;
+  spec.add = [](auto b, auto, auto i, auto j) { return bias_pattern(b, 0, i, j); };
+  check_run({"--mask", path("mask.npy")}, spec);
+}
+
+TEST_F(CliRun, KeyLengths) {
+  make_default();
+  Spec spec;
+  spec.key_lengths = {3, 7};
+  check_run({"--key-lengths", "3,7"}, spec);
+}
+
+TEST_F(CliRun, KeyLengthZeroGivesZeroRows) {
+  make_default();
+  Spec spec;
+  spec.key_lengths = {0, 5};
+  check_run({"--key-lengths", "0,5"}, spec);
+}
+
+TEST_F(CliRun, Alibi) {
+  make_default();
+  Spec spec;
+  spec.alibi = {0.5, 0.25, 0.125};  // exact in float32, as the options store them
+  check_run({"--alibi", "0.5,0.25,0.125"}, spec);
+}
+
+TEST_F(CliRun, Softcap) {
+  make_default(DType::f64, 4.0);  // large logits, so the cap matters
+  Spec spec;
+  spec.softcap = 0.7;
+  check_run({"--softcap", "0.7"}, spec);
+  const Expected uncapped = expected(Spec{});
+  EXPECT_GT(std::abs(read("o.npy").data[0] - uncapped.out.data[0]), 1e-6) << "the cap changed nothing";
+}
+
+TEST_F(CliRun, GroupedQueryHeads) {
+  make({1, 4, 5, 3}, {1, 2, 6, 3}, {1, 2, 6, 2});
+  check_run({}, Spec{});
+}
+
+TEST_F(CliRun, DropoutMatchesDirectCallWithSameSeed) {
+  make_default();
+  const Result r = run({"--dropout", "0.3", "--seed", "1234"});
+  ASSERT_EQ(r.code, kOk) << r.err;
+
+  Tensor direct(DType::f64, {kB, kH, kN, kDv});
+  attnkit::AttentionOptions options;
+  options.dropout_p = 0.3;
+  options.seed = 1234;
+  attnkit::forward(p_.q.view(), p_.k.view(), p_.v.view(), direct.view(), options);
+  const Array via_cli = read("o.npy");
+  EXPECT_EQ(via_cli.data, array_of(direct).data) << "same seed, same output";
+  EXPECT_NE(via_cli.data, expected(Spec{}).out.data) << "dropout changed nothing";
+
+  ASSERT_EQ(run({"--dropout", "0.3", "--seed", "99"}).code, kOk);
+  EXPECT_NE(read("o.npy").data, via_cli.data) << "another seed, another output";
+}
+
+TEST_F(CliRun, DtypeDefaultsToQs) {
+  make_default(DType::f32);
+  check_run({}, Spec{}, DType::f32);
+  EXPECT_EQ(attnkit::read_npy(path("o.npy")).dtype(), DType::f32);
+}
+
+TEST_F(CliRun, DtypeF16InputsStayF16) {
+  make_default(DType::f16);
+  check_run({}, Spec{}, DType::f16);
+  EXPECT_EQ(attnkit::read_npy(path("o.npy")).dtype(), DType::f16);
+}
+
+TEST_F(CliRun, DtypeConversions) {
+  make_default();  // f64 files
+  const std::pair<const char*, DType> cases[] = {
+      {"f32", DType::f32}, {"f16", DType::f16}, {"bf16", DType::bf16}, {"f64", DType::f64}};
+  for (const auto& [name, dtype] : cases) {
+    SCOPED_TRACE(name);
+    check_run({"--dtype", name, "--probs", path("p.npy")}, Spec{}, dtype);
+    const DType written = dtype == DType::bf16 ? DType::f32 : dtype;  // .npy has no bf16
+    EXPECT_EQ(attnkit::read_npy(path("o.npy")).dtype(), written);
+    EXPECT_EQ(attnkit::read_npy(path("p.npy")).dtype(), written);
+  }
+}
+
+TEST_F(CliRun, NonFloatingQueryNeedsDtype) {
+  make_default();
+  Tensor q_int(DType::i32, {kB, kH, kN, kDk});
+  attnkit::write_npy(path("q.npy"), q_int);
+  const Result r = run({});
+  EXPECT_EQ(r.code, kError);
+  EXPECT_TRUE(contains(r.err, "i32")) << r.err;
+  EXPECT_TRUE(contains(r.err, "--dtype")) << r.err;
+}
+
+TEST_F(CliRun, LseAndProbsOutputs) {
+  make_default();
+  Spec spec;
+  spec.causal = CausalMode::top_left;
+  check_run({"--causal", "top-left", "--lse", path("lse.npy"), "--probs", path("p.npy")}, spec);
+  const Expected e = expected(spec);
+  const Tensor lse = attnkit::read_npy(path("lse.npy"));
+  EXPECT_EQ(lse.dtype(), DType::f32);
+  expect_close(array_of(lse), e.lse.shape, e.lse.data, 1e-5, "LSE");
+  expect_close(read("p.npy"), e.probs.shape, e.probs.data, tolerance(DType::f64), "probs");
+}
+
+TEST_F(CliRun, Rank2InputsKeepTheirRank) {
+  make({kN, kDk}, {kM, kDk}, {kM, kDv});
+  const Result r = run({"--lse", path("lse.npy"), "--probs", path("p.npy")});
+  ASSERT_EQ(r.code, kOk) << r.err;
+  const Expected e = expected(Spec{});
+  expect_close(read("o.npy"), {kN, kDv}, e.out.data, tolerance(DType::f64), "O");
+  expect_close(read("lse.npy"), {kN}, e.lse.data, 1e-5, "LSE");
+  expect_close(read("p.npy"), {kN, kM}, e.probs.data, tolerance(DType::f64), "probs");
+}
+
+TEST_F(CliRun, Rank3InputsKeepTheirRank) {
+  make({kH, kN, kDk}, {kH, kM, kDk}, {kH, kM, kDv});
+  const Result r = run({"--lse", path("lse.npy"), "--probs", path("p.npy")});
+  ASSERT_EQ(r.code, kOk) << r.err;
+  const Expected e = expected(Spec{});
+  expect_close(read("o.npy"), {kH, kN, kDv}, e.out.data, tolerance(DType::f64), "O");
+  expect_close(read("lse.npy"), {kH, kN}, e.lse.data, 1e-5, "LSE");
+  expect_close(read("p.npy"), {kH, kN, kM}, e.probs.data, tolerance(DType::f64), "probs");
+}
+
+TEST_F(CliRun, Rank3MaskGoesWithRank3Inputs) {
+  make({kH, kN, kDk}, {kH, kM, kDk}, {kH, kM, kDv});
+  attnkit::write_npy(path("mask.npy"), reshaped(mask_tensor({1, kH, kN, kM}, DType::boolean, true), {kH, kN, kM}));
+  Spec spec;
+  spec.keep = [](auto, auto h, auto i, auto j) { return keep_pattern(0, h, i, j); };
+  const Result r = run({"--mask", path("mask.npy")});
+  ASSERT_EQ(r.code, kOk) << r.err;
+  expect_close(read("o.npy"), {kH, kN, kDv}, expected(spec).out.data, tolerance(DType::f64), "O");
+}
+
+TEST_F(CliRun, ThreadsDoNotChangeTheResult) {
+  make_default();
+  check_run({"--threads", "2"}, Spec{});
+  attnkit::set_num_threads(0);  // restore the default for the tests that follow
+}
+
+TEST_F(CliRun, KernelReferenceAndAuto) {
+  make_default();
+  check_run({"--kernel", "reference"}, Spec{});
+  check_run({"--kernel", "auto"}, Spec{});
+}
+
+TEST_F(CliRun, KernelFastRunsOrSaysItIsUnsupported) {
+  make_default(DType::f32);
+  const Result r = run({"--kernel", "fast"});
+  if (r.code == kOk) {  // once the fast kernel is built, it must agree with the oracle
+    expect_close(read("o.npy"), {kB, kH, kN, kDv}, expected(Spec{}).out.data, tolerance(DType::f32), "O");
+    return;
+  }
+  EXPECT_EQ(r.code, kError) << r.err;
+  EXPECT_TRUE(r.err.starts_with("attnkit run: ")) << r.err;
+  EXPECT_TRUE(contains(r.err, "fast")) << r.err;
+  EXPECT_TRUE(contains(r.err, "[unsupported]")) << r.err;
+  EXPECT_FALSE(fs::exists(path("o.npy"))) << "nothing is written on failure";
+}
+
+TEST_F(CliRun, VerbosePrintsOneLine) {
+  make_default();
+  const Result r = run({"--verbose"});
+  ASSERT_EQ(r.code, kOk) << r.err;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+  EXPECT_TRUE(contains(r.out, "o.npy")) << r.out;
+}
+
+TEST_F(CliRun, MissingFileIsError) {
+  make_default();
+  fs::remove(path("k.npy"));
+  const Result r = run({});
+  EXPECT_EQ(r.code, kError);
+  EXPECT_TRUE(r.err.starts_with("attnkit run: ")) << r.err;
+  EXPECT_TRUE(contains(r.err, "k.npy")) << r.err;
+  EXPECT_FALSE(fs::exists(path("o.npy")));
+}
+
+TEST_F(CliRun, MismatchedShapesPassTheLibraryMessageThrough) {
+  make({kB, kH, kN, kDk}, {kB, kH, kM, kDk + 1}, {kB, kH, kM, kDv});
+  std::string library_message;
+  try {
+    Tensor out(DType::f64, {kB, kH, kN, kDv});
+    attnkit::forward(p_.q.view(), p_.k.view(), p_.v.view(), out.view());
+  } catch (const attnkit::Error& e) {
+    library_message = e.what();
+  }
+  ASSERT_FALSE(library_message.empty()) << "the library accepted mismatched d_k";
+  const Result r = run({});
+  EXPECT_EQ(r.code, kError);
+  EXPECT_TRUE(contains(r.err, "attnkit run: " + library_message)) << r.err << "\nexpected: " << library_message;
+  EXPECT_TRUE(contains(r.err, "[invalid_shape]")) << r.err;
+  EXPECT_FALSE(fs::exists(path("o.npy")));
+}
+
+TEST_F(CliRun, DifferentRanksAreAnError) {
+  make({kN, kDk}, {kH, kM, kDk}, {kH, kM, kDv});
+  const Result r = run({});
+  EXPECT_EQ(r.code, kError);
+  EXPECT_TRUE(contains(r.err, "same rank")) << r.err;
+}
+
+TEST_F(CliRun, OptionOutOfRangeIsLibraryError) {
+  make_default();
+  const Result r = run({"--dropout", "1.5"});
+  EXPECT_EQ(r.code, kError);
+  EXPECT_TRUE(contains(r.err, "dropout_p")) << r.err;
+  EXPECT_TRUE(contains(r.err, "[invalid_argument]")) << r.err;
+}
+
+TEST_F(CliRun, UsageErrors) {
+  make_default();
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--bogus", "1"}, "--bogus"},
+      {{"--key-lengths", "3,x"}, "--key-lengths"},
+      {{"--alibi", "0.5,,0.1"}, "--alibi"},
+      {{"--scale", "big"}, "--scale"},
+      {{"--seed", "-3"}, "--seed"},
+      {{"--window", "4"}, "--window"},
+      {{"--causal", "diagonal"}, "--causal"},
+      {{"--dtype", "f8"}, "--dtype"},
+      {{"--kernel", "gpu"}, "--kernel"},
+      {{"--threads", "many"}, "--threads"},
+      {{"--lse"}, "--lse"},
+  };
+  for (const auto& [extra, flag] : cases) {
+    const Result r = run(extra);
+    EXPECT_EQ(r.code, kUsage) << extra.front() << ": " << r.err;
+    EXPECT_TRUE(r.err.starts_with("attnkit run: ")) << r.err;
+    EXPECT_TRUE(contains(r.err, flag)) << r.err;
+    EXPECT_TRUE(contains(r.err, "attnkit run --help")) << r.err;
+  }
+  EXPECT_FALSE(fs::exists(path("o.npy")));
+}
+
+TEST_F(CliRun, MissingRequiredFlagIsUsageError) {
+  const Result r = cli({"run", "--q", path("q.npy"), "--k", path("k.npy"), "--v", path("v.npy")});
+  EXPECT_EQ(r.code, kUsage);
+  EXPECT_TRUE(contains(r.err, "missing required flag(s) --out")) << r.err;
+  const Result none = cli({"run"});
+  EXPECT_EQ(none.code, kUsage);
+  EXPECT_TRUE(contains(none.err, "--q, --k, --v, --out")) << none.err;
+}
+
+// ---- the real binary ----
+
+TEST(CliBinary, ExitCodes) {
+  std::string output;
+  EXPECT_EQ(run_binary("--version", output), kOk) << output;
+  EXPECT_TRUE(contains(output, attnkit::version())) << output;
+  EXPECT_EQ(run_binary("explain", output), kOk) << output;
+  EXPECT_TRUE(contains(output, "0.2800")) << output;
+  EXPECT_EQ(run_binary("frobnicate", output), kUsage) << output;
+  EXPECT_EQ(run_binary("run --q /nonexistent/q.npy --k k.npy --v v.npy --out o.npy", output), kError) << output;
+  EXPECT_EQ(run_binary("run --help", output), kOk) << output;
+}
+
+}  // namespace

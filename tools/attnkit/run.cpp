@@ -1,0 +1,299 @@
+// `attnkit run`: one attnkit::forward call on .npy files, with every AttentionOptions field as a flag.
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "args.hpp"
+#include "attnkit/attention.hpp"
+#include "attnkit/error.hpp"
+#include "attnkit/npy.hpp"
+#include "attnkit/options.hpp"
+#include "attnkit/tensor.hpp"
+#include "commands.hpp"
+
+namespace attnkit::cli {
+
+namespace {
+
+constexpr int kAttentionRank = 4;  // [B, H, S, D], the library's logical layout
+constexpr int kMinInputRank = 2;   // [S, D]: one head of one batch
+constexpr int kMaskRankWithHeads = 3;  // [H, n, m], the mask that goes with rank-3 inputs
+constexpr std::size_t kWindowSides = 2;
+
+constexpr std::string_view kHelp = R"(Usage: attnkit run --q Q.npy --k K.npy --v V.npy --out O.npy [options]
+
+Computes O = softmax(Q·Kᵀ · scale + bias) · V with attnkit::forward on .npy files.
+Q, K and V are floating arrays of the same rank: 4 [B, H, S, D], 3 [H, S, D] or 2 [S, D].
+The outputs keep that rank (O [.., n, d_v], LSE [.., n], probabilities [.., n, m]).
+
+Required:
+  --q PATH            queries   [B, Hq, n, d_k]
+  --k PATH            keys      [B, Hkv, m, d_k]   (Hq % Hkv == 0: grouped-query attention)
+  --v PATH            values    [B, Hkv, m, d_v]
+  --out PATH          where to write O [B, Hq, n, d_v]
+
+Outputs:
+  --lse PATH          also write the log-sum-exp of each row's logits [B, Hq, n] (float32)
+  --probs PATH        also write the softmax weights before dropout [B, Hq, n, m]
+
+Options:
+  --scale S           logit scale (default 1/sqrt(d_k))
+  --causal MODE       none (default), top-left (key j visible when j <= i) or
+                      bottom-right (j <= i + m - n, as in KV-cache decoding)
+  --window L,R        sliding window: keys i'-L <= j <= i'+R are visible; -1 = unbounded side
+  --mask PATH         bool keep-mask (true = attend) or floating additive bias, shape [n, m],
+                      [H, n, m] (for rank-3 inputs) or [B|1, H|1, n, m]
+  --key-lengths LIST  valid keys per batch, e.g. 5,7 (the rest are padding)
+  --alibi LIST        one ALiBi slope per query head, e.g. 0.5,0.25
+  --softcap C         cap the logits with C·tanh(s/C)
+  --dropout P         dropout probability in [0, 1); kept weights are scaled by 1/(1-P)
+  --seed N            dropout seed (default 0); the same seed gives the same output
+  --dtype T           compute dtype f64, f32, bf16 or f16 (default: the dtype of Q); the
+                      outputs use it too, except that bf16 is written as float32
+  --kernel K          auto (default), reference (the float64 oracle) or fast
+  --threads N         threads for the kernels; 0 or absent: ATTNKIT_NUM_THREADS or all cores
+  --verbose           print a one-line summary
+  -h, --help          show this help
+
+Examples:
+  attnkit run --q q.npy --k k.npy --v v.npy --out o.npy
+  attnkit run --q q.npy --k k.npy --v v.npy --out o.npy --causal bottom-right --lse lse.npy
+  attnkit run --q q.npy --k k.npy --v v.npy --out o.npy --mask keep.npy --dtype bf16 --kernel reference
+
+Exit codes: 0 success, 1 a library or file error, 2 bad usage.
+)";
+
+constexpr FlagSpec kFlags[] = {
+    {"q"}, {"k"}, {"v"}, {"out"}, {"lse"}, {"probs"},                                 // files
+    {"scale"}, {"causal"}, {"window"}, {"mask"}, {"key-lengths"}, {"alibi"}, {"softcap"},  // logits
+    {"dropout"}, {"seed"},                                                             // dropout
+    {"dtype"}, {"kernel"}, {"threads"}, {"verbose", false}, {"help", false},           // execution
+};
+
+// Everything the flags say, parsed and checked for form before any file is touched.
+struct Request {
+  std::string q_path, k_path, v_path, out_path;
+  std::optional<std::string> lse_path, probs_path, mask_path;
+  std::optional<DType> dtype;
+  std::optional<int> threads;
+  bool verbose = false;
+  AttentionOptions options;  // key_lengths and alibi_slopes point into the vectors below
+  std::vector<std::int64_t> key_lengths;
+  std::vector<float> alibi_slopes;
+};
+
+Causal parse_causal(std::string_view text) {
+  if (text == "none") return Causal::none;
+  if (text == "top-left" || text == "top_left") return Causal::top_left;
+  if (text == "bottom-right" || text == "bottom_right") return Causal::bottom_right;
+  throw UsageError("--causal: '" + std::string(text) + "' is not one of top-left, bottom-right, none");
+}
+
+Kernel parse_kernel(std::string_view text) {
+  if (text == "auto") return Kernel::automatic;
+  if (text == "reference") return Kernel::reference;
+  if (text == "fast") return Kernel::fast;
+  throw UsageError("--kernel: '" + std::string(text) + "' is not one of auto, reference, fast");
+}
+
+DType parse_dtype(std::string_view text) {
+  for (DType d : {DType::f64, DType::f32, DType::bf16, DType::f16}) {
+    if (text == dtype_name(d)) return d;
+  }
+  throw UsageError("--dtype: '" + std::string(text) + "' is not one of f64, f32, bf16, f16");
+}
+
+Window parse_window(std::string_view text) {
+  const auto sides = parse_integer_list(text, "--window");
+  if (sides.size() != kWindowSides) {
+    throw UsageError("--window: expected two integers L,R (-1 = unbounded), got " + std::to_string(sides.size()) +
+                     " in '" + std::string(text) + "'");
+  }
+  return Window{sides[0], sides[1]};
+}
+
+std::vector<float> parse_float_list(std::string_view text, std::string_view flag) {
+  const auto values = parse_number_list(text, flag);
+  return {values.begin(), values.end()};
+}
+
+int parse_threads(std::string_view text) {
+  const std::int64_t n = parse_integer(text, "--threads");
+  if (n < 0 || n > std::numeric_limits<int>::max()) {
+    throw UsageError("--threads: " + std::string(text) + " is not a thread count (0 = the default)");
+  }
+  return static_cast<int>(n);
+}
+
+// Fills the options that are plain values; spans and the mask are attached later.
+void parse_options(const Args& args, Request& r) {
+  AttentionOptions& o = r.options;
+  if (auto s = args.value("scale")) o.scale = parse_number(*s, "--scale");
+  if (auto s = args.value("causal")) o.causal = parse_causal(*s);
+  if (auto s = args.value("window")) o.window = parse_window(*s);
+  if (auto s = args.value("key-lengths")) r.key_lengths = parse_integer_list(*s, "--key-lengths");
+  if (auto s = args.value("alibi")) r.alibi_slopes = parse_float_list(*s, "--alibi");
+  if (auto s = args.value("softcap")) o.softcap = parse_number(*s, "--softcap");
+  if (auto s = args.value("dropout")) o.dropout_p = parse_number(*s, "--dropout");
+  if (auto s = args.value("seed")) o.seed = parse_unsigned(*s, "--seed");
+  if (auto s = args.value("kernel")) o.kernel = parse_kernel(*s);
+}
+
+Request parse_request(const Args& args) {
+  if (!args.positionals().empty()) throw UsageError("unexpected argument '" + args.positionals().front() + "'");
+  std::string missing;
+  for (const char* name : {"q", "k", "v", "out"}) {
+    if (!args.has(name)) missing += std::string(missing.empty() ? "" : ", ") + "--" + name;
+  }
+  if (!missing.empty()) throw UsageError("missing required flag(s) " + missing);
+  Request r;
+  r.q_path = args.required("q");
+  r.k_path = args.required("k");
+  r.v_path = args.required("v");
+  r.out_path = args.required("out");
+  r.lse_path = args.value("lse");
+  r.probs_path = args.value("probs");
+  r.mask_path = args.value("mask");
+  if (auto s = args.value("dtype")) r.dtype = parse_dtype(*s);
+  if (auto s = args.value("threads")) r.threads = parse_threads(*s);
+  r.verbose = args.has("verbose");
+  parse_options(args, r);
+  return r;
+}
+
+// ---- inputs ----
+
+struct Inputs {
+  Tensor q, k, v;
+  int rank = 0;  // shared rank of q, k and v; outputs keep it
+};
+
+// "[2, 3]" from the tensor's own shape: view() cannot represent a rank above 4, which a file may have.
+std::string shape_of(const Tensor& t) {
+  std::string text = "[";
+  for (std::size_t d = 0; d < t.shape().size(); ++d) text += (d ? ", " : "") + std::to_string(t.shape()[d]);
+  return text + "]";
+}
+
+void check_rank(const Tensor& t, std::string_view flag, const std::string& path) {
+  if (t.rank() < kMinInputRank || t.rank() > kAttentionRank) {
+    throw Error(ErrorCode::invalid_shape, std::string(flag) + " " + path +
+                                              ": expected rank 2 [S, D], 3 [H, S, D] or 4 [B, H, S, D], got shape " +
+                                              shape_of(t));
+  }
+}
+
+DType compute_dtype(const Request& r, const Tensor& q) {
+  if (r.dtype) return *r.dtype;
+  if (q.dtype() == DType::f64 || q.dtype() == DType::f32 || q.dtype() == DType::f16) return q.dtype();
+  throw Error(ErrorCode::invalid_dtype, "--q " + r.q_path + " has dtype " + std::string(dtype_name(q.dtype())) +
+                                            "; Q must be a float16, float32 or float64 array (or pass --dtype)");
+}
+
+Tensor as_dtype(Tensor t, DType dtype) {
+  if (t.dtype() == dtype) return t;
+  return Tensor::converted(t.view(), dtype);
+}
+
+Inputs read_inputs(const Request& r) {
+  Tensor q = read_npy(r.q_path), k = read_npy(r.k_path), v = read_npy(r.v_path);
+  check_rank(q, "--q", r.q_path);
+  check_rank(k, "--k", r.k_path);
+  check_rank(v, "--v", r.v_path);
+  if (k.rank() != q.rank() || v.rank() != q.rank()) {
+    throw Error(ErrorCode::invalid_shape, "--q, --k and --v must have the same rank; got q " + shape_of(q) +
+                                              ", k " + shape_of(k) + ", v " + shape_of(v));
+  }
+  const DType dtype = compute_dtype(r, q);
+  Inputs in;
+  in.rank = q.rank();
+  in.q = as_dtype(std::move(q), dtype);
+  in.k = as_dtype(std::move(k), dtype);
+  in.v = as_dtype(std::move(v), dtype);
+  return in;
+}
+
+// A rank-3 mask goes with rank-3 inputs: [H, n, m] -> [1, H, n, m]. Ranks 2 and 4 pass as they are.
+ConstTensorView mask_view(const Tensor& mask) {
+  if (mask.rank() == kMaskRankWithHeads) return mask.view().unsqueezed_to(kAttentionRank);
+  return mask.view();
+}
+
+// ---- outputs ----
+
+// `full` (a shape in the rank-4 problem: O, LSE or probabilities) without the leading size-1
+// dimensions that view4() added to the inputs.
+std::vector<std::int64_t> in_input_rank(std::vector<std::int64_t> full, const Inputs& in) {
+  const auto added = static_cast<std::ptrdiff_t>(kAttentionRank - in.rank);
+  full.erase(full.begin(), full.begin() + added);
+  return full;
+}
+
+struct Outputs {
+  Tensor out, lse, probs;
+};
+
+Outputs allocate_outputs(const Request& r, const Inputs& in) {
+  const ConstTensorView q = in.q.view4(), k = in.k.view4(), v = in.v.view4();
+  const std::int64_t batch = q.size(0), heads = q.size(1), n = q.size(2), m = k.size(2), d_v = v.size(3);
+  const DType dtype = in.q.dtype();
+  Outputs o;
+  o.out = Tensor(dtype, in_input_rank({batch, heads, n, d_v}, in));
+  if (r.lse_path) o.lse = Tensor(DType::f32, in_input_rank({batch, heads, n}, in));
+  if (r.probs_path) o.probs = Tensor(dtype, in_input_rank({batch, heads, n, m}, in));
+  return o;
+}
+
+void write_outputs(const Request& r, const Outputs& o) {
+  write_npy(r.out_path, o.out);
+  if (r.lse_path) write_npy(*r.lse_path, o.lse);
+  if (r.probs_path) write_npy(*r.probs_path, o.probs);
+}
+
+void print_summary(std::ostream& out, const Request& r, const Inputs& in, const Outputs& o) {
+  out << "attnkit run: q " << shape_of(in.q) << ", k " << shape_of(in.k) << ", v " << shape_of(in.v) << " in "
+      << dtype_name(in.q.dtype()) << " -> " << r.out_path << ' ' << shape_of(o.out) << ", " << num_threads()
+      << " threads\n";
+}
+
+int run(const CommandArgs& words, std::ostream& out) {
+  const Args args = Args::parse(words, kFlags);
+  if (args.has("help")) {
+    out << kHelp;
+    return kExitOk;
+  }
+  Request r = parse_request(args);
+  if (r.threads) set_num_threads(*r.threads);
+
+  const Inputs in = read_inputs(r);
+  Tensor mask;
+  AttentionOptions options = r.options;
+  options.key_lengths = r.key_lengths;
+  options.alibi_slopes = r.alibi_slopes;
+  if (r.mask_path) {
+    mask = read_npy(*r.mask_path);
+    options.mask = mask_view(mask);
+  }
+
+  Outputs o = allocate_outputs(r, in);
+  ForwardExtras extras;
+  if (r.lse_path) extras.lse = o.lse.view().unsqueezed_to(kAttentionRank - 1);
+  if (r.probs_path) extras.probs = o.probs.view4();
+  forward(in.q.view4(), in.k.view4(), in.v.view4(), o.out.view4(), options, extras);
+
+  write_outputs(r, o);
+  if (r.verbose) print_summary(out, r, in, o);
+  return kExitOk;
+}
+
+}  // namespace
+
+int run_command(const CommandArgs& args, std::ostream& out, std::ostream& err) {
+  return guarded("run", err, [&] { return run(args, out); });
+}
+
+}  // namespace attnkit::cli
