@@ -26,8 +26,8 @@
 namespace attnkit {
 
 struct ForwardExtras {
-  std::optional<TensorView> lse;    // [B, Hq, n] f32: natural-log sum of exp of the final logits
-  std::optional<TensorView> probs;  // [B, Hq, n, m] any floating dtype: softmax weights before dropout
+  std::optional<TensorView> lse{};    // [B, Hq, n] f32: natural-log sum of exp of the final logits
+  std::optional<TensorView> probs{};  // [B, Hq, n, m] any floating dtype: softmax weights before dropout
 };
 
 void forward(ConstTensorView q, ConstTensorView k, ConstTensorView v, TensorView out,
@@ -40,6 +40,12 @@ void forward(ConstTensorView q, ConstTensorView k, ConstTensorView v, TensorView
 void backward(ConstTensorView q, ConstTensorView k, ConstTensorView v, ConstTensorView out,
               ConstTensorView d_out, ConstTensorView lse, TensorView dq, TensorView dk, TensorView dv,
               const AttentionOptions& options = {});
+
+// The kernel a call with `requested` runs in this build: `automatic` resolves to the best one
+// available. Raises Error(unsupported) for a kernel this build does not have; a call never falls
+// back silently from a kernel that was asked for by name.
+Kernel resolve_kernel(Kernel requested);
+const char* kernel_name(Kernel kernel) noexcept;  // "automatic", "reference", "fast"
 
 // Threads used by attnkit's kernels. Default: ATTNKIT_NUM_THREADS if set, else hardware
 // concurrency. n <= 0 restores the default. Results never depend on the thread count.

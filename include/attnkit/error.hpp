@@ -18,6 +18,7 @@ enum class ErrorCode {
   null_pointer,      // a null data pointer on a view with a non-zero number of elements
   overlap,           // an output's memory overlaps an input's or another output's
   size_overflow,     // a size or byte count that does not fit in 64 bits
+  out_of_memory,     // an allocation the request needs failed
   unsupported,       // a valid request this build cannot serve (e.g. a kernel not compiled in)
   io_error,          // a file could not be opened, read or written
   format_error,      // a file's contents are malformed (truncated, bad header, unsupported layout)

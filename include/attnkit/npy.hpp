@@ -2,8 +2,9 @@
 //
 // Reads versions 1.0, 2.0 and 3.0 with little-endian float16/32/64, bool, int32 and int64 data in
 // C order. Big-endian, Fortran-order, object or other dtypes, truncated files and malformed or
-// oversized headers raise attnkit::Error (format_error) naming the file and the problem; a file
-// never causes an allocation larger than its own data.
+// oversized headers raise attnkit::Error (format_error) naming the file and the problem. The file's
+// size is checked against its header before anything is allocated, so a hostile header cannot make
+// the reader allocate more than the data the file really holds (plus the header, capped at 1 MiB).
 #pragma once
 
 #include <string>

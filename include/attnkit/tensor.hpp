@@ -81,6 +81,8 @@ using TensorView = BasicTensorView<true>;
 using ConstTensorView = BasicTensorView<false>;
 
 // An owning, contiguous (C order), zero-initialised tensor of any rank with 64-byte-aligned storage.
+// A default-constructed Tensor is empty: no storage, numel() == 0 (unlike a rank-0 tensor built
+// with shape {}, which holds one element).
 class Tensor {
  public:
   Tensor() = default;

@@ -10,24 +10,31 @@
 #endif
 
 namespace attnkit {
-namespace {
 
-// Only the reference exists in this build. Asking for `fast` explicitly is an error, never a silent
+// Only the reference exists in this build. Asking for `fast` by name is an error, never a silent
 // fallback; `automatic` picks the reference.
-void require_kernel_available(Kernel kernel) {
-  if (kernel == Kernel::fast) {
+Kernel resolve_kernel(Kernel requested) {
+  if (requested == Kernel::fast) {
     throw Error(ErrorCode::unsupported,
                 "kernel: the fast CPU kernel is not part of this build yet; use Kernel::automatic or Kernel::reference");
   }
+  return Kernel::reference;
 }
 
-}  // namespace
+const char* kernel_name(Kernel kernel) noexcept {
+  switch (kernel) {
+    case Kernel::automatic: return "automatic";
+    case Kernel::reference: return "reference";
+    case Kernel::fast: return "fast";
+  }
+  return "unknown";
+}
 
 void forward(ConstTensorView q, ConstTensorView k, ConstTensorView v, TensorView out, const AttentionOptions& options,
              const ForwardExtras& extras) {
   detail::ForwardOutputs outputs;
   const detail::Problem problem = detail::validate_forward(q, k, v, out, options, extras, outputs);
-  require_kernel_available(options.kernel);
+  resolve_kernel(options.kernel);
   detail::reference_forward(problem, outputs);
 }
 
@@ -35,7 +42,7 @@ void backward(ConstTensorView q, ConstTensorView k, ConstTensorView v, ConstTens
               ConstTensorView lse, TensorView dq, TensorView dk, TensorView dv, const AttentionOptions& options) {
   const detail::BackwardIO io{out, d_out, lse, dq, dk, dv};
   const detail::Problem problem = detail::validate_backward(q, k, v, io, options);
-  require_kernel_available(options.kernel);
+  resolve_kernel(options.kernel);
   detail::reference_backward(problem, io);
 }
 

@@ -10,6 +10,7 @@ const char* error_code_name(ErrorCode code) noexcept {
     case ErrorCode::null_pointer: return "null_pointer";
     case ErrorCode::overlap: return "overlap";
     case ErrorCode::size_overflow: return "size_overflow";
+    case ErrorCode::out_of_memory: return "out_of_memory";
     case ErrorCode::unsupported: return "unsupported";
     case ErrorCode::io_error: return "io_error";
     case ErrorCode::format_error: return "format_error";

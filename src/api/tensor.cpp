@@ -155,7 +155,7 @@ Tensor::Tensor(DType dtype, std::vector<std::int64_t> shape) : dtype_(dtype), sh
   if (bytes == 0) bytes = kStorageAlignment;
   void* p = std::aligned_alloc(kStorageAlignment, bytes);
   if (p == nullptr) {
-    throw Error(ErrorCode::size_overflow, "Tensor: cannot allocate " + std::to_string(bytes) + " bytes");
+    throw Error(ErrorCode::out_of_memory, "Tensor: cannot allocate " + std::to_string(bytes) + " bytes");
   }
   std::memset(p, 0, bytes);
   storage_.reset(p);

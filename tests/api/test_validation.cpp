@@ -246,6 +246,9 @@ TEST(Validation, FastKernelIsNotSilentlyReplaced) {
   c.options.kernel = Kernel::fast;
   expect_error([&] { c.run_forward(); }, ErrorCode::unsupported, {"kernel", "fast"});
   expect_error([&] { c.run_backward(); }, ErrorCode::unsupported, {"kernel", "fast"});
+  expect_error([] { resolve_kernel(Kernel::fast); }, ErrorCode::unsupported, {"fast"});
+  EXPECT_EQ(resolve_kernel(Kernel::automatic), Kernel::reference);
+  EXPECT_STREQ(kernel_name(resolve_kernel(Kernel::reference)), "reference");
 }
 
 TEST(Validation, BackwardShapes) {

@@ -256,8 +256,8 @@ void write_outputs(const Request& r, const Outputs& o) {
 
 void print_summary(std::ostream& out, const Request& r, const Inputs& in, const Outputs& o) {
   out << "attnkit run: q " << shape_of(in.q) << ", k " << shape_of(in.k) << ", v " << shape_of(in.v) << " in "
-      << dtype_name(in.q.dtype()) << " -> " << r.out_path << ' ' << shape_of(o.out) << ", " << num_threads()
-      << " threads\n";
+      << dtype_name(in.q.dtype()) << " -> " << r.out_path << ' ' << shape_of(o.out) << ", "
+      << kernel_name(resolve_kernel(r.options.kernel)) << " kernel, " << num_threads() << " threads\n";
 }
 
 int run(const CommandArgs& words, std::ostream& out) {
