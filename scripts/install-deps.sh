@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Installs what attnkit needs to build and test on Debian 12, from Debian's archive. Run as root.
+set -euo pipefail
+packages=(
+  g++ cmake make              # C++20 compiler and build
+  libgtest-dev libgmock-dev  # GoogleTest, for the tests
+)
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps: run as root (apt-get); skipping, assuming these are installed: ${packages[*]}" >&2
+  exit 0
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${packages[@]}"
