@@ -8,6 +8,7 @@
 //   s = −inf where the key is not visible        boolean mask false, causal, window, key_lengths
 // where i' is the aligned query position: i + (m − n) under Causal::bottom_right, i otherwise.
 // A key whose final logit is −inf is masked: it contributes nothing, not even through NaN values.
+// An additive −inf masks outright: the logit is −inf even when q·k is NaN.
 #pragma once
 
 #include <cstdint>

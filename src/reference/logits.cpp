@@ -67,8 +67,11 @@ HeadLogits compute_logits(const Problem& p, std::int64_t b, std::int64_t h, cons
         const double distance = static_cast<double>(std::llabs(aligned_position(p, i) - j));
         s -= static_cast<double>(o.alibi_slopes[static_cast<std::size_t>(h)]) * distance;
       }
-      // s = s + mask[b, h, i, j]
-      if (p.mask_kind == MaskKind::additive) s += load_as_double(element(p.mask, b, h, i, j), p.mask.dtype());
+      // s = s + mask[b, h, i, j]; an additive −inf masks the key outright, even when q·k is NaN
+      if (p.mask_kind == MaskKind::additive) {
+        const double bias = load_as_double(element(p.mask, b, h, i, j), p.mask.dtype());
+        s = bias == kMinusInf ? kMinusInf : s + bias;
+      }
       // s = −inf where the key is not visible
       if (!key_visible(p, b, h, i, j)) s = kMinusInf;
       out.logits(i, j) = s;

@@ -61,6 +61,8 @@ struct OptionCase {
   std::int64_t n = 5, m = 6;
 };
 
+void PrintTo(const OptionCase& c, std::ostream* os) { *os << c.name << " n=" << c.n << " m=" << c.m; }
+
 class ReferenceBackward : public ::testing::TestWithParam<OptionCase> {};
 
 const std::int64_t kLengths[] = {6, 0};   // the second batch entry sees no key at all

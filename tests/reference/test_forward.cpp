@@ -86,6 +86,10 @@ TEST(ReferenceForward, WorkedExampleMatchesHandComputation) {
 struct Shape {
   std::int64_t B, H, Hkv, n, m, dk, dv;
 };
+void PrintTo(const Shape& s, std::ostream* os) {
+  *os << "B=" << s.B << " H=" << s.H << " Hkv=" << s.Hkv << " n=" << s.n << " m=" << s.m << " d_k=" << s.dk
+      << " d_v=" << s.dv;
+}
 
 class ReferenceShapes : public ::testing::TestWithParam<Shape> {};
 
@@ -143,6 +147,10 @@ struct StructureCase {
   Causal causal;
   std::int64_t left, right, n, m;
 };
+void PrintTo(const StructureCase& c, std::ostream* os) {
+  *os << "causal=" << static_cast<int>(c.causal) << " window=(" << c.left << ", " << c.right << ") n=" << c.n
+      << " m=" << c.m;
+}
 
 class ReferenceStructure : public ::testing::TestWithParam<StructureCase> {};
 
@@ -222,9 +230,12 @@ TEST(ReferenceForward, MaskingAKeyEqualsRemovingIt) {
   const Tensor q = random_tensor(rng, {1, 2, 3, 4});
   Tensor k = random_tensor(rng, {1, 2, m, 4});
   Tensor v = random_tensor(rng, {1, 2, m, 5});
-  // The removed key's values are NaN: a masked key must not reach the output even through NaN.
-  for (std::int64_t h = 0; h < 2; ++h)
+  // The removed key's key and value vectors are NaN: a masked key must not reach the output even
+  // through NaN, whether a bool false or an additive −inf masks it.
+  for (std::int64_t h = 0; h < 2; ++h) {
     for (std::int64_t c = 0; c < 5; ++c) at4(v, 0, h, removed, c) = std::nan("");
+    at4(k, 0, h, removed, 1) = std::nan("");
+  }
   Tensor k_less(DType::f64, {1, 2, m - 1, 4}), v_less(DType::f64, {1, 2, m - 1, 5});
   for (std::int64_t h = 0; h < 2; ++h)
     for (std::int64_t j = 0, jj = 0; j < m; ++j) {
