@@ -41,10 +41,11 @@ void backward(ConstTensorView q, ConstTensorView k, ConstTensorView v, ConstTens
               ConstTensorView d_out, ConstTensorView lse, TensorView dq, TensorView dk, TensorView dv,
               const AttentionOptions& options = {});
 
-// The kernel a call with `requested` runs in this build: `automatic` resolves to the best one
-// available. Raises Error(unsupported) for a kernel this build does not have; a call never falls
-// back silently from a kernel that was asked for by name.
-Kernel resolve_kernel(Kernel requested);
+// The kernel a forward call with `requested` and inputs of `dtype` runs: `automatic` resolves to the
+// fast kernel for f32, f16 and bf16 and to the float64 reference for f64. Raises Error(unsupported)
+// when the requested kernel cannot take the call; a call never falls back silently from a kernel
+// that was asked for by name. (The backward runs on the reference until its fast kernel exists.)
+Kernel resolve_kernel(Kernel requested, DType dtype = DType::f32);
 const char* kernel_name(Kernel kernel) noexcept;  // "automatic", "reference", "fast"
 
 // Threads used by attnkit's kernels. Default: ATTNKIT_NUM_THREADS if set, else hardware

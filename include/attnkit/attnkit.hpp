@@ -6,4 +6,5 @@
 #include "attnkit/error.hpp"
 #include "attnkit/npy.hpp"
 #include "attnkit/options.hpp"
+#include "attnkit/targets.hpp"
 #include "attnkit/tensor.hpp"

@@ -3,6 +3,7 @@
 
 #include "api/validate.hpp"
 #include "attnkit/error.hpp"
+#include "cpu/forward.hpp"
 #include "reference/reference.hpp"
 
 #ifndef ATTNKIT_VERSION
@@ -11,14 +12,16 @@
 
 namespace attnkit {
 
-// Only the reference exists in this build. Asking for `fast` by name is an error, never a silent
-// fallback; `automatic` picks the reference.
-Kernel resolve_kernel(Kernel requested) {
-  if (requested == Kernel::fast) {
-    throw Error(ErrorCode::unsupported,
-                "kernel: the fast CPU kernel is not part of this build yet; use Kernel::automatic or Kernel::reference");
+Kernel resolve_kernel(Kernel requested, DType dtype) {
+  if (requested == Kernel::reference) return Kernel::reference;
+  if (dtype == DType::f64) {
+    if (requested == Kernel::fast) {
+      throw Error(ErrorCode::unsupported, "kernel: the fast kernel computes in float32 and takes f32, f16 or bf16; "
+                                          "f64 inputs run on Kernel::reference (or automatic)");
+    }
+    return Kernel::reference;
   }
-  return Kernel::reference;
+  return Kernel::fast;
 }
 
 const char* kernel_name(Kernel kernel) noexcept {
@@ -34,15 +37,21 @@ void forward(ConstTensorView q, ConstTensorView k, ConstTensorView v, TensorView
              const ForwardExtras& extras) {
   detail::ForwardOutputs outputs;
   const detail::Problem problem = detail::validate_forward(q, k, v, out, options, extras, outputs);
-  resolve_kernel(options.kernel);
-  detail::reference_forward(problem, outputs);
+  if (resolve_kernel(options.kernel, q.dtype()) == Kernel::fast) {
+    cpu::fast_forward(problem, outputs);
+  } else {
+    detail::reference_forward(problem, outputs);
+  }
 }
 
 void backward(ConstTensorView q, ConstTensorView k, ConstTensorView v, ConstTensorView out, ConstTensorView d_out,
               ConstTensorView lse, TensorView dq, TensorView dk, TensorView dv, const AttentionOptions& options) {
   const detail::BackwardIO io{out, d_out, lse, dq, dk, dv};
   const detail::Problem problem = detail::validate_backward(q, k, v, io, options);
-  resolve_kernel(options.kernel);
+  if (options.kernel == Kernel::fast) {
+    throw Error(ErrorCode::unsupported, "kernel: the fast backward is not part of this build yet; use "
+                                        "Kernel::automatic or Kernel::reference for backward");
+  }
   detail::reference_backward(problem, io);
 }
 

@@ -1,4 +1,4 @@
-// Thread count setting and the reference kernels' fork-join.
+// The thread count setting, and the parallel loops on the persistent pool.
 #include "core/parallel_for.hpp"
 
 #include <algorithm>
@@ -7,22 +7,34 @@
 #include <exception>
 #include <mutex>
 #include <thread>
-#include <vector>
+#include <utility>
 
 #include "attnkit/attention.hpp"
+#include "core/thread_pool.hpp"
 
 namespace attnkit {
 namespace {
 
+// Larger ATTNKIT_NUM_THREADS values are typing mistakes, not machines: they fall back to the default.
+constexpr long kMaxEnvThreads = 4096;
+
 std::atomic<int> g_requested_threads{0};  // 0 = default
 
+int hardware_threads() {
+  // Asked once: libstdc++ reads /sys (a system call) on every hardware_concurrency().
+  static const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return threads;
+}
+
+// ATTNKIT_NUM_THREADS if it is a whole number in [1, kMaxEnvThreads], else hardware concurrency. Read
+// on every call, so that a change of the variable takes effect like set_num_threads does.
 int default_threads() {
   if (const char* env = std::getenv("ATTNKIT_NUM_THREADS")) {
     char* end = nullptr;
     const long value = std::strtol(env, &end, 10);
-    if (end != env && *end == '\0' && value > 0 && value <= 4096) return static_cast<int>(value);
+    if (end != env && *end == '\0' && value > 0 && value <= kMaxEnvThreads) return static_cast<int>(value);
   }
-  return std::max(1u, std::thread::hardware_concurrency());
+  return hardware_threads();
 }
 
 }  // namespace
@@ -35,32 +47,65 @@ int num_threads() {
 }
 
 namespace detail {
+namespace {
 
-void parallel_for(std::int64_t count, const std::function<void(std::int64_t)>& body) {
-  const std::int64_t workers = std::min<std::int64_t>(num_threads(), count);
-  if (workers <= 1) {
-    for (std::int64_t t = 0; t < count; ++t) body(t);
-    return;
-  }
-  std::atomic<std::int64_t> next{0};
-  std::exception_ptr first_error;
-  std::mutex error_mutex;
-  auto work = [&] {
-    for (std::int64_t t = next.fetch_add(1); t < count; t = next.fetch_add(1)) {
+void run_serially(std::int64_t count, const std::function<void(std::int64_t)>& body) {
+  for (std::int64_t t = 0; t < count; ++t) body(t);
+}
+
+// One parallel_for shared by its threads: the next index to take, and the first error.
+class SharedLoop {
+ public:
+  SharedLoop(std::int64_t count, const std::function<void(std::int64_t)>& body) : count_(count), body_(body) {}
+
+  // One thread's share: takes indices until none is left or a task has failed.
+  void work() noexcept {
+    for (std::int64_t t = take(); t < count_ && !failed_.load(std::memory_order_relaxed); t = take()) {
       try {
-        body(t);
+        body_(t);
       } catch (...) {
-        const std::lock_guard lock(error_mutex);
-        if (!first_error) first_error = std::current_exception();
+        record(std::current_exception());
       }
     }
-  };
-  std::vector<std::thread> threads;
-  threads.reserve(static_cast<std::size_t>(workers - 1));
-  for (std::int64_t w = 1; w < workers; ++w) threads.emplace_back(work);
-  work();  // the calling thread is worker 0
-  for (std::thread& t : threads) t.join();
-  if (first_error) std::rethrow_exception(first_error);
+  }
+
+  void rethrow_first_error() const {
+    if (error_) std::rethrow_exception(error_);
+  }
+
+ private:
+  // Relaxed: the index only needs to be unique; the pool's join publishes the tasks' writes.
+  std::int64_t take() noexcept { return next_.fetch_add(1, std::memory_order_relaxed); }
+
+  void record(std::exception_ptr error) noexcept {
+    const std::lock_guard lock(error_mutex_);
+    if (!error_) error_ = std::move(error);
+    failed_.store(true, std::memory_order_relaxed);
+  }
+
+  const std::int64_t count_;
+  const std::function<void(std::int64_t)>& body_;
+  std::atomic<std::int64_t> next_{0};
+  std::atomic<bool> failed_{false};  // a hint to stop early; error_ holds the truth
+  std::mutex error_mutex_;
+  std::exception_ptr error_;
+};
+
+}  // namespace
+
+void parallel_for(std::int64_t count, const std::function<void(std::int64_t)>& body) {
+  const int threads = num_threads();
+  const int participants = static_cast<int>(std::min<std::int64_t>(threads, count));
+  if (participants <= 1) return run_serially(count, body);
+  SharedLoop loop(count, body);
+  if (!ThreadPool::instance().try_run(threads, participants, [&](int) { loop.work(); })) {
+    return run_serially(count, body);  // nested, or the pool is busy with another thread's loop
+  }
+  loop.rethrow_first_error();
+}
+
+void parallel_for_workers(int workers, const std::function<void(int worker, int workers)>& task) {
+  parallel_for(workers, [&](std::int64_t worker) { task(static_cast<int>(worker), workers); });
 }
 
 }  // namespace detail

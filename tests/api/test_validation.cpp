@@ -241,14 +241,24 @@ TEST(Validation, SizesThatOverflow) {
                ErrorCode::invalid_shape, {"q", "negative"});
 }
 
-TEST(Validation, FastKernelIsNotSilentlyReplaced) {
+TEST(Validation, KernelChoiceIsVisibleAndNeverSilentlyReplaced) {
+  EXPECT_EQ(resolve_kernel(Kernel::automatic, DType::f32), Kernel::fast);
+  EXPECT_EQ(resolve_kernel(Kernel::automatic, DType::bf16), Kernel::fast);
+  EXPECT_EQ(resolve_kernel(Kernel::automatic, DType::f64), Kernel::reference);
+  EXPECT_EQ(resolve_kernel(Kernel::reference, DType::f32), Kernel::reference);
+  EXPECT_STREQ(kernel_name(resolve_kernel(Kernel::fast, DType::f16)), "fast");
+  // The fast kernel computes in float32: asked for by name with f64 inputs, it refuses.
+  expect_error([] { resolve_kernel(Kernel::fast, DType::f64); }, ErrorCode::unsupported, {"fast", "f64"});
+  Rng rng(9);
+  Tensor q = random_tensor(rng, {1, 1, 2, 3}), k = random_tensor(rng, {1, 1, 4, 3}), v = random_tensor(rng, {1, 1, 4, 3});
+  Tensor out(DType::f64, {1, 1, 2, 3});
+  AttentionOptions fast;
+  fast.kernel = Kernel::fast;
+  expect_error([&] { forward(q.view(), k.view(), v.view(), out.view(), fast); }, ErrorCode::unsupported, {"kernel", "f64"});
+  // There is no fast backward yet.
   Call c;
   c.options.kernel = Kernel::fast;
-  expect_error([&] { c.run_forward(); }, ErrorCode::unsupported, {"kernel", "fast"});
-  expect_error([&] { c.run_backward(); }, ErrorCode::unsupported, {"kernel", "fast"});
-  expect_error([] { resolve_kernel(Kernel::fast); }, ErrorCode::unsupported, {"fast"});
-  EXPECT_EQ(resolve_kernel(Kernel::automatic), Kernel::reference);
-  EXPECT_STREQ(kernel_name(resolve_kernel(Kernel::reference)), "reference");
+  expect_error([&] { c.run_backward(); }, ErrorCode::unsupported, {"kernel", "backward"});
 }
 
 TEST(Validation, BackwardShapes) {

@@ -101,6 +101,23 @@ inline double max_abs_diff(const Tensor& a, const Tensor& b) {
   return worst;
 }
 
+// Root-mean-square difference over the elements that are numbers in both, or infinity if the NaN
+// patterns differ. The accuracy rule compares RMS errors: a maximum is decided by the rounding of
+// one or two logits and flips between kernels by chance.
+inline double rms_diff(const Tensor& a, const Tensor& b) {
+  EXPECT_EQ(a.shape(), b.shape());
+  double sum = 0;
+  std::int64_t count = 0;
+  for (std::int64_t i = 0; i < a.numel(); ++i) {
+    const double x = value(a, i), y = value(b, i);
+    if (std::isnan(x) != std::isnan(y)) return std::numeric_limits<double>::infinity();
+    if (std::isnan(x)) continue;
+    sum += (x - y) * (x - y);
+    ++count;
+  }
+  return count == 0 ? 0.0 : std::sqrt(sum / static_cast<double>(count));
+}
+
 inline bool bitwise_equal(const Tensor& a, const Tensor& b) {
   return a.shape() == b.shape() && a.dtype() == b.dtype() &&
          std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;

@@ -1,0 +1,28 @@
+// Reading and writing rows of strided tensors of any floating dtype as float32. Compiled once, without
+// target-specific flags, and called once per row by every target's kernel.
+#pragma once
+
+#include <cstdint>
+
+#include "attnkit/tensor.hpp"
+#include "core/problem.hpp"
+
+namespace attnkit::cpu {
+
+// out[c] = t[b, h, i, c0 + c] for c < count.
+void load_row_part(ConstTensorView t, std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t c0, float* out,
+                   std::int64_t count);
+inline void load_row(ConstTensorView t, std::int64_t b, std::int64_t h, std::int64_t i, float* out, std::int64_t count) {
+  load_row_part(t, b, h, i, 0, out, count);
+}
+
+// t[b, h, i, c0 + c] = in[c] for c < count, rounded to t's dtype (nearest even).
+void store_row_part(const float* in, TensorView t, std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t c0,
+                    std::int64_t count);
+
+// out[j] = the mask of (b, h, i, j0 + j) for j < count: an additive mask's value, or 1/0 for a
+// keep-mask (true/false).
+void load_mask_row(const detail::Problem& p, std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t j0,
+                   std::int64_t count, float* out);
+
+}  // namespace attnkit::cpu

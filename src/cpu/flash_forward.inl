@@ -1,0 +1,489 @@
+// The fast forward kernel, FlashAttention-2 style, written once over an ISA wrapper.
+//
+// Included once per target by src/cpu/forward_<target>.cpp, which defines ATTNKIT_ISA (the wrapper
+// type) and ATTNKIT_ISA_NAMESPACE; everything here lives in that namespace, so no inline function is
+// shared between translation units compiled with different instruction sets. No include guard on
+// purpose.
+//
+// For one work item (a block of queries of every head in a GQA group, see forward_plan.hpp):
+//
+//   q_tile ← Q
+//   for each key block K_j, V_j that some row can see:
+//     pack K_jᵀ and V_j once for the whole item
+//     for each register tile of kTileRows rows:
+//       scores = q_tile · K_jᵀ · scale                  score_tile
+//       scores = bias(scores), −inf where masked        apply_bias_and_mask
+//       m_new = max(m, row_max(scores))                 online_softmax
+//       p = exp(scores − m_new);  l = l·exp(m − m_new) + row_sum(p)
+//       acc = acc·exp(m − m_new) + dropout(p) · V_j     accumulate_pv
+//   O = acc / l,  LSE = m + log l                        finalize (forward.cpp)
+//
+// Scores stay in natural units and exp is taken of the difference s − m, which is exact for nearby
+// values. (Scaling the scores to log2 units up front to use exp2 saves one multiply but rounds the
+// logits and the exponents more: it measured up to 3.8× the naive float32 error, failing the rule.)
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "core/philox.hpp"
+#include "cpu/element_io.hpp"
+#include "cpu/forward_plan.hpp"
+#include "cpu/kernels.hpp"
+#include "cpu/simd/math.hpp"
+#include "cpu/workspace.hpp"
+
+namespace attnkit::cpu::ATTNKIT_ISA_NAMESPACE {
+
+using Isa = ATTNKIT_ISA;
+using Vec = Isa::Vec;
+constexpr std::int64_t kLanes = Isa::kLanes;
+constexpr std::int64_t kTileCols = 2 * kLanes;  // two vectors per tile row: 12 accumulators on AVX2
+static_assert(kKeyBlock % kTileCols == 0, "key blocks hold whole register tiles");
+constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
+
+std::int64_t round_up(std::int64_t x, std::int64_t to) { return (x + to - 1) / to * to; }
+
+// ---- micro-kernels: one register tile ----
+
+// Keys are packed in panels of kTileCols keys: panel[c][·] holds feature c of those keys, so the
+// score micro-kernel reads each panel front to back.
+float* key_panel(const ForwardWorkspace& ws, std::int64_t c0) { return ws.k_t + c0 * ws.d_k; }
+
+// scores[r][c0 + ·] = Σ_c q[r][c] · k[c0 + ·][c] for the kTileRows rows of the tile and `cols`
+// columns, kTileCols at a time: 2·kTileRows accumulators, one broadcast and two loads per step.
+void score_tile(const ForwardWorkspace& ws, std::int64_t tile, std::int64_t cols, float scale) {
+  const float* q = ws.q + tile * ws.d_k;
+  const Vec scale_v = Isa::set1(scale);
+  for (std::int64_t c0 = 0; c0 < cols; c0 += kTileCols) {
+    Vec acc[kTileRows][2];
+    for (auto& row : acc) row[0] = row[1] = Isa::zero();
+    const float* k = key_panel(ws, c0);
+    for (std::int64_t c = 0; c < ws.d_k; ++c, k += kTileCols) {
+      const Vec k0 = Isa::load(k), k1 = Isa::load(k + kLanes);
+      for (std::int64_t r = 0; r < kTileRows; ++r) {
+        const Vec qr = Isa::set1(q[r * ws.d_k + c]);
+        acc[r][0] = Isa::fma(qr, k0, acc[r][0]);
+        acc[r][1] = Isa::fma(qr, k1, acc[r][1]);
+      }
+    }
+    for (std::int64_t r = 0; r < kTileRows; ++r) {
+      Isa::store(ws.scores + r * kKeyBlock + c0, Isa::mul(acc[r][0], scale_v));
+      Isa::store(ws.scores + r * kKeyBlock + c0 + kLanes, Isa::mul(acc[r][1], scale_v));
+    }
+  }
+}
+
+constexpr std::int64_t kPrefetchRows = 8;  // how far ahead of use key rows are requested
+constexpr std::int64_t kCacheLine = 64;
+
+void prefetch_row(const ConstTensorView& t, const ItemCoordinates& item, std::int64_t row) {
+  if (t.stride(3) != 1) return;
+  const auto* begin = static_cast<const char*>(t.data()) +
+                      (item.batch * t.stride(0) + item.kv_head * t.stride(1) + row * t.stride(2)) *
+                          static_cast<std::int64_t>(dtype_size(t.dtype()));
+  const std::int64_t bytes = t.size(3) * static_cast<std::int64_t>(dtype_size(t.dtype()));
+  for (std::int64_t offset = 0; offset < bytes; offset += kCacheLine) __builtin_prefetch(begin + offset);
+}
+
+// The same scores read from the key rows as stored, without packing: for an item of a single tile
+// (decoding), where packing the keys would cost more than the arithmetic on them. One key at a time:
+// vectors along the feature dimension, one accumulator per row, summed across lanes at the end.
+void score_tile_from_key_rows(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordinates& item,
+                              std::int64_t j0, std::int64_t width, std::int64_t cols, float scale) {
+  const ConstTensorView& keys = plan.problem->k;
+  const bool direct = keys.dtype() == DType::f32 && keys.stride(3) == 1;
+  const std::int64_t vector_end = ws.d_k / kLanes * kLanes;
+  for (std::int64_t j = 0; j < width; ++j) {
+    // Decoding streams K and V from memory once: ask for rows ahead of use, so that their latency
+    // overlaps the arithmetic (the hardware prefetcher alone left single-thread decode latency-bound).
+    if (direct && j + kPrefetchRows < width) prefetch_row(keys, item, j0 + j + kPrefetchRows);
+    prefetch_row(plan.problem->v, item, j0 + j);
+    const float* k = ws.key_rows;
+    if (direct) {
+      k = keys.at<float>({item.batch, item.kv_head, j0 + j, 0});
+    } else {
+      load_row(keys, item.batch, item.kv_head, j0 + j, ws.key_rows, ws.d_k);
+    }
+    Vec acc[kTileRows];
+    for (Vec& a : acc) a = Isa::zero();
+    for (std::int64_t c = 0; c < vector_end; c += kLanes) {
+      const Vec kc = Isa::load(k + c);
+      for (std::int64_t r = 0; r < kTileRows; ++r) acc[r] = Isa::fma(Isa::load(ws.q + r * ws.d_k + c), kc, acc[r]);
+    }
+    for (std::int64_t r = 0; r < kTileRows; ++r) {
+      float s = Isa::reduce_add(acc[r]);
+      for (std::int64_t c = vector_end; c < ws.d_k; ++c) s += ws.q[r * ws.d_k + c] * k[c];
+      ws.scores[r * kKeyBlock + j] = s * scale;
+    }
+  }
+  for (std::int64_t r = 0; r < kTileRows; ++r) std::fill(ws.scores + r * kKeyBlock + width, ws.scores + r * kKeyBlock + cols, 0.0f);
+}
+
+// acc[r][·] = acc[r][·] · alpha[r] + Σ_j p[r][j] · v[j][·] over the tile's rows and `cols` keys,
+// kTileCols output columns at a time.
+void accumulate_pv(ForwardWorkspace& ws, std::int64_t tile, std::int64_t cols, const float* alpha) {
+  for (std::int64_t c0 = 0; c0 < ws.d_v; c0 += kTileCols) {
+    Vec acc[kTileRows][2];
+    for (std::int64_t r = 0; r < kTileRows; ++r) {
+      const float* a = ws.acc + (tile + r) * ws.d_v + c0;
+      const Vec scale = Isa::set1(alpha[r]);
+      acc[r][0] = Isa::mul(Isa::load(a), scale);
+      acc[r][1] = Isa::mul(Isa::load(a + kLanes), scale);
+    }
+    const float* v = ws.v + c0;
+    for (std::int64_t j = 0; j < cols; ++j, v += ws.d_v) {
+      const Vec v0 = Isa::load(v), v1 = Isa::load(v + kLanes);
+      for (std::int64_t r = 0; r < kTileRows; ++r) {
+        const Vec p = Isa::set1(ws.scores[r * kKeyBlock + j]);
+        acc[r][0] = Isa::fma(p, v0, acc[r][0]);
+        acc[r][1] = Isa::fma(p, v1, acc[r][1]);
+      }
+    }
+    for (std::int64_t r = 0; r < kTileRows; ++r) {
+      float* a = ws.acc + (tile + r) * ws.d_v + c0;
+      Isa::store(a, acc[r][0]);
+      Isa::store(a + kLanes, acc[r][1]);
+    }
+  }
+}
+
+// The same sum for a value block holding NaN or ±inf: only keys the row can see contribute, so a
+// masked key's values never reach the output (0 · NaN would). Rare, so plain loops.
+void accumulate_pv_seen_only(ForwardWorkspace& ws, std::int64_t tile, std::int64_t cols, const float* alpha) {
+  for (std::int64_t r = 0; r < kTileRows; ++r) {
+    float* a = ws.acc + (tile + r) * ws.d_v;
+    for (std::int64_t c = 0; c < ws.d_v; ++c) a[c] *= alpha[r];
+    for (std::int64_t j = 0; j < cols; ++j) {
+      if (!ws.seen[r * kKeyBlock + j]) continue;
+      const float p = ws.scores[r * kKeyBlock + j];
+      for (std::int64_t c = 0; c < ws.d_v; ++c) a[c] += p * ws.v[j * ws.d_v + c];
+    }
+  }
+}
+
+// ---- packing: queries once per item, keys and values once per key block ----
+
+// Fills row_info and the scaled queries; rows past the item's last are empty (first > last).
+void prepare_rows(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordinates& item) {
+  const detail::Problem& p = *plan.problem;
+  const detail::Sizes& s = p.sizes;
+  const AttentionOptions& o = *p.options;
+  const std::int64_t used_rows = plan.group * item.queries;
+  const std::int64_t shift = o.causal == Causal::bottom_right ? s.m - s.n : 0;  // aligned i' = i + shift
+  for (std::int64_t r = 0; r < ws.rows; ++r) {
+    RowInfo& info = ws.row_info[r];
+    float* q_row = ws.q + r * ws.d_k;
+    if (r >= used_rows) {
+      info = RowInfo{};
+      std::fill(q_row, q_row + ws.d_k, 0.0f);
+      continue;
+    }
+    info.head = item.kv_head * plan.group + r / item.queries;
+    info.query = item.first_query + r % item.queries;
+    const std::int64_t pos = info.query + shift;
+    info.first = 0;
+    info.last = s.m - 1;
+    if (o.causal != Causal::none) info.last = std::min(info.last, pos);
+    if (o.window.left >= 0) info.first = std::max(info.first, pos - o.window.left);
+    if (o.window.right >= 0) info.last = std::min(info.last, pos + o.window.right);
+    if (!o.key_lengths.empty()) info.last = std::min(info.last, o.key_lengths[static_cast<std::size_t>(item.batch)] - 1);
+    info.alibi_slope = o.alibi_slopes.empty() ? 0.0f : o.alibi_slopes[static_cast<std::size_t>(info.head)];
+    load_row(p.q, item.batch, info.head, info.query, q_row, s.d_k);
+  }
+}
+
+// Packs K[b, g, j0 .. j0 + width) into key panels, zero-padded to `cols` keys: kLanes × kLanes
+// transposes in registers, reading f32 rows in place and other dtypes through a converted copy.
+void pack_keys(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordinates& item, std::int64_t j0,
+               std::int64_t width, std::int64_t cols) {
+  static_assert(kTileCols <= kMaxTileCols, "the workspace holds kMaxTileCols converted key rows");
+  const ConstTensorView& keys = plan.problem->k;
+  const bool in_place = keys.dtype() == DType::f32 && keys.stride(3) == 1;
+  const std::int64_t vector_end = ws.d_k / kLanes * kLanes;
+  for (std::int64_t p0 = 0; p0 < cols; p0 += kTileCols) {
+    const float* rows[kTileCols];
+    for (std::int64_t t = 0; t < kTileCols; ++t) {
+      const std::int64_t j = p0 + t;
+      if (j >= width) {
+        rows[t] = ws.zero_row;
+      } else if (in_place) {
+        rows[t] = keys.at<float>({item.batch, item.kv_head, j0 + j, 0});
+      } else {
+        load_row(keys, item.batch, item.kv_head, j0 + j, ws.key_rows + t * ws.d_k, ws.d_k);
+        rows[t] = ws.key_rows + t * ws.d_k;
+      }
+    }
+    float* panel = key_panel(ws, p0);
+    for (std::int64_t c = 0; c < vector_end; c += kLanes)
+      for (std::int64_t t0 = 0; t0 < kTileCols; t0 += kLanes) Isa::transpose_into(rows + t0, c, panel + c * kTileCols + t0, kTileCols);
+    for (std::int64_t c = vector_end; c < ws.d_k; ++c)
+      for (std::int64_t t = 0; t < kTileCols; ++t) panel[c * kTileCols + t] = rows[t][c];
+  }
+}
+
+// v[j][c] = V[b, g, j0 + j, c], zero-padded to whole tiles. Returns whether every value is finite.
+bool pack_values(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordinates& item, std::int64_t j0,
+                 std::int64_t width, std::int64_t cols) {
+  const std::int64_t d_v = plan.problem->sizes.d_v;
+  Vec not_finite = Isa::zero();  // x − x is NaN exactly when x is ±inf or NaN
+  for (std::int64_t j = 0; j < cols; ++j) {
+    float* row = ws.v + j * ws.d_v;
+    if (j < width) {
+      load_row(plan.problem->v, item.batch, item.kv_head, j0 + j, row, d_v);
+    } else {
+      std::fill(row, row + d_v, 0.0f);
+    }
+    std::fill(row + d_v, row + ws.d_v, 0.0f);
+    for (std::int64_t c0 = 0; c0 < ws.d_v; c0 += kLanes) {
+      const Vec x = Isa::load(row + c0);
+      not_finite = Isa::or_nan(not_finite, Isa::sub(x, x));
+    }
+  }
+  return !Isa::any_set(not_finite);
+}
+
+// ---- biases and masks on one tile of scores ----
+
+struct KeyRange {
+  std::int64_t begin, end;  // the split's keys [begin, end)
+};
+
+// The keys row r can see, clipped to the split.
+std::int64_t first_seen(const RowInfo& info, KeyRange keys) { return std::max(info.first, keys.begin); }
+std::int64_t last_seen(const RowInfo& info, KeyRange keys) { return std::min(info.last, keys.end - 1); }
+
+bool row_sees_block(const RowInfo& info, KeyRange keys, std::int64_t j0, std::int64_t width) {
+  const std::int64_t first = first_seen(info, keys), last = last_seen(info, keys);
+  return first <= last && first < j0 + width && last >= j0;
+}
+
+// In DESIGN.md's order: softcap, ALiBi, additive mask, then −inf where not visible.
+void apply_bias_and_mask(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordinates& item, std::int64_t tile,
+                         std::int64_t j0, std::int64_t width, std::int64_t cols, KeyRange keys) {
+  const detail::Problem& p = *plan.problem;
+  const AttentionOptions& o = *p.options;
+  const std::int64_t shift = o.causal == Causal::bottom_right ? p.sizes.m - p.sizes.n : 0;
+  const Vec minus_inf = Isa::set1(kMinusInf);
+  for (std::int64_t r = 0; r < kTileRows; ++r) {
+    const RowInfo& info = ws.row_info[tile + r];
+    float* scores = ws.scores + r * kKeyBlock;
+    if (!row_sees_block(info, keys, j0, width)) {
+      std::fill(scores, scores + cols, kMinusInf);
+      continue;
+    }
+    // Key positions relative to the block start, clamped just outside it, stay exact in float.
+    const std::int64_t first_rel = std::clamp<std::int64_t>(first_seen(info, keys) - j0, -1, cols);
+    const std::int64_t last_rel = std::clamp<std::int64_t>(last_seen(info, keys) - j0, -1, cols);
+    const bool whole_block_visible = first_rel <= 0 && last_rel >= cols - 1;
+    if (whole_block_visible && p.mask_kind == detail::MaskKind::none && plan.softcap == 0 && info.alibi_slope == 0) {
+      continue;  // nothing to add, nothing to mask: the common case costs nothing
+    }
+    const Vec first = Isa::set1(static_cast<float>(first_rel)), last = Isa::set1(static_cast<float>(last_rel));
+    if (p.mask_kind != detail::MaskKind::none) load_mask_row(p, item.batch, info.head, info.query, j0, width, ws.mask_row);
+    const Vec cap = Isa::set1(plan.softcap), inv_cap = Isa::set1(plan.softcap > 0 ? 1 / plan.softcap : 0);
+    const Vec slope = Isa::set1(info.alibi_slope), pos = Isa::set1(static_cast<float>(info.query + shift - j0));
+    for (std::int64_t c0 = 0; c0 < cols; c0 += kLanes) {
+      Vec s = Isa::load(scores + c0);
+      const Vec key = Isa::iota(static_cast<float>(c0));  // j − j0
+      if (plan.softcap > 0) s = Isa::mul(cap, cpu::tanh<Isa>(Isa::mul(s, inv_cap)));  // s = c·tanh(s/c)
+      if (info.alibi_slope != 0) {                                                            // s −= slope·|i' − j|
+        const Vec distance = Isa::sub(pos, key);
+        s = Isa::sub(s, Isa::mul(slope, Isa::max(distance, Isa::sub(Isa::zero(), distance))));
+      }
+      if (p.mask_kind == detail::MaskKind::additive) {  // s += mask; an additive −inf masks outright
+        const Vec bias = Isa::load(ws.mask_row + c0);
+        s = Isa::select_equal(bias, minus_inf, minus_inf, Isa::add(s, bias));
+      } else if (p.mask_kind == detail::MaskKind::keep) {  // mask_row holds 1 (keep) or 0
+        s = Isa::select_equal(Isa::load(ws.mask_row + c0), Isa::zero(), minus_inf, s);
+      }
+      if (!whole_block_visible) {  // causal, window, key lengths, split and block ends
+        s = Isa::select_less(key, first, minus_inf, s);
+        s = Isa::select_less(last, key, minus_inf, s);
+      }
+      Isa::store(scores + c0, s);
+    }
+  }
+}
+
+// ---- online softmax ----
+
+// For each row of the tile: new running max, the rescale factor alpha of the old accumulator, the
+// probabilities exp2(s − max) in place of the scores, and the running sum.
+void online_softmax(ForwardWorkspace& ws, std::int64_t tile, std::int64_t cols, float* alpha) {
+  for (std::int64_t r = 0; r < kTileRows; ++r) {
+    float* s = ws.scores + r * kKeyBlock;
+    Vec block_max = Isa::set1(kMinusInf), nan_seen = Isa::zero();
+    for (std::int64_t c0 = 0; c0 < cols; c0 += kLanes) {
+      const Vec scores = Isa::load(s + c0);
+      block_max = Isa::max(block_max, scores);  // max drops NaN lanes, so NaN is tracked apart
+      nan_seen = Isa::or_nan(nan_seen, scores);
+    }
+    const float old_max = ws.row_max[tile + r], candidate = Isa::reduce_max(block_max);
+    // A NaN score makes the running max NaN, and with it p, the sum and the whole row.
+    const float new_max = Isa::any_set(nan_seen) || std::isnan(old_max) ? NAN : std::max(old_max, candidate);
+    if (new_max == kMinusInf) {  // nothing visible yet: p = 0 and the (zero) accumulator stays
+      alpha[r] = 1.0f;
+      std::fill(s, s + cols, 0.0f);
+      continue;
+    }
+    alpha[r] = std::exp(old_max - new_max);  // 0 when old_max = −inf
+    const Vec m = Isa::set1(new_max);
+    Vec sum = Isa::zero();
+    for (std::int64_t c0 = 0; c0 < cols; c0 += kLanes) {
+      const Vec p = exp_of_difference<Isa>(Isa::load(s + c0), m);
+      Isa::store(s + c0, p);
+      sum = Isa::add(sum, p);
+    }
+    ws.row_sum[tile + r] = ws.row_sum[tile + r] * alpha[r] + Isa::reduce_add(sum);
+    ws.row_max[tile + r] = new_max;
+  }
+}
+
+// p[r][j] ← p[r][j] · dropout(b, h, i, j0 + j): 1/(1 − p_drop) if kept, 0 if dropped. The row sums
+// already hold the undropped probabilities, as the softmax's normaliser must.
+void apply_dropout(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordinates& item, std::int64_t tile,
+                   std::int64_t j0, std::int64_t width) {
+  const AttentionOptions& o = *plan.problem->options;
+  const float keep_scale = static_cast<float>(1.0 / (1.0 - o.dropout_p));
+  const float threshold = static_cast<float>(o.dropout_p);
+  for (std::int64_t r = 0; r < kTileRows; ++r) {
+    const RowInfo& info = ws.row_info[tile + r];
+    if (info.first > info.last) continue;
+    float* p = ws.scores + r * kKeyBlock;
+    for (std::int64_t j = 0; j < width; j += 4) {  // one Philox call draws four consecutive keys
+      const detail::Philox4x32 bits = detail::philox4x32_10(
+          {static_cast<std::uint32_t>((j0 + j) >> 2), static_cast<std::uint32_t>(info.query),
+           static_cast<std::uint32_t>(info.head), static_cast<std::uint32_t>(item.batch)},
+          o.seed);
+      for (std::int64_t t = 0; t < 4 && j + t < width; ++t) {
+        const bool keep = detail::uniform_from_bits(bits[static_cast<std::size_t>(t)]) >= threshold;
+        p[j + t] = keep ? p[j + t] * keep_scale : 0.0f;
+      }
+    }
+  }
+}
+
+// ---- one work item ----
+
+// Streams the item's key blocks within the split and leaves (row_max, row_sum, acc) in the workspace.
+void stream_key_blocks(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordinates& item, KeyRange keys) {
+  const detail::Problem& p = *plan.problem;
+  std::int64_t lo = keys.end, hi = keys.begin - 1;  // union of the rows' visible keys in this split
+  for (std::int64_t r = 0; r < ws.rows; ++r) {
+    const RowInfo& info = ws.row_info[r];
+    if (first_seen(info, keys) > last_seen(info, keys)) continue;
+    lo = std::min(lo, first_seen(info, keys));
+    hi = std::max(hi, last_seen(info, keys));
+  }
+  const bool dropout = p.options->dropout_p > 0;
+  float alpha[kTileRows];
+  // Blocks start at multiples of kKeyBlock from the split's start: the same blocks for any item.
+  for (std::int64_t j0 = keys.begin + (lo - keys.begin) / kKeyBlock * kKeyBlock; j0 <= hi; j0 += kKeyBlock) {
+    const std::int64_t width = std::min(kKeyBlock, keys.end - j0);
+    const std::int64_t cols = round_up(width, kTileCols);
+    // One tile (decoding): scores straight from the key rows, then the values, whose rows the score
+    // loop has already requested. Several tiles: pack keys and values once for all of them.
+    const bool single_tile = ws.rows == kTileRows;
+    bool values_finite = true;
+    if (!single_tile) {
+      pack_keys(plan, ws, item, j0, width, cols);
+      values_finite = pack_values(plan, ws, item, j0, width, cols);
+    }
+    for (std::int64_t tile = 0; tile < ws.rows; tile += kTileRows) {
+      bool any = false;
+      for (std::int64_t r = 0; r < kTileRows && !any; ++r) any = row_sees_block(ws.row_info[tile + r], keys, j0, width);
+      if (!any) continue;  // a fully masked tile: skipped without computing
+      if (single_tile) {
+        score_tile_from_key_rows(plan, ws, item, j0, width, cols, plan.scale);
+        values_finite = pack_values(plan, ws, item, j0, width, cols);
+      } else {
+        score_tile(ws, tile, cols, plan.scale);
+      }
+      apply_bias_and_mask(plan, ws, item, tile, j0, width, cols, keys);
+      if (!values_finite) {
+        for (std::int64_t r = 0; r < kTileRows; ++r)
+          for (std::int64_t j = 0; j < cols; ++j)
+            ws.seen[r * kKeyBlock + j] = ws.scores[r * kKeyBlock + j] != kMinusInf;
+      }
+      online_softmax(ws, tile, cols, alpha);
+      if (dropout) apply_dropout(plan, ws, item, tile, j0, width);
+      if (values_finite) {
+        accumulate_pv(ws, tile, cols, alpha);
+      } else {
+        accumulate_pv_seen_only(ws, tile, cols, alpha);
+      }
+    }
+  }
+}
+
+void run_item(const ForwardPlan& plan, std::int64_t item_index, std::int64_t split) {
+  const ItemCoordinates item = item_coordinates(plan, item_index);
+  ForwardWorkspace& ws = thread_workspace();
+  ws.prepare(round_up(plan.group * item.queries, kTileRows), plan.problem->sizes.d_k, plan.padded_d_v);
+  prepare_rows(plan, ws, item);
+  std::fill(ws.row_max, ws.row_max + ws.rows, kMinusInf);
+  std::fill(ws.row_sum, ws.row_sum + ws.rows, 0.0f);
+  std::fill(ws.acc, ws.acc + ws.rows * ws.d_v, 0.0f);
+  stream_key_blocks(plan, ws, item, KeyRange{split_begin(plan, split), split_end(plan, split)});
+
+  for (std::int64_t r = 0; r < plan.group * item.queries; ++r) {
+    const float* acc = ws.acc + r * ws.d_v;
+    if (plan.splits > 1) {
+      float* out = plan.partial(item_index, split, r);
+      out[0] = ws.row_max[r];
+      out[1] = ws.row_sum[r];
+      std::copy(acc, acc + ws.d_v, out + 2);
+    } else {
+      finalize_row(plan, item_index, r, ws.row_info[r].head, ws.row_info[r].query, ws.row_max[r], ws.row_sum[r], acc);
+    }
+  }
+}
+
+// probs[b, h, i, j] = exp(s_ij − lse_i) for every key, after the item's log-sum-exp is known:
+// a second sweep that recomputes the scores (probabilities are for inspection, not the hot path).
+void run_probs_item(const ForwardPlan& plan, std::int64_t item_index) {
+  const detail::Problem& p = *plan.problem;
+  const ItemCoordinates item = item_coordinates(plan, item_index);
+  ForwardWorkspace& ws = thread_workspace();
+  ws.prepare(round_up(plan.group * item.queries, kTileRows), p.sizes.d_k, plan.padded_d_v);
+  prepare_rows(plan, ws, item);
+  const TensorView& probs = *plan.outputs->probs;
+  const KeyRange keys{0, p.sizes.m};
+  for (std::int64_t j0 = 0; j0 < p.sizes.m; j0 += kKeyBlock) {
+    const std::int64_t width = std::min(kKeyBlock, p.sizes.m - j0);
+    const std::int64_t cols = round_up(width, kTileCols);
+    pack_keys(plan, ws, item, j0, width, cols);
+    for (std::int64_t tile = 0; tile < ws.rows; tile += kTileRows) {
+      score_tile(ws, tile, cols, plan.scale);
+      apply_bias_and_mask(plan, ws, item, tile, j0, width, cols, keys);
+      for (std::int64_t r = 0; r < kTileRows && tile + r < plan.group * item.queries; ++r) {
+        const RowInfo& info = ws.row_info[tile + r];
+        const float row_lse = plan.row_lse[item_index * plan.padded_rows + tile + r];
+        float* s = ws.scores + r * kKeyBlock;
+        if (row_lse == kMinusInf) {  // no visible key: probabilities are 0, not exp(−inf + inf)
+          std::fill(s, s + cols, 0.0f);
+        } else {
+          const Vec lse = Isa::set1(row_lse);
+          for (std::int64_t c0 = 0; c0 < cols; c0 += kLanes) Isa::store(s + c0, exp_of_difference<Isa>(Isa::load(s + c0), lse));
+        }
+        store_row_part(s, probs, item.batch, info.head, info.query, j0, width);
+      }
+    }
+  }
+}
+
+void exp_array(const float* in, float* out, std::int64_t count) {
+  std::int64_t i = 0;
+  for (; i + kLanes <= count; i += kLanes) Isa::store(out + i, exp<Isa>(Isa::load(in + i)));
+  for (; i < count; ++i) {  // the tail through a padded vector
+    float lane_in[kLanes] = {}, lane_out[kLanes];
+    lane_in[0] = in[i];
+    Isa::store(lane_out, exp<Isa>(Isa::load(lane_in)));
+    out[i] = lane_out[0];
+  }
+}
+
+}  // namespace attnkit::cpu::ATTNKIT_ISA_NAMESPACE
+

@@ -1,0 +1,108 @@
+#include "cpu/forward.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "attnkit/targets.hpp"
+#include "core/parallel_for.hpp"
+#include "cpu/element_io.hpp"
+#include "cpu/kernels.hpp"
+#include "cpu/simd/math.hpp"
+#include "cpu/softmax_merge.hpp"
+
+namespace attnkit::cpu {
+namespace {
+
+constexpr std::int64_t kValuePadding = 16;  // d_v is padded to a multiple of every target's tile width
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+ForwardPlan make_plan(const detail::Problem& p, const detail::ForwardOutputs& outputs) {
+  const detail::Sizes& s = p.sizes;
+  ForwardPlan plan;
+  plan.problem = &p;
+  plan.outputs = &outputs;
+  plan.group = s.group();
+  plan.queries_per_item = std::clamp<std::int64_t>(kRowsPerItem / plan.group, 1, s.n);
+  plan.query_blocks = ceil_div(s.n, plan.queries_per_item);
+  plan.items = s.batch * s.kv_heads * plan.query_blocks;
+  // Decoding: few queries, many keys. Split the keys so that one query keeps every core busy; the
+  // split size is fixed, so the result does not depend on the thread count.
+  plan.splits = s.n <= kDecodeQueries && s.m > kSplitKeys ? ceil_div(s.m, kSplitKeys) : 1;
+  plan.padded_rows = ceil_div(plan.group * plan.queries_per_item, kTileRows) * kTileRows;
+  plan.padded_d_v = ceil_div(s.d_v, kValuePadding) * kValuePadding;
+  plan.scale = static_cast<float>(p.scale);
+  plan.softcap = static_cast<float>(p.options->softcap);
+  return plan;
+}
+
+// Grow-only scratch of the calling thread for partials and row log-sum-exps: no per-call page faults.
+float* scratch(std::vector<float>& buffer, std::int64_t count) {
+  if (buffer.size() < static_cast<std::size_t>(count)) buffer.resize(static_cast<std::size_t>(count));
+  return buffer.data();
+}
+
+// Merges an item's split partials in split order and finalizes its rows.
+void merge_and_finalize(const ForwardPlan& plan, std::int64_t item_index) {
+  const ItemCoordinates item = item_coordinates(plan, item_index);
+  std::vector<float> acc(static_cast<std::size_t>(plan.padded_d_v));
+  for (std::int64_t r = 0; r < plan.group * item.queries; ++r) {
+    float max = -std::numeric_limits<float>::infinity(), sum = 0;
+    std::fill(acc.begin(), acc.end(), 0.0f);
+    for (std::int64_t split = 0; split < plan.splits; ++split) {
+      const float* part = plan.partial(item_index, split, r);
+      merge_softmax_partial(max, sum, acc.data(), part[0], part[1], part + 2, plan.padded_d_v);
+    }
+    const std::int64_t head = item.kv_head * plan.group + r / item.queries, query = item.first_query + r % item.queries;
+    finalize_row(plan, item_index, r, head, query, max, sum, acc.data());
+  }
+}
+
+}  // namespace
+
+ForwardKernels forward_kernels(Target target) {
+#if defined(__x86_64__) || defined(__i386__)
+  if (target == Target::avx2) return forward_kernels_avx2();
+#endif
+  (void)target;
+  return forward_kernels_scalar();
+}
+
+void finalize_row(const ForwardPlan& plan, std::int64_t item, std::int64_t row, std::int64_t head, std::int64_t query,
+                  float max, float sum, const float* acc) {
+  const detail::Sizes& s = plan.problem->sizes;
+  const std::int64_t batch = item_coordinates(plan, item).batch;
+  thread_local std::vector<float> out_row;
+  out_row.resize(static_cast<std::size_t>(s.d_v));
+  float lse = -std::numeric_limits<float>::infinity();
+  if (sum == 0) {  // no visible key: zeros, never 0/0
+    std::fill(out_row.begin(), out_row.end(), 0.0f);
+  } else {
+    const float inv = 1.0f / sum;
+    for (std::int64_t c = 0; c < s.d_v; ++c) out_row[static_cast<std::size_t>(c)] = acc[c] * inv;
+    lse = max + std::log(sum);
+  }
+  store_row_part(out_row.data(), plan.outputs->out, batch, head, query, 0, s.d_v);
+  if (plan.outputs->lse) *plan.outputs->lse->at<float>({batch, head, query}) = lse;
+  if (plan.row_lse != nullptr) plan.row_lse[item * plan.padded_rows + row] = lse;
+}
+
+void fast_forward(const detail::Problem& p, const detail::ForwardOutputs& outputs) {
+  const detail::Sizes& s = p.sizes;
+  if (s.batch == 0 || s.q_heads == 0 || s.n == 0) return;  // every output is empty
+  ForwardPlan plan = make_plan(p, outputs);
+  const ForwardKernels kernels = forward_kernels(active_target());
+
+  thread_local std::vector<float> partials, row_lse;
+  if (plan.splits > 1) plan.partials = scratch(partials, plan.items * plan.splits * plan.padded_rows * plan.partial_stride());
+  if (outputs.probs) plan.row_lse = scratch(row_lse, plan.items * plan.padded_rows);
+
+  detail::parallel_for(plan.items * plan.splits,
+                       [&](std::int64_t t) { kernels.run_item(plan, t / plan.splits, t % plan.splits); });
+  if (plan.splits > 1) detail::parallel_for(plan.items, [&](std::int64_t item) { merge_and_finalize(plan, item); });
+  if (outputs.probs) detail::parallel_for(plan.items, [&](std::int64_t item) { kernels.run_probs_item(plan, item); });
+}
+
+}  // namespace attnkit::cpu

@@ -1,0 +1,10 @@
+// The fast forward kernel for x86-64 with AVX2 and FMA (compiled with -mavx2 -mfma; only called when
+// the CPU has both).
+#include "cpu/simd/avx2.hpp"
+#define ATTNKIT_ISA Avx2Isa
+#define ATTNKIT_ISA_NAMESPACE avx2_target
+#include "cpu/flash_forward.inl"
+
+namespace attnkit::cpu {
+ForwardKernels forward_kernels_avx2() { return {avx2_target::run_item, avx2_target::run_probs_item, avx2_target::exp_array}; }
+}  // namespace attnkit::cpu

@@ -1,0 +1,33 @@
+// The entry points each target compiles (src/cpu/forward_<target>.cpp), and the target-independent
+// pieces they share (src/cpu/forward.cpp).
+#pragma once
+
+#include <cstdint>
+
+#include "attnkit/targets.hpp"
+#include "cpu/forward_plan.hpp"
+
+namespace attnkit::cpu {
+
+struct ForwardKernels {
+  // Streams one work item's keys in the given split; finalizes its rows when the plan has one split,
+  // else stores their partial (max, sum, acc).
+  void (*run_item)(const ForwardPlan& plan, std::int64_t item, std::int64_t split);
+  // Writes the item's probabilities (plan.row_lse must hold its rows' log-sum-exp).
+  void (*run_probs_item)(const ForwardPlan& plan, std::int64_t item);
+  // out[i] = e^in[i] with the kernels' vector exp, so tests can measure its error on each target.
+  void (*exp)(const float* in, float* out, std::int64_t count);
+};
+
+// The kernels of a target (scalar when the target is not compiled in).
+ForwardKernels forward_kernels(Target target);
+
+ForwardKernels forward_kernels_scalar();
+ForwardKernels forward_kernels_avx2();
+
+// Writes row `row` of an item: out = acc / sum and lse = max + log sum, or 0 and −inf for a row
+// with no visible key; records the log-sum-exp when probabilities are requested.
+void finalize_row(const ForwardPlan& plan, std::int64_t item, std::int64_t row, std::int64_t head, std::int64_t query,
+                  float max, float sum, const float* acc);
+
+}  // namespace attnkit::cpu

@@ -1,0 +1,78 @@
+// Eight floats in a 256-bit AVX2 register; FMA3 for the multiply-adds. Included only by translation
+// units compiled with -mavx2 -mfma.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+namespace attnkit::cpu {
+
+struct Avx2Isa {
+  using Vec = __m256;
+  static constexpr int kLanes = 8;
+  static constexpr const char* kName = "avx2";
+
+  static Vec zero() { return _mm256_setzero_ps(); }
+  static Vec set1(float x) { return _mm256_set1_ps(x); }
+  static Vec load(const float* p) { return _mm256_loadu_ps(p); }
+  static void store(float* p, Vec v) { _mm256_storeu_ps(p, v); }
+  static Vec add(Vec a, Vec b) { return _mm256_add_ps(a, b); }
+  static Vec sub(Vec a, Vec b) { return _mm256_sub_ps(a, b); }
+  static Vec mul(Vec a, Vec b) { return _mm256_mul_ps(a, b); }
+  static Vec fma(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
+  static Vec max(Vec a, Vec b) { return _mm256_max_ps(a, b); }  // b when either is NaN
+  static Vec min(Vec a, Vec b) { return _mm256_min_ps(a, b); }  // b when either is NaN
+  static Vec div(Vec a, Vec b) { return _mm256_div_ps(a, b); }
+  static float reduce_max(Vec v) {
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    return _mm_cvtss_f32(m);
+  }
+  static float reduce_add(Vec v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+  }
+  static Vec select_less(Vec a, Vec b, Vec then_value, Vec else_value) {
+    return _mm256_blendv_ps(else_value, then_value, _mm256_cmp_ps(a, b, _CMP_LT_OQ));
+  }
+  static Vec select_equal(Vec a, Vec b, Vec then_value, Vec else_value) {
+    return _mm256_blendv_ps(else_value, then_value, _mm256_cmp_ps(a, b, _CMP_EQ_OQ));
+  }
+  static Vec iota(float start) {
+    return _mm256_add_ps(_mm256_set1_ps(start), _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7));
+  }
+  static Vec round_nearest(Vec v) { return _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  static Vec pow2_int(Vec v) {
+    const __m256i exponent = _mm256_add_epi32(_mm256_cvtps_epi32(v), _mm256_set1_epi32(127));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(exponent, 23));
+  }
+  // out[k·out_stride + t] = rows[t][c + k] for t, k < 8: an 8 × 8 transpose in registers
+  // (pairs interleaved, then quads, then 128-bit halves swapped).
+  static void transpose_into(const float* const* rows, std::int64_t c, float* out, std::int64_t out_stride) {
+    __m256 r[8], pairs[8], quads[8];
+    for (int t = 0; t < 8; ++t) r[t] = _mm256_loadu_ps(rows[t] + c);
+    for (int t = 0; t < 8; t += 2) {
+      pairs[t] = _mm256_unpacklo_ps(r[t], r[t + 1]);
+      pairs[t + 1] = _mm256_unpackhi_ps(r[t], r[t + 1]);
+    }
+    for (int t = 0; t < 8; t += 4) {
+      quads[t] = _mm256_shuffle_ps(pairs[t], pairs[t + 2], _MM_SHUFFLE(1, 0, 1, 0));
+      quads[t + 1] = _mm256_shuffle_ps(pairs[t], pairs[t + 2], _MM_SHUFFLE(3, 2, 3, 2));
+      quads[t + 2] = _mm256_shuffle_ps(pairs[t + 1], pairs[t + 3], _MM_SHUFFLE(1, 0, 1, 0));
+      quads[t + 3] = _mm256_shuffle_ps(pairs[t + 1], pairs[t + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    for (int k = 0; k < 4; ++k) {
+      _mm256_storeu_ps(out + k * out_stride, _mm256_permute2f128_ps(quads[k], quads[k + 4], 0x20));
+      _mm256_storeu_ps(out + (k + 4) * out_stride, _mm256_permute2f128_ps(quads[k], quads[k + 4], 0x31));
+    }
+  }
+  // flags | (v is NaN), lane-wise; any_set tells whether any lane of flags is set.
+  static Vec or_nan(Vec flags, Vec v) { return _mm256_or_ps(flags, _mm256_cmp_ps(v, v, _CMP_UNORD_Q)); }
+  static bool any_set(Vec flags) { return _mm256_movemask_ps(flags) != 0; }
+};
+
+}  // namespace attnkit::cpu

@@ -1,0 +1,51 @@
+// The portable "vector" of one float: the fast kernels' algorithm on any CPU, and the baseline the
+// SIMD targets are tested against.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+namespace attnkit::cpu {
+
+struct ScalarIsa {
+  using Vec = float;
+  static constexpr int kLanes = 1;
+  static constexpr const char* kName = "scalar";
+
+  static Vec zero() { return 0.0f; }
+  static Vec set1(float x) { return x; }
+  static Vec load(const float* p) { return *p; }
+  static void store(float* p, Vec v) { *p = v; }
+  static Vec add(Vec a, Vec b) { return a + b; }
+  static Vec sub(Vec a, Vec b) { return a - b; }
+  static Vec mul(Vec a, Vec b) { return a * b; }
+  static Vec fma(Vec a, Vec b, Vec c) { return std::fma(a, b, c); }  // a·b + c
+  // max(a, b) and min(a, b) return b when either is NaN, like x86's maxps/minps.
+  static Vec max(Vec a, Vec b) { return a > b ? a : b; }
+  static Vec min(Vec a, Vec b) { return a < b ? a : b; }
+  static Vec div(Vec a, Vec b) { return a / b; }
+  static float reduce_max(Vec v) { return v; }
+  static float reduce_add(Vec v) { return v; }
+  // Lane-wise selects on a comparison of a with b.
+  static Vec select_less(Vec a, Vec b, Vec then_value, Vec else_value) { return a < b ? then_value : else_value; }
+  static Vec select_equal(Vec a, Vec b, Vec then_value, Vec else_value) { return a == b ? then_value : else_value; }
+  // Lane index j0 + lane as float, for masks that depend on the key position.
+  static Vec iota(float start) { return start; }
+  static Vec round_nearest(Vec v) { return std::nearbyint(v); }
+  // 2^n for integral-valued v in [-126, 127]: built from the exponent bits.
+  static Vec pow2_int(Vec v) {
+    const std::uint32_t bits = static_cast<std::uint32_t>(static_cast<std::int32_t>(v) + 127) << 23;
+    float out;
+    std::memcpy(&out, &bits, sizeof out);
+    return out;
+  }
+  // out[k·out_stride + t] = rows[t][c + k] for t, k < kLanes: a kLanes × kLanes transpose.
+  static void transpose_into(const float* const* rows, std::int64_t c, float* out, std::int64_t) { out[0] = rows[0][c]; }
+  // flags | (v is NaN), lane-wise; any_set tells whether any lane of flags is set.
+  static Vec or_nan(Vec flags, Vec v) { return flags != 0 || std::isnan(v) ? 1.0f : 0.0f; }
+  static bool any_set(Vec flags) { return flags != 0; }
+};
+
+}  // namespace attnkit::cpu

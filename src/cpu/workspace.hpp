@@ -1,0 +1,92 @@
+// Per-thread scratch of the fast forward kernel: one named struct that knows its size. Each worker
+// thread keeps one and reuses it across calls (it only grows), so the hot loop never allocates and
+// fresh pages are touched once, not per call.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+
+namespace attnkit::cpu {
+
+// Block sizes shared by every target; each must be a multiple of every target's tile width.
+inline constexpr std::int64_t kKeyBlock = 128;      // keys streamed per step: K and V blocks stay in L2
+inline constexpr std::int64_t kTileRows = 6;        // query rows per register tile
+inline constexpr std::int64_t kRowsPerItem = 192;    // query rows (over a GQA group) per work item
+inline constexpr std::int64_t kDecodeQueries = 16;  // n at or below this is decoding: keys are split
+inline constexpr std::int64_t kSplitKeys = 1024;    // keys per split when decoding (fixed: results
+                                                    // must not depend on the thread count)
+inline constexpr std::int64_t kMaxTileCols = 16;    // the widest target's register tile (AVX2: 2 × 8)
+static_assert(kRowsPerItem % kTileRows == 0, "a work item holds whole register tiles");
+static_assert(kSplitKeys % kKeyBlock == 0, "a split holds whole key blocks");
+
+// What one row of a work item is: which query, and which keys it may see.
+struct RowInfo {
+  std::int64_t head = 0;     // query head
+  std::int64_t query = 0;    // query index i
+  std::int64_t first = 0;    // first visible key (inclusive)
+  std::int64_t last = -1;    // last visible key (inclusive); last < first: no visible key
+  float alibi_slope = 0.0f;
+};
+
+struct ForwardWorkspace {
+  // Sizes, in elements.
+  std::int64_t rows = 0, d_k = 0, d_v = 0;  // rows padded to whole tiles; d_v padded to the tile width
+  float* q = nullptr;          // [rows][d_k]            queries times the scale
+  float* k_t = nullptr;        // [kKeyBlock / tile width][d_k][tile width]  current key block, in panels
+  float* v = nullptr;          // [kKeyBlock][d_v]       current value block
+  float* scores = nullptr;     // [kTileRows][kKeyBlock] logits, then probabilities, of one tile
+  float* acc = nullptr;        // [rows][d_v]            running Σ p·v
+  float* row_max = nullptr;    // [rows]                 running max of the logits
+  float* row_sum = nullptr;    // [rows]                 running Σ p
+  float* mask_row = nullptr;   // [kKeyBlock]            one row of a mask, converted
+  float* key_rows = nullptr;   // [kMaxTileCols][d_k]    key rows converted to f32 for packing
+  float* zero_row = nullptr;   // [d_k]                  zeros: the padding keys of the last panel
+  std::uint8_t* seen = nullptr;  // [kTileRows][kKeyBlock] visible keys, for blocks with non-finite v
+  RowInfo* row_info = nullptr;   // [rows]
+
+  // Lays the arrays out for these sizes, growing the buffer if needed.
+  void prepare(std::int64_t padded_rows, std::int64_t d_k_, std::int64_t padded_d_v) {
+    rows = padded_rows;
+    d_k = d_k_;
+    d_v = padded_d_v;
+    const std::size_t floats[] = {static_cast<std::size_t>(rows * d_k), static_cast<std::size_t>(d_k * kKeyBlock),
+                                  static_cast<std::size_t>(kKeyBlock * d_v), static_cast<std::size_t>(kTileRows * kKeyBlock),
+                                  static_cast<std::size_t>(rows * d_v), static_cast<std::size_t>(rows),
+                                  static_cast<std::size_t>(rows), static_cast<std::size_t>(kKeyBlock),
+                                  static_cast<std::size_t>(kMaxTileCols * d_k), static_cast<std::size_t>(d_k)};
+    std::size_t bytes = 0;
+    for (std::size_t n : floats) bytes += aligned(n * sizeof(float));
+    bytes += aligned(static_cast<std::size_t>(kTileRows * kKeyBlock));
+    bytes += aligned(static_cast<std::size_t>(rows) * sizeof(RowInfo));
+    reserve(bytes);
+    std::byte* cursor = buffer_.get();
+    float** arrays[] = {&q, &k_t, &v, &scores, &acc, &row_max, &row_sum, &mask_row, &key_rows, &zero_row};
+    for (std::size_t a = 0; a < std::size(arrays); ++a) {
+      *arrays[a] = reinterpret_cast<float*>(cursor);
+      cursor += aligned(floats[a] * sizeof(float));
+    }
+    seen = reinterpret_cast<std::uint8_t*>(cursor);
+    cursor += aligned(static_cast<std::size_t>(kTileRows * kKeyBlock));
+    row_info = reinterpret_cast<RowInfo*>(cursor);
+    std::fill(zero_row, zero_row + d_k, 0.0f);
+  }
+
+ private:
+  static constexpr std::size_t kAlignment = 64;
+  static std::size_t aligned(std::size_t bytes) { return (bytes + kAlignment - 1) / kAlignment * kAlignment; }
+  struct Free {
+    void operator()(std::byte* p) const noexcept { std::free(p); }
+  };
+  void reserve(std::size_t bytes);
+
+  std::unique_ptr<std::byte, Free> buffer_;
+  std::size_t capacity_ = 0;
+};
+
+// The calling thread's workspace (thread_local, reused across calls).
+ForwardWorkspace& thread_workspace();
+
+}  // namespace attnkit::cpu

@@ -1,0 +1,346 @@
+// The persistent pool and the parallel loops on it: every index once, errors, nesting, concurrent
+// callers, resizing, worker ids, and the thread count setting. Suite names start with ThreadPool so
+// that scripts/check.sh runs them under ThreadSanitizer.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <functional>
+#include <future>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "attnkit/attention.hpp"
+#include "core/parallel_for.hpp"
+#include "core/thread_pool.hpp"
+
+namespace attnkit {
+namespace {
+
+using detail::parallel_for;
+using detail::parallel_for_workers;
+using detail::ThreadPool;
+
+constexpr int kMaxTestThreads = 8;
+const std::vector<std::int64_t> kCounts = {0, 1, 7, 1000};
+
+// Restores the default thread count (and ATTNKIT_NUM_THREADS) when a test ends, even a failed one.
+class ThreadSettingGuard {
+ public:
+  ThreadSettingGuard() {
+    if (const char* env = std::getenv(kVariable)) saved_env_ = env;
+  }
+  ~ThreadSettingGuard() {
+    if (saved_env_) {
+      setenv(kVariable, saved_env_->c_str(), 1);
+    } else {
+      unsetenv(kVariable);
+    }
+    set_num_threads(0);
+  }
+  ThreadSettingGuard(const ThreadSettingGuard&) = delete;
+  ThreadSettingGuard& operator=(const ThreadSettingGuard&) = delete;
+
+  static constexpr const char* kVariable = "ATTNKIT_NUM_THREADS";
+
+ private:
+  std::optional<std::string> saved_env_;
+};
+
+// How many times each index ran. Atomic, since a bug could run one index on two threads.
+class HitCounter {
+ public:
+  explicit HitCounter(std::int64_t count) : hits_(static_cast<std::size_t>(count)) {}
+  void hit(std::int64_t index) { hits_.at(static_cast<std::size_t>(index)).fetch_add(1); }
+  // The indices that did not run exactly once, for the failure message.
+  std::string wrong() const {
+    std::string out;
+    for (std::size_t i = 0; i < hits_.size(); ++i) {
+      const int n = hits_[i].load();
+      if (n != 1) out += " [" + std::to_string(i) + "] ran " + std::to_string(n) + "x";
+    }
+    return out;
+  }
+
+ private:
+  std::vector<std::atomic<int>> hits_;
+};
+
+// A meeting point for `expected` threads that gives up after a while instead of hanging the test:
+// all arrive in time only if they run at the same time, each on its own thread.
+class Rendezvous {
+ public:
+  explicit Rendezvous(int expected) : expected_(expected) {}
+  // False if the others did not all arrive in time.
+  bool arrive_and_wait() {
+    std::unique_lock lock(mutex_);
+    if (++arrived_ == expected_) all_arrived_.notify_all();
+    return all_arrived_.wait_for(lock, kPatience, [this] { return arrived_ >= expected_; });
+  }
+
+ private:
+  // Far longer than any scheduling delay on a loaded machine, far shorter than ctest's timeout.
+  static constexpr std::chrono::seconds kPatience{20};
+  const int expected_;
+  int arrived_ = 0;
+  std::mutex mutex_;
+  std::condition_variable all_arrived_;
+};
+
+// Runs parallel_for(count) and returns the indices that did not run exactly once ("" if none).
+std::string run_and_check(std::int64_t count) {
+  HitCounter counter(count);
+  parallel_for(count, [&](std::int64_t t) { counter.hit(t); });
+  return counter.wrong();
+}
+
+// ---- ThreadPool, the class ----------------------------------------------------------------------
+
+// Each participant waits until all have arrived, which only happens if they run at once, each on
+// its own thread.
+TEST(ThreadPool, RunsEachParticipantOnItsOwnThreadWithTheCallerAsZero) {
+  ThreadPool pool;
+  for (int width : {3, 1, 5, 2, 4}) {
+    std::vector<std::thread::id> ids(static_cast<std::size_t>(width));
+    Rendezvous all(width);
+    std::atomic<int> late{0};
+    ASSERT_TRUE(pool.try_run(width, width, [&](int p) {
+      ids[static_cast<std::size_t>(p)] = std::this_thread::get_id();
+      if (!all.arrive_and_wait()) ++late;
+    }));
+    EXPECT_EQ(late.load(), 0) << "participants did not run at the same time, width " << width;
+    EXPECT_EQ(pool.width(), width);
+    EXPECT_EQ(ids[0], std::this_thread::get_id()) << width;
+    std::sort(ids.begin(), ids.end());
+    EXPECT_EQ(std::adjacent_find(ids.begin(), ids.end()), ids.end()) << "a thread ran twice, width " << width;
+  }
+}
+
+TEST(ThreadPool, RunsOnlyTheParticipantsOfANarrowerJob) {
+  ThreadPool pool;
+  HitCounter counter(3);
+  ASSERT_TRUE(pool.try_run(6, 3, [&](int p) { counter.hit(p); }));
+  EXPECT_EQ(counter.wrong(), "");
+  EXPECT_EQ(pool.width(), 6);
+}
+
+TEST(ThreadPool, RefusesANestedJobAndAJobWhileBusy) {
+  ThreadPool pool;
+  std::atomic<int> nested_accepted{0};
+  ASSERT_TRUE(pool.try_run(2, 2, [&](int) {
+    if (pool.try_run(2, 2, [](int) {})) ++nested_accepted;  // from the caller and from the worker
+  }));
+  EXPECT_EQ(nested_accepted.load(), 0);
+
+  std::promise<void> started, release;
+  std::future<void> job_ended = std::async(std::launch::async, [&] {
+    pool.try_run(2, 1, [&](int) {
+      started.set_value();
+      release.get_future().wait();
+    });
+  });
+  started.get_future().wait();
+  EXPECT_FALSE(pool.try_run(2, 2, [](int) {}));  // busy: refused at once, not queued
+  release.set_value();
+  job_ended.get();
+  EXPECT_TRUE(pool.try_run(2, 2, [](int) {}));
+}
+
+TEST(ThreadPool, RefusesJobsAfterShutdown) {
+  ThreadPool pool;
+  ASSERT_TRUE(pool.try_run(4, 4, [](int) {}));
+  pool.shutdown();
+  EXPECT_EQ(pool.width(), 1);
+  EXPECT_FALSE(pool.try_run(4, 4, [](int) {}));
+}
+
+// ---- parallel_for ---------------------------------------------------------------------------------
+
+TEST(ThreadPoolParallelFor, RunsEveryIndexExactlyOnceForAnyThreadCount) {
+  const ThreadSettingGuard guard;
+  for (int threads = 1; threads <= kMaxTestThreads; ++threads) {
+    set_num_threads(threads);
+    for (std::int64_t count : kCounts) EXPECT_EQ(run_and_check(count), "") << threads << " threads, count " << count;
+  }
+}
+
+// Each task waits until all four have started: only possible if four threads run them.
+TEST(ThreadPoolParallelFor, SpreadsTasksOverTheThreads) {
+  const ThreadSettingGuard guard;
+  constexpr int kThreads = 4;
+  set_num_threads(kThreads);
+  Rendezvous all(kThreads);
+  std::atomic<int> late{0};
+  parallel_for(kThreads, [&](std::int64_t) {
+    if (!all.arrive_and_wait()) ++late;
+  });
+  EXPECT_EQ(late.load(), 0);
+}
+
+TEST(ThreadPoolParallelFor, RethrowsTheFirstErrorAndStaysUsable) {
+  const ThreadSettingGuard guard;
+  for (int threads : {1, 2, 4}) {
+    set_num_threads(threads);
+    try {
+      parallel_for(100, [](std::int64_t t) {
+        if (t == 37) throw std::runtime_error("task 37 failed");
+      });
+      ADD_FAILURE() << "no exception, " << threads << " threads";
+    } catch (const std::runtime_error& e) {
+      EXPECT_STREQ(e.what(), "task 37 failed");
+    }
+    // Every task throws: exactly one of their exceptions arrives.
+    EXPECT_THROW(parallel_for(50, [](std::int64_t t) { throw std::out_of_range(std::to_string(t)); }),
+                 std::out_of_range);
+    EXPECT_EQ(run_and_check(1000), "") << threads << " threads, after the errors";
+  }
+}
+
+TEST(ThreadPoolParallelFor, NestedLoopsRunSeriallyOnTheOuterTasksThread) {
+  const ThreadSettingGuard guard;
+  set_num_threads(4);
+  constexpr std::int64_t kOuter = 8, kInner = 9;
+  HitCounter counter(kOuter * kInner);
+  std::atomic<int> inner_on_other_thread{0};
+  parallel_for(kOuter, [&](std::int64_t i) {
+    const std::thread::id outer_thread = std::this_thread::get_id();
+    parallel_for(kInner, [&](std::int64_t j) {
+      counter.hit(i * kInner + j);
+      if (std::this_thread::get_id() != outer_thread) ++inner_on_other_thread;
+    });
+  });
+  EXPECT_EQ(counter.wrong(), "");
+  EXPECT_EQ(inner_on_other_thread.load(), 0);
+}
+
+// Four user threads call at once, with nested loops too: the pool serves one, the others run their
+// loops themselves; every loop completes and runs each index once.
+TEST(ThreadPoolParallelFor, ConcurrentCallsFromUserThreadsAllComplete) {
+  const ThreadSettingGuard guard;
+  set_num_threads(3);
+  constexpr int kUsers = 4, kRounds = 50;
+  constexpr std::int64_t kCount = 257, kInner = 3;
+  std::vector<std::string> wrong(kUsers);
+  std::vector<std::thread> users;
+  for (int u = 0; u < kUsers; ++u) {
+    users.emplace_back([&, u] {
+      for (int round = 0; round < kRounds; ++round) {
+        HitCounter counter(kCount * kInner);
+        parallel_for(kCount, [&](std::int64_t t) {
+          parallel_for(kInner, [&](std::int64_t j) { counter.hit(t * kInner + j); });
+        });
+        wrong[static_cast<std::size_t>(u)] += counter.wrong();
+      }
+    });
+  }
+  for (std::thread& user : users) user.join();
+  for (int u = 0; u < kUsers; ++u) EXPECT_EQ(wrong[static_cast<std::size_t>(u)], "") << "user thread " << u;
+}
+
+TEST(ThreadPoolParallelFor, FollowsSetNumThreadsBetweenCalls) {
+  const ThreadSettingGuard guard;
+  for (int threads : {1, 4, 2, 8, 3, 1, 0, 5}) {
+    set_num_threads(threads);
+    EXPECT_EQ(run_and_check(1000), "") << threads << " threads";
+    if (threads > 1) {
+      EXPECT_EQ(ThreadPool::instance().width(), threads);
+    }
+  }
+}
+
+// fork() copies the pool but not its threads; the child must get working threads of its own.
+TEST(ThreadPoolParallelFor, WorksInAForkedChild) {
+#if defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "ThreadSanitizer does not support new threads in the child of a multi-threaded fork";
+#endif
+  const ThreadSettingGuard guard;
+  set_num_threads(4);
+  ASSERT_EQ(run_and_check(100), "");  // the parent's pool has its workers now
+  constexpr unsigned kChildSeconds = 30;  // a child that hangs is killed by SIGALRM and fails the test
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    alarm(kChildSeconds);
+    _exit(run_and_check(1000).empty() ? EXIT_SUCCESS : EXIT_FAILURE);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == EXIT_SUCCESS) << "child status " << status;
+  EXPECT_EQ(run_and_check(1000), "") << "the parent's pool after the fork";
+}
+
+// ---- parallel_for_workers -------------------------------------------------------------------------
+
+// Each worker writes its own scratch without atomics: ThreadSanitizer reports it if two threads
+// ever share a worker id.
+TEST(ThreadPoolWorkers, EveryWorkerIdRunsOnceWithItsOwnScratch) {
+  const ThreadSettingGuard guard;
+  constexpr int kScratchWrites = 100;
+  for (int threads = 1; threads <= kMaxTestThreads; ++threads) {
+    set_num_threads(threads);
+    for (int workers : {0, 1, 3, threads, 13}) {
+      std::vector<int> scratch(static_cast<std::size_t>(workers), 0);
+      std::atomic<int> bad_arguments{0};
+      parallel_for_workers(workers, [&](int worker, int count) {
+        if (worker < 0 || worker >= workers || count != workers) {
+          ++bad_arguments;
+          return;
+        }
+        for (int i = 0; i < kScratchWrites; ++i) ++scratch[static_cast<std::size_t>(worker)];
+      });
+      EXPECT_EQ(bad_arguments.load(), 0) << threads << " threads, " << workers << " workers";
+      EXPECT_EQ(std::count(scratch.begin(), scratch.end(), kScratchWrites), workers)
+          << threads << " threads, " << workers << " workers";
+    }
+  }
+}
+
+TEST(ThreadPoolWorkers, RethrowsATasksError) {
+  const ThreadSettingGuard guard;
+  set_num_threads(3);
+  EXPECT_THROW(parallel_for_workers(3, [](int worker, int) {
+                 if (worker == 2) throw std::logic_error("worker 2");
+               }),
+               std::logic_error);
+}
+
+// ---- the thread count setting ---------------------------------------------------------------------
+
+TEST(ThreadPoolSettings, AttnkitNumThreadsSetsTheDefault) {
+  const ThreadSettingGuard guard;
+  set_num_threads(0);
+  unsetenv(ThreadSettingGuard::kVariable);
+  const int hardware = num_threads();
+  EXPECT_GE(hardware, 1);
+
+  setenv(ThreadSettingGuard::kVariable, "3", 1);
+  EXPECT_EQ(num_threads(), 3);
+  set_num_threads(5);  // the call wins over the variable
+  EXPECT_EQ(num_threads(), 5);
+  set_num_threads(-1);  // back to the variable
+  EXPECT_EQ(num_threads(), 3);
+  EXPECT_EQ(run_and_check(100), "");
+}
+
+TEST(ThreadPoolSettings, InvalidAttnkitNumThreadsFallsBackToHardwareConcurrency) {
+  const ThreadSettingGuard guard;
+  set_num_threads(0);
+  unsetenv(ThreadSettingGuard::kVariable);
+  const int hardware = num_threads();
+  for (const char* value : {"", "0", "-2", "abc", "3x", "2.5", "4097", "99999999999999999999999"}) {
+    setenv(ThreadSettingGuard::kVariable, value, 1);
+    EXPECT_EQ(num_threads(), hardware) << "ATTNKIT_NUM_THREADS=\"" << value << "\"";
+  }
+}
+
+}  // namespace
+}  // namespace attnkit

@@ -1,0 +1,406 @@
+// The fast forward kernel against the float64 reference, on every target this CPU supports, with the
+// accuracy rule of shared/DESIGN.md: error ≤ 2 × (error of a naive float32 kernel) + a small floor,
+// where error is the root-mean-square difference from the reference over all output elements (and
+// the NaN pattern must match exactly).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <string>
+
+#include "attnkit/targets.hpp"
+#include "cpu/kernels.hpp"
+#include "support/naive_f32.hpp"
+#include "support/testing.hpp"
+
+namespace attnkit {
+namespace {
+
+using testing::Distribution;
+using testing::ForwardResult;
+using testing::random_tensor;
+using testing::Rng;
+
+constexpr double kFloor = 1e-7;  // absolute, relative to max(1, |reference output|)
+
+// Runs `body` once per supported target with that target forced, then restores the default.
+void for_each_target(const std::function<void(Target)>& body) {
+  for (Target t : supported_targets()) {
+    SCOPED_TRACE(std::string("target ") + target_name(t));
+    set_target(t);
+    body(t);
+  }
+  reset_target();
+}
+
+AttentionOptions with_kernel(AttentionOptions o, Kernel kernel) {
+  o.kernel = kernel;
+  return o;
+}
+
+double max_abs(const Tensor& t) {
+  double worst = 0;
+  for (double x : testing::values(t))
+    if (std::isfinite(x)) worst = std::max(worst, std::fabs(x));
+  return worst;
+}
+
+// The worst fast/naive RMS error ratio seen in this run, printed at the end for the record.
+struct AccuracyRecord : ::testing::Environment {
+  static inline double worst_ratio = 0;
+  static inline std::int64_t comparisons = 0;
+  void TearDown() override {
+    std::printf("[ note ] accuracy rule: %lld comparisons, worst RMS error ratio fast / naive f32 = %.3f\n",
+                static_cast<long long>(comparisons), worst_ratio);
+  }
+};
+[[maybe_unused]] const auto* const kAccuracyRecord = ::testing::AddGlobalTestEnvironment(new AccuracyRecord);
+
+// The accuracy rule for one input, on every target: out against the float64 reference (on the same,
+// possibly rounded, inputs), compared with the naive float32 kernel's error; lse to 1e-5 relative.
+void expect_accurate(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& options) {
+  auto wide = [](const Tensor& t) { return Tensor::converted(t.view(), DType::f64); };
+  const ForwardResult exact = testing::run_forward(wide(q), wide(k), wide(v), with_kernel(options, Kernel::reference));
+  const Tensor naive = Tensor::converted(testing::naive_f32_forward(q, k, v, options).view(), q.dtype());
+  const double naive_error = testing::rms_diff(Tensor::converted(naive.view(), DType::f64), exact.out);
+  const double floor = kFloor * std::max(1.0, max_abs(exact.out));
+  for_each_target([&](Target) {
+    const ForwardResult fast = testing::run_forward(q, k, v, with_kernel(options, Kernel::fast), q.dtype());
+    const double error = testing::rms_diff(Tensor::converted(fast.out.view(), DType::f64), exact.out);
+    EXPECT_LE(error, 2 * naive_error + floor) << "RMS errors: fast " << error << ", naive f32 " << naive_error;
+    ++AccuracyRecord::comparisons;
+    if (naive_error > floor) AccuracyRecord::worst_ratio = std::max(AccuracyRecord::worst_ratio, error / naive_error);
+    for (std::int64_t i = 0; i < exact.lse.numel(); ++i) {
+      const float want = exact.lse.data<float>()[i], got = fast.lse.data<float>()[i];
+      if (std::isnan(want) || std::isinf(want)) {
+        ASSERT_TRUE((std::isnan(want) && std::isnan(got)) || want == got) << "lse " << i << ": " << got << " vs " << want;
+      } else {
+        ASSERT_NEAR(got, want, 1e-5 * std::max(1.0f, std::fabs(want))) << "lse " << i;
+      }
+    }
+  });
+}
+
+struct Shape {
+  std::int64_t B, H, Hkv, n, m, d, dv;
+};
+void PrintTo(const Shape& s, std::ostream* os) {
+  *os << "B=" << s.B << " H=" << s.H << " Hkv=" << s.Hkv << " n=" << s.n << " m=" << s.m << " d=" << s.d << " dv=" << s.dv;
+}
+
+void expect_accurate_on(const Shape& s, const AttentionOptions& o, DType dtype = DType::f32,
+                        Distribution dist = Distribution::gaussian, std::uint64_t salt = 0) {
+  Rng rng(salt);
+  const Tensor q = random_tensor(rng, {s.B, s.H, s.n, s.d}, dtype, dist);
+  const Tensor k = random_tensor(rng, {s.B, s.Hkv, s.m, s.d}, dtype, dist);
+  const Tensor v = random_tensor(rng, {s.B, s.Hkv, s.m, s.dv}, dtype);
+  expect_accurate(q, k, v, o);
+}
+
+// ---- sizes: every head dimension of the issue, odd sequence lengths ----
+
+class FastShapes : public ::testing::TestWithParam<Shape> {};
+
+TEST_P(FastShapes, MeetsTheAccuracyRule) {
+  ATTNKIT_TRACE_SEED();
+  expect_accurate_on(GetParam(), {});
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    HeadDims, FastShapes,
+    ::testing::Values(Shape{1, 1, 1, 7, 33, 1, 1}, Shape{1, 2, 2, 33, 7, 3, 3}, Shape{1, 1, 1, 1, 257, 16, 16},
+                      Shape{1, 1, 1, 7, 257, 32, 32}, Shape{1, 1, 1, 33, 257, 64, 64}, Shape{1, 1, 1, 33, 33, 80, 80},
+                      Shape{1, 1, 1, 7, 257, 96, 96}, Shape{1, 1, 1, 33, 257, 128, 128}, Shape{1, 1, 1, 7, 33, 192, 192},
+                      Shape{1, 1, 1, 33, 257, 256, 256}));
+
+INSTANTIATE_TEST_SUITE_P(
+    SequenceLengths, FastShapes,
+    ::testing::Values(Shape{1, 1, 1, 1, 1, 64, 64}, Shape{1, 1, 1, 1, 1000, 64, 64}, Shape{1, 1, 1, 1000, 1, 64, 64},
+                      Shape{1, 1, 1, 257, 7, 64, 64}, Shape{1, 1, 1, 1000, 1000, 64, 64}, Shape{2, 3, 3, 33, 257, 64, 24},
+                      Shape{1, 8, 2, 257, 1000, 32, 48},  // GQA
+                      Shape{2, 4, 1, 100, 300, 16, 8}));  // MQA
+
+// ---- options, alone and together, on odd sizes ----
+
+const std::int64_t kLengths[] = {300, 111};
+const float kSlopes[] = {0.5f, 0.25f, 0.125f, 0.0625f};
+
+struct OptionCase {
+  std::string name;
+  std::function<void(AttentionOptions&)> set;
+  std::int64_t n = 37, m = 300;
+};
+void PrintTo(const OptionCase& c, std::ostream* os) { *os << c.name << " n=" << c.n << " m=" << c.m; }
+
+class FastOptions : public ::testing::TestWithParam<OptionCase> {
+ protected:
+  void run(DType dtype, Distribution dist) {
+    ATTNKIT_TRACE_SEED();
+    const OptionCase& c = GetParam();
+    Rng rng(7);
+    // Masks live for the whole test: options refer to them.
+    keep_ = Tensor(DType::boolean, {2, 4, c.n, c.m});
+    for (std::int64_t i = 0; i < keep_.numel(); ++i) keep_.data<bool>()[i] = rng.uniform() < 0.7;
+    additive_ = random_tensor(rng, {2, 1, c.n, c.m}, DType::f32);
+    for (std::int64_t i = 0; i < additive_.numel(); i += 5) additive_.data<float>()[i] = -INFINITY;
+    AttentionOptions o;
+    c.set(o);
+    if (c.name.find("bool") != std::string::npos) o.mask = keep_.view();
+    if (c.name.find("additive") != std::string::npos || c.name == "everything") o.mask = additive_.view();
+    expect_accurate_on(Shape{2, 4, 2, c.n, c.m, 40, 24}, o, dtype, dist, 11);
+  }
+  Tensor keep_, additive_;
+};
+
+TEST_P(FastOptions, Float32Gaussian) { run(DType::f32, Distribution::gaussian); }
+TEST_P(FastOptions, Float32WithOutliers) { run(DType::f32, Distribution::with_outliers); }
+TEST_P(FastOptions, BFloat16) { run(DType::bf16, Distribution::gaussian); }
+TEST_P(FastOptions, Float16) { run(DType::f16, Distribution::gaussian); }
+
+INSTANTIATE_TEST_SUITE_P(
+    EveryOption, FastOptions,
+    ::testing::Values(
+        OptionCase{"plain", [](AttentionOptions&) {}},
+        OptionCase{"scale", [](AttentionOptions& o) { o.scale = 0.3; }},
+        OptionCase{"causal_top_left", [](AttentionOptions& o) { o.causal = Causal::top_left; }},
+        OptionCase{"causal_bottom_right", [](AttentionOptions& o) { o.causal = Causal::bottom_right; }},
+        OptionCase{"causal_bottom_right_more_queries", [](AttentionOptions& o) { o.causal = Causal::bottom_right; }, 300, 37},
+        OptionCase{"causal_top_left_square", [](AttentionOptions& o) { o.causal = Causal::top_left; }, 300, 300},
+        OptionCase{"window", [](AttentionOptions& o) { o.window = {7, 3}; }},
+        OptionCase{"window_causal", [](AttentionOptions& o) {
+                     o.window = {100, 0};
+                     o.causal = Causal::bottom_right;
+                   }},
+        OptionCase{"bool_mask", [](AttentionOptions&) {}},
+        OptionCase{"additive_mask", [](AttentionOptions&) {}},
+        OptionCase{"key_lengths", [](AttentionOptions& o) { o.key_lengths = kLengths; }},
+        OptionCase{"alibi", [](AttentionOptions& o) { o.alibi_slopes = kSlopes; }},
+        OptionCase{"softcap", [](AttentionOptions& o) { o.softcap = 2.0; }},
+        OptionCase{"dropout", [](AttentionOptions& o) {
+                     o.dropout_p = 0.2;
+                     o.seed = 99;
+                   }},
+        OptionCase{"everything",
+                   [](AttentionOptions& o) {
+                     o.scale = 0.2;
+                     o.causal = Causal::bottom_right;
+                     o.window = {120, -1};
+                     o.key_lengths = kLengths;
+                     o.alibi_slopes = kSlopes;
+                     o.softcap = 3.0;
+                     o.dropout_p = 0.1;
+                     o.seed = 3;
+                   }}),
+    [](const ::testing::TestParamInfo<OptionCase>& info) { return info.param.name; });
+
+// ---- inputs that stress the softmax ----
+
+TEST(FastForward, LogitsNearTenThousand) {
+  ATTNKIT_TRACE_SEED();
+  for (double shift : {1e4, -1e4}) {
+    Rng rng(12);
+    const Tensor q = random_tensor(rng, {1, 2, 33, 16}, DType::f32, Distribution::large);
+    const Tensor k = random_tensor(rng, {1, 2, 300, 16}, DType::f32, Distribution::large);
+    const Tensor v = random_tensor(rng, {1, 2, 300, 8}, DType::f32);
+    float constant = static_cast<float>(shift);  // every logit moves by ±1e4
+    AttentionOptions o;
+    o.mask = ConstTensorView(&constant, DType::f32, {1, 1, 1, 1}, {0, 0, 0, 0});
+    expect_accurate(q, k, v, o);
+  }
+}
+
+TEST(FastForward, SequenceMajorAndStridedLayouts) {
+  ATTNKIT_TRACE_SEED();
+  Rng rng(13);
+  const std::int64_t B = 2, S = 45, H = 4, D = 24;
+  const Tensor q_bshd = random_tensor(rng, {B, S, H, D}, DType::f32), k_bshd = random_tensor(rng, {B, S, H, 2 * D}, DType::f32),
+               v_bshd = random_tensor(rng, {B, S, H, D}, DType::f32);
+  // k: every other element of its last dimension (stride 2), values in [B, S, H, D] order.
+  const ConstTensorView q = q_bshd.view().permuted({0, 2, 1, 3}), v = v_bshd.view().permuted({0, 2, 1, 3});
+  const ConstTensorView k(k_bshd.raw(), DType::f32, {B, H, S, D}, {S * H * 2 * D, 2 * D, H * 2 * D, 2});
+  AttentionOptions o;
+  o.causal = Causal::top_left;
+  const Tensor expected = [&] {
+    Tensor out(DType::f32, {B, H, S, D});
+    forward(q, k, v, out.view(), with_kernel(o, Kernel::reference));
+    return out;
+  }();
+  for_each_target([&](Target) {
+    Tensor out_bshd = testing::poisoned(DType::f32, {B, S, H, D});
+    forward(q, k, v, out_bshd.view().permuted({0, 2, 1, 3}), with_kernel(o, Kernel::fast));
+    const Tensor out = Tensor::converted(out_bshd.view().permuted({0, 2, 1, 3}), DType::f32);
+    EXPECT_LE(testing::max_abs_diff(out, expected), 1e-5);
+  });
+}
+
+// ---- decoding: few queries, keys split across threads and merged ----
+
+TEST(FastForward, DecodeSplitsKeysAndMergesExactly) {
+  ATTNKIT_TRACE_SEED();
+  for (std::int64_t n : {1, 3, 16}) {
+    SCOPED_TRACE("n = " + std::to_string(n));
+    const std::int64_t lengths[] = {5000, 1717};
+    AttentionOptions o;
+    o.causal = Causal::bottom_right;
+    o.key_lengths = lengths;
+    expect_accurate_on(Shape{2, 8, 2, n, 5000, 64, 64}, o, DType::f32, Distribution::gaussian, 14);
+    expect_accurate_on(Shape{1, 4, 4, n, 4097, 32, 16}, {}, DType::bf16, Distribution::gaussian, 15);
+  }
+}
+
+// ---- guarantees ----
+
+TEST(FastForward, ProbabilitiesMatchTheReference) {
+  ATTNKIT_TRACE_SEED();
+  Rng rng(16);
+  const Tensor k = random_tensor(rng, {1, 2, 2100, 24}, DType::f32);
+  const Tensor v = random_tensor(rng, {1, 2, 2100, 8}, DType::f32);
+  for (std::int64_t n : {20, 3}) {  // 3 queries: the decode path
+    const Tensor q_used = random_tensor(rng, {1, 4, n, 24}, DType::f32);
+    AttentionOptions o;
+    o.causal = Causal::bottom_right;
+    o.window = {1500, -1};
+    const ForwardResult exact = testing::run_forward(q_used, k, v, with_kernel(o, Kernel::reference), DType::f32);
+    for_each_target([&](Target) {
+      const ForwardResult fast = testing::run_forward(q_used, k, v, with_kernel(o, Kernel::fast), DType::f32);
+      EXPECT_LE(testing::max_abs_diff(fast.probs, exact.probs), 1e-6);
+    });
+  }
+}
+
+TEST(FastForward, RowsWithNoVisibleKeyAndZeroSizes) {
+  Rng rng(17);
+  for_each_target([&](Target) {
+    // Bottom-right with n > m: the first n − m rows see nothing. key_lengths 0: a batch sees nothing.
+    const std::int64_t lengths[] = {0, 9};
+    AttentionOptions o = with_kernel({}, Kernel::fast);
+    o.causal = Causal::bottom_right;
+    o.key_lengths = lengths;
+    const ForwardResult r = testing::run_forward(random_tensor(rng, {2, 2, 12, 5}, DType::f32),
+                                                 random_tensor(rng, {2, 2, 9, 5}, DType::f32),
+                                                 random_tensor(rng, {2, 2, 9, 3}, DType::f32), o, DType::f32);
+    EXPECT_FALSE(testing::has_nan(r.out) || testing::has_nan(r.probs));
+    for (std::int64_t i = 0; i < 2 * 12; ++i) EXPECT_EQ(r.lse.data<float>()[i], -INFINITY);      // batch 0
+    for (std::int64_t i = 0; i < 3; ++i) EXPECT_EQ(r.lse.data<float>()[2 * 2 * 12 - 24 + i], -INFINITY);  // batch 1, rows 0..2
+    for (std::int64_t i = 0; i < 2 * 12 * 3; ++i) EXPECT_EQ(r.out.data<float>()[i], 0.0f);
+    // m = 0, n = 0, B = 0, d_v = 0.
+    const ForwardResult empty_keys = testing::run_forward(random_tensor(rng, {1, 2, 3, 4}, DType::f32), Tensor(DType::f32, {1, 2, 0, 4}),
+                                                          Tensor(DType::f32, {1, 2, 0, 5}), with_kernel({}, Kernel::fast), DType::f32);
+    for (double x : testing::values(empty_keys.out)) EXPECT_EQ(x, 0.0);
+    for (double x : testing::values(empty_keys.lse)) EXPECT_EQ(x, -INFINITY);
+    testing::run_forward(Tensor(DType::f32, {1, 2, 0, 4}), random_tensor(rng, {1, 2, 3, 4}, DType::f32),
+                         random_tensor(rng, {1, 2, 3, 5}, DType::f32), with_kernel({}, Kernel::fast), DType::f32);
+    testing::run_forward(Tensor(DType::f32, {0, 2, 3, 4}), Tensor(DType::f32, {0, 2, 3, 4}), Tensor(DType::f32, {0, 2, 3, 5}),
+                         with_kernel({}, Kernel::fast), DType::f32);
+    const ForwardResult no_dv = testing::run_forward(random_tensor(rng, {1, 1, 3, 4}, DType::f32), random_tensor(rng, {1, 1, 5, 4}, DType::f32),
+                                                     Tensor(DType::f32, {1, 1, 5, 0}), with_kernel({}, Kernel::fast), DType::f32);
+    EXPECT_TRUE(std::isfinite(no_dv.lse.data<float>()[0]));
+  });
+}
+
+TEST(FastForward, NanReachesExactlyTheOutputsThatDependOnIt) {
+  ATTNKIT_TRACE_SEED();
+  Rng rng(18);
+  const std::int64_t n = 40, m = 300;
+  const Tensor q = random_tensor(rng, {1, 1, n, 8}, DType::f32);
+  const Tensor k = random_tensor(rng, {1, 1, m, 8}, DType::f32);
+  const Tensor v = random_tensor(rng, {1, 1, m, 4}, DType::f32);
+  AttentionOptions o;
+  o.causal = Causal::bottom_right;  // key j visible to rows i with j <= i + 260
+  auto poison = [](Tensor t, std::int64_t flat) {
+    t.data<float>()[flat] = NAN;
+    return t;
+  };
+  struct Case {
+    Tensor q, k, v;
+  };
+  const Case cases[] = {{poison(q, 5 * 8 + 2), k, v},          // a query row
+                        {q, poison(k, 280 * 8 + 1), v},        // a key seen only by the last rows
+                        {q, k, poison(v, 270 * 4 + 3)},        // one value column
+                        {q, k, poison(v, 299 * 4 + 0)}};       // the last key: seen by the last row only
+  for (const Case& c : cases) {
+    const Tensor expected = testing::run_forward(Tensor::converted(c.q.view(), DType::f64), Tensor::converted(c.k.view(), DType::f64),
+                                                 Tensor::converted(c.v.view(), DType::f64), with_kernel(o, Kernel::reference))
+                                .out;
+    for_each_target([&](Target) {
+      const Tensor got = testing::run_forward(c.q, c.k, c.v, with_kernel(o, Kernel::fast), DType::f32).out;
+      for (std::int64_t i = 0; i < got.numel(); ++i) {
+        ASSERT_EQ(std::isnan(got.data<float>()[i]), std::isnan(testing::value(expected, i))) << "element " << i;
+      }
+    });
+  }
+}
+
+TEST(FastForward, ResultsAreBitwiseIdenticalForAnyThreadCount) {
+  ATTNKIT_TRACE_SEED();
+  Rng rng(19);
+  for (std::int64_t n : {2, 150}) {  // decode and prefill
+    const Tensor q = random_tensor(rng, {2, 4, n, 32}, DType::f32);
+    const Tensor k = random_tensor(rng, {2, 2, 3000, 32}, DType::f32);
+    const Tensor v = random_tensor(rng, {2, 2, 3000, 32}, DType::f32);
+    AttentionOptions o = with_kernel({}, Kernel::fast);
+    o.causal = Causal::bottom_right;
+    o.dropout_p = 0.1;
+    for_each_target([&](Target) {
+      set_num_threads(1);
+      const ForwardResult one = testing::run_forward(q, k, v, o, DType::f32);
+      for (int threads : {2, 3, 8}) {
+        set_num_threads(threads);
+        const ForwardResult many = testing::run_forward(q, k, v, o, DType::f32);
+        EXPECT_TRUE(testing::bitwise_equal(one.out, many.out) && testing::bitwise_equal(one.lse, many.lse)) << threads;
+      }
+      set_num_threads(0);
+    });
+  }
+}
+
+// ---- targets ----
+
+TEST(Targets, ScalarIsAlwaysSupportedAndTheBestIsActive) {
+  const std::vector<Target> supported = supported_targets();
+  ASSERT_FALSE(supported.empty());
+  EXPECT_EQ(supported.back(), Target::scalar);
+  EXPECT_EQ(active_target(), supported.front());
+  set_target(Target::scalar);
+  EXPECT_EQ(active_target(), Target::scalar);
+  reset_target();
+  EXPECT_EQ(active_target(), supported.front());
+  for (Target t : compiled_targets()) {
+    if (std::find(supported.begin(), supported.end(), t) == supported.end()) {
+      EXPECT_THROW(set_target(t), Error);
+      std::printf("[ note ] target %s is compiled but this CPU cannot run it: not tested here\n", target_name(t));
+    }
+  }
+}
+
+// The vector exp every target uses: relative error against std::exp in double over the whole range
+// the softmax feeds it (x <= 0) and a little above, plus its special values.
+TEST(Targets, ExpErrorBound) {
+  std::vector<float> in, out;
+  for (float x = -87.0f; x <= 8.0f; x += 0.000317f) in.push_back(x);
+  out.resize(in.size());
+  for (Target t : supported_targets()) {
+    SCOPED_TRACE(target_name(t));
+    cpu::forward_kernels(t).exp(in.data(), out.data(), static_cast<std::int64_t>(in.size()));
+    double worst = 0;
+    for (std::size_t i = 0; i < in.size(); ++i) {
+      const double exact = std::exp(static_cast<double>(in[i]));
+      worst = std::max(worst, std::fabs(out[i] - exact) / exact);
+    }
+    EXPECT_LT(worst, 2.5e-7) << "max relative error";  // about 2 ulp of float
+    std::printf("[ note ] %s exp: max relative error %.3g over [-87, 8]\n", target_name(t), worst);
+    const float special_in[] = {-INFINITY, NAN, 0.0f, -88.0f, 1.0f, -1.0f};
+    float special_out[6];
+    cpu::forward_kernels(t).exp(special_in, special_out, 6);
+    EXPECT_EQ(special_out[0], 0.0f);
+    EXPECT_TRUE(std::isnan(special_out[1]));
+    EXPECT_EQ(special_out[2], 1.0f);
+    EXPECT_EQ(special_out[3], 0.0f);
+    EXPECT_NEAR(special_out[4], std::exp(1.0), 3e-7);
+    EXPECT_NEAR(special_out[5], std::exp(-1.0), 1e-7);
+  }
+}
+
+}  // namespace
+}  // namespace attnkit
