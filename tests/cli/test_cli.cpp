@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "attnkit/attnkit.hpp"
+#include "attnkit/targets.hpp"
 #include "cli.hpp"
 
 namespace {
@@ -894,6 +895,40 @@ TEST(CliBinary, ExitCodes) {
   EXPECT_EQ(run_binary("frobnicate", output), kUsage) << output;
   EXPECT_EQ(run_binary("run --q /nonexistent/q.npy --k k.npy --v v.npy --out o.npy", output), kError) << output;
   EXPECT_EQ(run_binary("run --help", output), kOk) << output;
+}
+
+TEST(CliInfo, ShowsKernelsTargetsAndThreads) {
+  const Result r = cli({"info"});
+  ASSERT_EQ(r.code, kOk) << r.err;
+  EXPECT_TRUE(contains(r.out, attnkit::version()));
+  EXPECT_TRUE(contains(r.out, "f32, f16, bf16 -> fast")) << r.out;
+  EXPECT_TRUE(contains(r.out, "f64 -> reference")) << r.out;
+  EXPECT_TRUE(contains(r.out, std::string("target in use:     ") + attnkit::target_name(attnkit::active_target()))) << r.out;
+  EXPECT_TRUE(contains(r.out, "scalar")) << r.out;
+  EXPECT_EQ(cli({"info", "--help"}).code, kOk);
+  EXPECT_EQ(cli({"info", "--bogus"}).code, kUsage);
+}
+
+// ATTNKIT_TARGET is read from the environment: force the portable target in a child process, and
+// name a target that does not exist.
+TEST(CliInfo, TargetFromTheEnvironment) {
+  std::string output;
+  EXPECT_EQ(run_binary("info", output), kOk) << output;
+  const std::string forced = "ATTNKIT_TARGET=scalar " + std::string(ATTNKIT_CLI_BINARY) + " info 2>&1";
+  FILE* pipe = popen(forced.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  char buffer[256];
+  output.clear();
+  while (std::fgets(buffer, sizeof buffer, pipe) != nullptr) output += buffer;
+  ASSERT_EQ(WEXITSTATUS(pclose(pipe)), kOk) << output;
+  EXPECT_TRUE(contains(output, "target in use:     scalar")) << output;
+  const std::string bogus = "ATTNKIT_TARGET=avx9000 " + std::string(ATTNKIT_CLI_BINARY) + " info 2>&1";
+  pipe = popen(bogus.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  output.clear();
+  while (std::fgets(buffer, sizeof buffer, pipe) != nullptr) output += buffer;
+  EXPECT_EQ(WEXITSTATUS(pclose(pipe)), kError) << output;
+  EXPECT_TRUE(contains(output, "ATTNKIT_TARGET")) << output;
 }
 
 }  // namespace

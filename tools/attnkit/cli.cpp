@@ -28,6 +28,8 @@ struct Command {
 constexpr Command kCommands[] = {
     {"explain", "walk through attention for one query, step by step", explain_command},
     {"run", "compute attention on .npy files with any options", run_command},
+    {"bench", "time the kernels against this machine's ceilings and two baselines", bench_command},
+    {"info", "show the kernels, SIMD targets and threads this build uses here", info_command},
 };
 
 constexpr std::size_t kSummaryColumn = 12;  // command names are padded to this width in the listing
@@ -44,7 +46,8 @@ void print_usage(std::ostream& out) {
   out << "\nRun 'attnkit <command> --help' for the flags of a command.\n\n"
          "Examples:\n"
          "  attnkit explain\n"
-         "  attnkit run --q q.npy --k k.npy --v v.npy --out o.npy --causal top-left\n\n"
+         "  attnkit run --q q.npy --k k.npy --v v.npy --out o.npy --causal top-left\n"
+         "  attnkit bench --quick\n\n"
          "Exit codes: 0 success, 1 a library or file error, 2 bad usage.\n";
 }
 

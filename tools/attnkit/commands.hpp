@@ -19,6 +19,8 @@ using CommandArgs = std::vector<std::string>;
 
 int explain_command(const CommandArgs& args, std::ostream& out, std::ostream& err);
 int run_command(const CommandArgs& args, std::ostream& out, std::ostream& err);
+int bench_command(const CommandArgs& args, std::ostream& out, std::ostream& err);
+int info_command(const CommandArgs& args, std::ostream& out, std::ostream& err);
 
 // Runs `body` and turns what it throws into the exit-code convention: UsageError prints
 // "attnkit <command>: <message>" and a hint to run --help, returns 2; attnkit::Error prints

@@ -1,0 +1,384 @@
+// `attnkit bench`: not its timings (benchmarks are programs, never timed tests) but what its figures
+// rest on: the two baselines compute attention correctly (against the float64 reference), the case
+// list and FLOP counts are the documented ones, --json prints parseable lines with the documented
+// keys, and bad usage exits 2.
+#include <gtest/gtest.h>
+
+#include <cctype>
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <sstream>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "attnkit/attnkit.hpp"
+#include "bench/blas_attention.hpp"
+#include "bench/cases.hpp"
+#include "bench/json_line.hpp"
+#include "bench/naive_attention.hpp"
+#include "cli.hpp"
+#include "support/testing.hpp"
+
+namespace {
+
+using attnkit::DType;
+using attnkit::Tensor;
+using attnkit::bench::AttentionShape;
+
+constexpr int kOk = 0, kUsage = 2;
+
+// f32 arithmetic over d <= 24 products and m <= 64 softmax weights of N(0, 1) inputs stays below
+// ~1e-5 of the float64 result; 1e-4 leaves room without hiding a wrong mask or a wrong head.
+constexpr double kF32Tolerance = 1e-4;
+
+// ---- baselines against the float64 reference ----
+
+struct BaselineCase {
+  AttentionShape shape;
+  int threads;
+  std::int64_t rows_per_block;  // small values cut heads into several blocks with a short tail
+};
+
+std::string describe(const BaselineCase& c) {
+  const AttentionShape& s = c.shape;
+  std::ostringstream text;
+  text << "B" << s.batch << " H" << s.heads << "/" << s.kv_heads << " n" << s.n << " m" << s.m << " d" << s.d_k << ","
+       << s.d_v << (s.causal ? " causal" : "") << " threads " << c.threads << " rows/block " << c.rows_per_block;
+  return text.str();
+}
+
+const std::vector<BaselineCase> kBaselineCases = {
+    {{2, 4, 2, 37, 37, 16, 24, false}, 3, 7},   // GQA, d_v != d_k, odd sizes
+    {{2, 4, 2, 37, 37, 16, 24, true}, 3, 7},    // the same, causal (top-left)
+    {{1, 3, 3, 5, 41, 8, 8, false}, 2, 256},    // n < m, one block per head
+    {{1, 2, 1, 50, 20, 12, 12, true}, 2, 16},   // n > m causal: late rows see every key (MQA)
+    {{1, 1, 1, 64, 64, 24, 24, true}, 1, 64},   // one thread, one block
+    {{1, 32, 8, 1, 63, 16, 16, false}, 2, 1},   // decode: one query per head over 8 KV heads
+};
+
+struct Problem {
+  Tensor q, k, v;  // f32, [B, H, S, D]
+  Tensor expected;  // f64 reference output
+};
+
+Problem make_problem(const AttentionShape& s, std::uint64_t salt) {
+  attnkit::testing::Rng rng(salt);
+  Problem p;
+  p.q = attnkit::testing::random_tensor(rng, {s.batch, s.heads, s.n, s.d_k}, DType::f32);
+  p.k = attnkit::testing::random_tensor(rng, {s.batch, s.kv_heads, s.m, s.d_k}, DType::f32);
+  p.v = attnkit::testing::random_tensor(rng, {s.batch, s.kv_heads, s.m, s.d_v}, DType::f32);
+  attnkit::AttentionOptions options;
+  options.causal = s.causal ? attnkit::Causal::top_left : attnkit::Causal::none;
+  options.kernel = attnkit::Kernel::reference;
+  const Tensor q64 = Tensor::converted(p.q.view(), DType::f64), k64 = Tensor::converted(p.k.view(), DType::f64),
+               v64 = Tensor::converted(p.v.view(), DType::f64);
+  p.expected = attnkit::testing::run_forward(q64, k64, v64, options).out;
+  return p;
+}
+
+template <class Baseline>
+void expect_matches_reference(const char* name) {
+  ATTNKIT_TRACE_SEED();
+  std::uint64_t salt = 0;
+  for (const BaselineCase& c : kBaselineCases) {
+    SCOPED_TRACE(std::string(name) + ": " + describe(c));
+    const Problem p = make_problem(c.shape, ++salt);
+    Tensor out = attnkit::testing::poisoned(DType::f32, p.expected.shape());
+    Baseline baseline(c.shape, c.threads, c.rows_per_block);
+    baseline.run(p.q.data<float>(), p.k.data<float>(), p.v.data<float>(), out.data<float>());
+    EXPECT_LE(attnkit::testing::max_abs_diff(Tensor::converted(out.view(), DType::f64), p.expected), kF32Tolerance);
+  }
+}
+
+TEST(BenchBaselines, NaiveMatchesReference) { expect_matches_reference<attnkit::bench::NaiveAttention>("naive"); }
+
+TEST(BenchBaselines, OpenBlasCompositionMatchesReference) {
+  const attnkit::bench::BlasInfo info = attnkit::bench::BlasAttention::info();
+  if (!info.available) GTEST_SKIP() << info.description;
+  EXPECT_FALSE(info.core.empty());
+  expect_matches_reference<attnkit::bench::BlasAttention>("openblas");
+}
+
+// ---- cases and FLOP counts ----
+
+TEST(BenchCases, FullListIsTheIssuesShapes) {
+  attnkit::bench::CaseSelection sel;
+  sel.threads = {1, 2};
+  const auto cases = attnkit::bench::select_cases(sel);
+  // forward: 4 sizes × 2 dims × causal or not × 2 thread counts × 2 dtypes; decode: 2 sizes × 2 × 2
+  EXPECT_EQ(cases.size(), std::size_t{4 * 2 * 2 * 2 * 2 + 2 * 2 * 2});
+  std::map<std::string, int> names;
+  for (const auto& c : cases) ++names[c.name];
+  EXPECT_EQ(names["fwd_f32_n8192_d128_causal"], 2);  // once per thread count
+  EXPECT_EQ(names["decode_bf16_m32768_d128"], 2);
+  for (const auto& c : cases) {
+    if (c.kind != attnkit::bench::CaseKind::decode) continue;
+    EXPECT_EQ(c.shape.heads, 32);
+    EXPECT_EQ(c.shape.kv_heads, 8);
+    EXPECT_EQ(c.shape.n, 1);
+  }
+}
+
+TEST(BenchCases, FilterAndOverrides) {
+  attnkit::bench::CaseSelection sel;
+  sel.threads = {2};
+  sel.sizes = {100};
+  sel.dims = {32};
+  sel.filter = "fwd_bf16_n100_d32_causal";
+  const auto cases = attnkit::bench::select_cases(sel);
+  ASSERT_EQ(cases.size(), 1u);
+  EXPECT_EQ(cases[0].dtype, DType::bf16);
+  EXPECT_TRUE(cases[0].shape.causal);
+  EXPECT_EQ(cases[0].shape.n, 100);
+  EXPECT_EQ(cases[0].threads, 2);
+}
+
+TEST(BenchCases, FlopsAndBytesFollowTheDesignNotes) {
+  attnkit::bench::BenchCase c;
+  c.shape = {1, 8, 8, 512, 512, 64, 64, false};
+  EXPECT_DOUBLE_EQ(c.flops(), 4.0 * 512 * 512 * 64 * 8);  // 4·n·m·d per head
+  c.shape.causal = true;
+  EXPECT_DOUBLE_EQ(c.flops(), 2.0 * 512 * 512 * 64 * 8);  // halved for causal
+  c.shape = {1, 32, 8, 1, 4096, 128, 128, false};
+  c.dtype = DType::bf16;
+  EXPECT_DOUBLE_EQ(c.kv_bytes(), 8.0 * 4096 * (128 + 128) * 2);  // K and V of 8 KV heads, 2 bytes each
+}
+
+TEST(BenchJson, StringsAreEscaped) {
+  EXPECT_EQ(attnkit::bench::json_quoted("a\"b\\c\n"), "\"a\\\"b\\\\c\\u000a\"");
+}
+
+// ---- a minimal JSON reader, to check that every --json line parses ----
+
+struct JsonValue;
+using JsonArray = std::vector<JsonValue>;
+struct JsonValue {
+  std::variant<std::nullptr_t, bool, double, std::string, JsonArray> value;
+};
+using JsonObject = std::map<std::string, JsonValue>;
+
+class JsonReader {
+ public:
+  explicit JsonReader(const std::string& text) : text_(text) {}
+
+  // The whole text as one object; sets ok() to false on any syntax error or trailing text.
+  JsonObject object() {
+    JsonObject result;
+    expect('{');
+    if (!peek('}')) {
+      do {
+        const std::string key = string();
+        expect(':');
+        result[key] = value();
+      } while (accept(','));
+    }
+    expect('}');
+    skip_space();
+    if (pos_ != text_.size()) ok_ = false;
+    return result;
+  }
+  bool ok() const { return ok_; }
+
+ private:
+  JsonValue value() {
+    skip_space();
+    if (peek('"')) return {string()};
+    if (accept('[')) {
+      JsonArray items;
+      if (!peek(']')) {
+        do items.push_back(value());
+        while (accept(','));
+      }
+      expect(']');
+      return {items};
+    }
+    using Literal = std::pair<std::string, JsonValue>;
+    for (const auto& [word, v] : {Literal{"true", {true}}, Literal{"false", {false}}, Literal{"null", {nullptr}}}) {
+      if (text_.compare(pos_, word.size(), word) == 0) {
+        pos_ += word.size();
+        return v;
+      }
+    }
+    std::size_t used = 0;
+    try {
+      const double number = std::stod(text_.substr(pos_), &used);
+      pos_ += used;
+      return {number};
+    } catch (const std::exception&) {
+      ok_ = false;
+      pos_ = text_.size();
+      return {nullptr};
+    }
+  }
+  std::string string() {
+    expect('"');
+    std::string s;
+    while (pos_ < text_.size() && text_[pos_] != '"') {
+      if (text_[pos_] == '\\') ++pos_;  // escapes: the escaped character is kept as is
+      if (pos_ < text_.size()) s += text_[pos_++];
+    }
+    expect('"');
+    return s;
+  }
+  void skip_space() {
+    while (pos_ < text_.size() && std::isspace(static_cast<unsigned char>(text_[pos_]))) ++pos_;
+  }
+  bool peek(char c) {
+    skip_space();
+    return pos_ < text_.size() && text_[pos_] == c;
+  }
+  bool accept(char c) {
+    if (!peek(c)) return false;
+    ++pos_;
+    return true;
+  }
+  void expect(char c) {
+    if (!accept(c)) ok_ = false;
+  }
+
+  const std::string& text_;
+  std::size_t pos_ = 0;
+  bool ok_ = true;
+};
+
+struct Result {
+  int code = -1;
+  std::string out, err;
+};
+
+Result cli(const std::vector<std::string>& args) {
+  std::ostringstream out, err;
+  Result r;
+  r.code = attnkit::cli::run(args, out, err);
+  r.out = out.str();
+  r.err = err.str();
+  return r;
+}
+
+std::vector<JsonObject> json_lines(const std::string& text) {
+  std::vector<JsonObject> objects;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    JsonReader reader(line);
+    objects.push_back(reader.object());
+    EXPECT_TRUE(reader.ok()) << "not a JSON object: " << line;
+  }
+  return objects;
+}
+
+std::string text_of(const JsonObject& o, const std::string& key) {
+  const auto it = o.find(key);
+  if (it == o.end()) return "";
+  const auto* s = std::get_if<std::string>(&it->second.value);
+  return s ? *s : "";
+}
+
+double number_of(const JsonObject& o, const std::string& key) {
+  const auto it = o.find(key);
+  if (it == o.end()) return std::nan("");
+  const auto* d = std::get_if<double>(&it->second.value);
+  return d ? *d : std::nan("");
+}
+
+// Tiny shapes, one repeat, a small copy: the whole run takes well under a second of work.
+std::vector<std::string> tiny_run(const std::string& threads, const std::vector<std::string>& extra) {
+  std::vector<std::string> args = {"bench",   "--quick", "--sizes", "24", "--dims",     "8",
+                                   "--threads", threads, "--repeat", "1", "--copy-mib", "4"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+TEST(BenchCommand, JsonLinesCarryTheDocumentedKeys) {
+  const Result r = cli(tiny_run("1,2", {"--json"}));
+  ASSERT_EQ(r.code, kOk) << r.err;
+  const std::vector<JsonObject> lines = json_lines(r.out);
+  // ceilings + forward (2 causal × 2 threads × 2 dtypes) + decode (2 threads × 2 dtypes) + peak memory
+  ASSERT_EQ(lines.size(), 1u + 8u + 4u + 1u) << r.out;
+
+  const JsonObject& ceilings = lines.front();
+  EXPECT_EQ(text_of(ceilings, "kind"), "ceilings");
+  for (const char* key : {"fma_isa", "fma_gflops", "bf16_gflops", "copy_gbytes_per_s", "threads", "openblas_core"}) {
+    EXPECT_TRUE(ceilings.count(key)) << key;
+  }
+  const auto& fma = std::get<JsonArray>(ceilings.at("fma_gflops").value);
+  ASSERT_EQ(fma.size(), 2u);  // one per thread count
+  for (const JsonValue& v : fma) EXPECT_GT(std::get<double>(v.value), 0.0);
+
+  const bool openblas = std::get<bool>(ceilings.at("openblas").value);
+  int forward = 0, decode = 0;
+  for (std::size_t i = 1; i + 1 < lines.size(); ++i) {
+    const JsonObject& o = lines[i];
+    SCOPED_TRACE(text_of(o, "name"));
+    for (const char* key : {"name", "batch", "heads", "kv_heads", "n", "m", "d", "causal", "dtype", "threads",
+                            "seconds", "gflops", "fraction_of_peak", "kernel", "speedup_vs_naive"}) {
+      EXPECT_TRUE(o.count(key)) << key;
+    }
+    EXPECT_EQ(o.count("speedup_vs_openblas"), openblas ? 1u : 0u);
+    EXPECT_GT(number_of(o, "seconds"), 0.0);
+    EXPECT_GT(number_of(o, "fraction_of_peak"), 0.0);
+    EXPECT_EQ(number_of(o, "d"), 8.0);
+    const std::string dtype = text_of(o, "dtype");
+    EXPECT_TRUE(dtype == "f32" || dtype == "bf16") << dtype;
+    if (text_of(o, "kind") == "decode") {
+      ++decode;
+      EXPECT_EQ(number_of(o, "m"), 24.0);
+      EXPECT_EQ(number_of(o, "kv_heads"), 8.0);
+      EXPECT_GT(number_of(o, "gbytes_per_s"), 0.0);
+      EXPECT_GT(number_of(o, "fraction_of_bandwidth"), 0.0);
+    } else {
+      ++forward;
+      EXPECT_EQ(text_of(o, "kind"), "forward");
+      EXPECT_EQ(number_of(o, "n"), 24.0);
+    }
+  }
+  EXPECT_EQ(forward, 8);
+  EXPECT_EQ(decode, 4);
+  EXPECT_EQ(text_of(lines.back(), "kind"), "peak_memory");
+  EXPECT_FALSE(text_of(lines.back(), "skipped").empty()) << "--quick never runs the 65536-long call";
+}
+
+TEST(BenchCommand, FilterSelectsByName) {
+  const Result r = cli(tiny_run("1", {"--json", "--filter", "decode_f32"}));
+  ASSERT_EQ(r.code, kOk) << r.err;
+  const std::vector<JsonObject> lines = json_lines(r.out);
+  ASSERT_EQ(lines.size(), 2u) << r.out;  // ceilings and one decode case; peak memory is not selected
+  EXPECT_EQ(text_of(lines[1], "name"), "decode_f32_m24_d8");
+}
+
+TEST(BenchCommand, TextTableNamesTheColumns) {
+  const Result r = cli(tiny_run("1", {"--filter", "fwd_f32_n24_d8_causal"}));
+  ASSERT_EQ(r.code, kOk) << r.err;
+  for (const char* part : {"f32 FMA peak", "copy bandwidth", "OpenBLAS", "of peak", "vs naive", "vs BLAS",
+                           "fwd_f32_n24_d8_causal"}) {
+    EXPECT_NE(r.out.find(part), std::string::npos) << part << " in:\n" << r.out;
+  }
+}
+
+TEST(BenchCommand, HelpListsFlagsAndAnExample) {
+  const Result r = cli({"bench", "--help"});
+  EXPECT_EQ(r.code, kOk);
+  for (const char* part : {"--quick", "--json", "--filter", "--repeat", "--threads", "--sizes",
+                           "env -u OPENBLAS_CORETYPE", "attnkit bench --quick"}) {
+    EXPECT_NE(r.out.find(part), std::string::npos) << part;
+  }
+  EXPECT_NE(cli({"--help"}).out.find("bench"), std::string::npos) << "listed among the commands";
+}
+
+TEST(BenchCommand, BadUsageExits2) {
+  const std::vector<std::vector<std::string>> bad = {
+      {"bench", "--bogus"},          {"bench", "--repeat", "0"},     {"bench", "--repeat", "x"},
+      {"bench", "--threads", "0"},   {"bench", "--sizes", "16,-1"},  {"bench", "--dims"},
+      {"bench", "--kernel", "gpu"},  {"bench", "extra"},             {"bench", "--filter", "no_such_case"},
+      {"bench", "--json", "--json"},
+  };
+  for (const auto& args : bad) {
+    const Result r = cli(args);
+    EXPECT_EQ(r.code, kUsage) << args[1] << ": " << r.err;
+    EXPECT_NE(r.err.find("attnkit bench"), std::string::npos) << r.err;
+    EXPECT_TRUE(r.out.empty()) << "nothing is measured before the flags are checked: " << r.out;
+  }
+}
+
+}  // namespace

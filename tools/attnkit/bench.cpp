@@ -1,0 +1,248 @@
+// `attnkit bench`: times attnkit::forward on the cases of issue 3 and reports each as ratios measured
+// in the same run: a fraction of this machine's ceilings (FMA peak, copy bandwidth) and a speed-up
+// over two f32 baselines (a naive kernel and an OpenBLAS composition). The pieces live in bench/.
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <limits>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "args.hpp"
+#include "attnkit/attention.hpp"
+#include "attnkit/error.hpp"
+#include "bench/blas_attention.hpp"
+#include "bench/case_runner.hpp"
+#include "bench/cases.hpp"
+#include "bench/ceilings.hpp"
+#include "bench/peak_memory.hpp"
+#include "bench/report.hpp"
+#include "commands.hpp"
+
+namespace attnkit::cli {
+
+namespace {
+
+using bench::BenchCase;
+
+constexpr int kFullRepeats = 5;
+constexpr int kQuickRepeats = 3;
+// A measurement stops adding timed calls after this long (with at least one), so slow baselines at
+// n = 8192 do not run for an hour; --quick keeps every measurement short.
+constexpr double kFullBudgetSeconds = 30;
+constexpr double kQuickBudgetSeconds = 2;
+constexpr std::size_t kDefaultCopyMiB = 256;  // per buffer: far beyond any cache on these machines
+
+constexpr std::string_view kHelp = R"(Usage: attnkit bench [--quick] [--json] [--filter TEXT] [options]
+
+Times attnkit::forward and reports every case as ratios measured in the same
+run, since absolute times on a shared machine are noise:
+  - the machine's ceilings, measured first: peak f32 FMA rate (a register-only loop on 1 and all
+    threads), peak bf16 dot-product rate (vdpbf16ps, only on CPUs with avx512_bf16) and memory
+    bandwidth (a 2 x 256 MiB copy, read + write bytes);
+  - two f32 baselines on the same shapes and threads: a naive kernel (scores materialised, plain
+    loops) and the hand-written OpenBLAS composition sgemm(Q·Kᵀ) -> softmax -> sgemm(P·V).
+Cases: forward, batch 1, 8 heads, n = m in {512, 1024, 2048, 8192}, d in {64, 128}, causal and not,
+f32 and bf16; decode, 1 query, 32 query heads over 8 KV heads, m in {4096, 32768}, d = 128; each on
+1 thread and on all. Last, the extra memory of one n = m = 65536, d = 64 call with the fast kernel.
+
+Columns: seconds (median), GFLOP/s (4·n·m·d per head, halved for causal), of peak (share of the
+FMA peak at that thread count), GB/s and of bandw. (decode: K and V bytes over the copy bandwidth;
+the caches are flushed before each decode call),
+vs naive and vs BLAS (speed-up over each baseline; bf16 cases against the f32 baselines), kernel
+(the kernel attnkit ran).
+
+Flags:
+  --quick           a ~30-second subset: n = m in {256, 512}, d = 64, decode m = 4096, 3 repeats
+  --json            one JSON object per line: "ceilings", then one per case, then "peak_memory"
+  --filter TEXT     only cases whose name contains TEXT (e.g. fwd_f32_n1024, causal, decode)
+  --repeat N        timed calls per measurement after the warm-up (default 5, --quick 3)
+  --threads LIST    thread counts, e.g. 1,2 (default: 1 and all hardware threads)
+  --sizes LIST      sequence lengths instead of the defaults: n = m for forward cases, m for decode
+  --dims LIST       head dimensions d instead of the defaults
+  --copy-mib N      size of each bandwidth buffer in MiB (default 256; keep it far beyond the caches)
+  --kernel K        the kernel to time: auto (default), fast or reference (the float64 oracle)
+  --no-naive        skip the naive baseline (it takes minutes per case at n = 8192)
+  --no-openblas     skip the OpenBLAS baseline
+  -h, --help        show this help
+
+OpenBLAS reads OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE; a forced core can halve its speed, so run
+the bench with them unset (the core in use is printed):
+  env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE attnkit bench
+
+Examples:
+  attnkit bench --quick
+  attnkit bench --json --filter fwd_f32_n8192 > bench.jsonl
+  attnkit bench --sizes 4096 --dims 128 --threads 2 --no-naive
+
+Exit codes: 0 success, 1 a library error, 2 bad usage (including a filter that matches nothing).
+)";
+
+constexpr FlagSpec kFlags[] = {
+    {"quick", false}, {"json", false}, {"filter"}, {"repeat"}, {"threads"}, {"sizes"}, {"dims"},
+    {"copy-mib"}, {"kernel"}, {"no-naive", false}, {"no-openblas", false}, {"help", false},
+};
+
+struct Request {
+  bench::CaseSelection selection;
+  bool json = false;
+  int repeats = kFullRepeats;
+  double budget_seconds = kFullBudgetSeconds;
+  std::size_t copy_mib = kDefaultCopyMiB;
+  Kernel kernel = Kernel::automatic;
+  bool naive = true;
+  bool openblas = true;
+};
+
+int hardware_threads() { return std::max(1, static_cast<int>(std::thread::hardware_concurrency())); }
+
+// Limits that keep every count in an int and catch typos (a repeat count of 10^9).
+constexpr std::int64_t kMaxThreads = 4096;
+constexpr std::int64_t kMaxRepeats = 10000;
+constexpr std::int64_t kNoLimit = std::numeric_limits<std::int64_t>::max();
+
+// Integers in [1, max] from "a,b,c", naming the flag when one is not.
+std::vector<std::int64_t> positive_list(std::string_view text, std::string_view flag, std::int64_t max = kNoLimit) {
+  std::vector<std::int64_t> values = parse_integer_list(text, flag);
+  for (std::int64_t v : values) {
+    if (v < 1 || v > max) {
+      throw UsageError(std::string(flag) + ": every value must be at least 1" +
+                       (max == kNoLimit ? std::string() : " and at most " + std::to_string(max)) + ", got " +
+                       std::to_string(v));
+    }
+  }
+  return values;
+}
+
+std::int64_t positive(std::string_view text, std::string_view flag, std::int64_t max = kNoLimit) {
+  const std::vector<std::int64_t> values = positive_list(text, flag, max);
+  if (values.size() != 1) {
+    throw UsageError(std::string(flag) + ": expected one integer, got '" + std::string(text) + "'");
+  }
+  return values.front();
+}
+
+Kernel parse_kernel(std::string_view text) {
+  if (text == "auto") return Kernel::automatic;
+  if (text == "reference") return Kernel::reference;
+  if (text == "fast") return Kernel::fast;
+  throw UsageError("--kernel: '" + std::string(text) + "' is not one of auto, reference, fast");
+}
+
+std::vector<int> thread_counts(const Args& args) {
+  std::vector<int> threads;
+  if (auto text = args.value("threads")) {
+    for (std::int64_t t : positive_list(*text, "--threads", kMaxThreads)) threads.push_back(static_cast<int>(t));
+  } else {
+    threads = {1, hardware_threads()};
+  }
+  std::sort(threads.begin(), threads.end());
+  threads.erase(std::unique(threads.begin(), threads.end()), threads.end());
+  return threads;
+}
+
+Request parse_request(const Args& args) {
+  if (!args.positionals().empty()) throw UsageError("unexpected argument '" + args.positionals().front() + "'");
+  Request r;
+  r.selection.quick = args.has("quick");
+  if (r.selection.quick) {
+    r.repeats = kQuickRepeats;
+    r.budget_seconds = kQuickBudgetSeconds;
+  }
+  r.json = args.has("json");
+  r.selection.filter = args.value("filter").value_or("");
+  if (auto text = args.value("repeat")) r.repeats = static_cast<int>(positive(*text, "--repeat", kMaxRepeats));
+  r.selection.threads = thread_counts(args);
+  if (auto text = args.value("sizes")) r.selection.sizes = positive_list(*text, "--sizes");
+  if (auto text = args.value("dims")) r.selection.dims = positive_list(*text, "--dims");
+  if (auto text = args.value("copy-mib")) r.copy_mib = static_cast<std::size_t>(positive(*text, "--copy-mib"));
+  if (auto text = args.value("kernel")) r.kernel = parse_kernel(*text);
+  r.naive = !args.has("no-naive");
+  r.openblas = !args.has("no-openblas");
+  return r;
+}
+
+// Why Kernel::fast cannot run in this build; empty when it can.
+std::string fast_kernel_note() {
+  try {
+    resolve_kernel(Kernel::fast);
+    return "";
+  } catch (const Error& e) {
+    return e.what();
+  }
+}
+
+std::vector<std::string> environment_notes() {
+  std::vector<std::string> notes;
+  for (const char* name : {"OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"}) {
+    if (const char* value = std::getenv(name)) {
+      notes.push_back(std::string(name) + "=" + value +
+                      " is set: OpenBLAS then skips its own CPU detection and can run at half speed; run "
+                      "'env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE attnkit bench' for a fair baseline");
+    }
+  }
+  return notes;
+}
+
+bench::RunInfo run_info(const Request& r) {
+  bench::RunInfo info;
+  info.attnkit_version = version();
+  info.kernel = kernel_name(resolve_kernel(r.kernel));  // raises unsupported for an absent kernel
+  info.fast_note = fast_kernel_note();
+  info.hardware_threads = hardware_threads();
+  info.repeats = r.repeats;
+  info.openblas = bench::BlasAttention::info();
+  if (!r.openblas) info.openblas.description = "skipped (--no-openblas)";
+  info.notes = environment_notes();
+  return info;
+}
+
+// The long-sequence memory case: runs only with the fast kernel, outside --quick, when selected.
+std::optional<bench::PeakMemoryResult> peak_memory(const Request& r, const bench::RunInfo& info) {
+  const int threads = r.selection.threads.back();
+  const bench::PeakMemoryResult identity = bench::peak_memory_case(threads);
+  if (!bench::matches_filter(identity.name, r.selection.filter)) return std::nullopt;
+  std::optional<std::string> skip;
+  if (!info.fast_note.empty()) {
+    skip = "the fast kernel is not in this build; the reference would take hours and hold the n×m scores";
+  } else if (r.kernel == Kernel::reference) {
+    skip = "--kernel reference: it would take hours and hold the n×m scores";
+  } else if (r.selection.quick) {
+    skip = "--quick (one call is ~10^12 FLOP)";
+  }
+  return bench::measure_peak_memory(threads, skip);
+}
+
+int bench_main(const CommandArgs& words, std::ostream& out) {
+  const Args args = Args::parse(words, kFlags);
+  if (args.has("help")) {
+    out << kHelp;
+    return kExitOk;
+  }
+  const Request r = parse_request(args);
+  const std::vector<BenchCase> cases = bench::select_cases(r.selection);
+  const bench::RunInfo info = run_info(r);
+  const bool memory_selected = bench::matches_filter(bench::peak_memory_case(1).name, r.selection.filter);
+  if (cases.empty() && !memory_selected) {
+    throw UsageError("--filter '" + r.selection.filter + "' matches no case (names look like fwd_f32_n1024_d64_causal, "
+                     "decode_bf16_m4096_d128, peak_memory_n65536_d64)");
+  }
+
+  bench::Report report(out, r.json);
+  report.machine(info, bench::measure_ceilings({r.selection.threads, r.repeats, r.copy_mib}));
+  bench::CaseRunner runner({{r.repeats, r.budget_seconds}, r.kernel, r.naive, r.openblas});
+  for (const BenchCase& c : cases) report.result(runner.run(c));
+  if (auto memory = peak_memory(r, info)) report.peak_memory(*memory);
+  return kExitOk;
+}
+
+}  // namespace
+
+int bench_command(const CommandArgs& args, std::ostream& out, std::ostream& err) {
+  return guarded("bench", err, [&] { return bench_main(args, out); });
+}
+
+}  // namespace attnkit::cli

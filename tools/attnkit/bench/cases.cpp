@@ -1,0 +1,108 @@
+// The case list of issue 3 and its quick subset.
+#include "bench/cases.hpp"
+
+namespace attnkit::bench {
+
+namespace {
+
+// Forward (prefill) cases: batch 1, 8 heads, n = m.
+constexpr std::int64_t kForwardHeads = 8;
+const std::vector<std::int64_t> kForwardSizes = {512, 1024, 2048, 8192};
+const std::vector<std::int64_t> kForwardDims = {64, 128};
+// --quick: small n, because `automatic` runs the float64 reference until the fast kernel lands and
+// the reference is O(n·m·d) plain loops; n = 512 at 8 heads takes ~0.1 s per call there.
+const std::vector<std::int64_t> kQuickForwardSizes = {256, 512};
+const std::vector<std::int64_t> kQuickForwardDims = {64};
+
+// Decode cases: one query per head, 32 query heads over 8 KV heads (GQA), d = 128.
+constexpr std::int64_t kDecodeQueries = 1;
+constexpr std::int64_t kDecodeHeads = 32;
+constexpr std::int64_t kDecodeKvHeads = 8;
+const std::vector<std::int64_t> kDecodeSizes = {4096, 32768};
+const std::vector<std::int64_t> kQuickDecodeSizes = {4096};
+const std::vector<std::int64_t> kDecodeDims = {128};
+
+constexpr DType kDTypes[] = {DType::f32, DType::bf16};
+constexpr double kCausalFlopFraction = 0.5;  // top-left causal with n = m computes about half the scores
+
+std::string forward_name(DType dtype, const AttentionShape& s) {
+  return "fwd_" + std::string(dtype_name(dtype)) + "_n" + std::to_string(s.n) + "_d" + std::to_string(s.d_k) +
+         (s.causal ? "_causal" : "");
+}
+
+std::string decode_name(DType dtype, const AttentionShape& s) {
+  return "decode_" + std::string(dtype_name(dtype)) + "_m" + std::to_string(s.m) + "_d" + std::to_string(s.d_k);
+}
+
+const std::vector<std::int64_t>& pick(const std::vector<std::int64_t>& override_values,
+                                      const std::vector<std::int64_t>& quick_values,
+                                      const std::vector<std::int64_t>& full_values, bool quick) {
+  if (!override_values.empty()) return override_values;
+  return quick ? quick_values : full_values;
+}
+
+void add_if_selected(std::vector<BenchCase>& cases, const CaseSelection& sel, BenchCase c) {
+  if (matches_filter(c.name, sel.filter)) cases.push_back(std::move(c));
+}
+
+void add_forward_cases(std::vector<BenchCase>& cases, const CaseSelection& sel) {
+  for (std::int64_t n : pick(sel.sizes, kQuickForwardSizes, kForwardSizes, sel.quick)) {
+    for (std::int64_t d : pick(sel.dims, kQuickForwardDims, kForwardDims, sel.quick)) {
+      for (bool causal : {false, true}) {
+        for (int threads : sel.threads) {
+          for (DType dtype : kDTypes) {
+            const AttentionShape shape{1, kForwardHeads, kForwardHeads, n, n, d, d, causal};
+            add_if_selected(cases, sel, {forward_name(dtype, shape), CaseKind::forward, dtype, shape, threads});
+          }
+        }
+      }
+    }
+  }
+}
+
+void add_decode_cases(std::vector<BenchCase>& cases, const CaseSelection& sel) {
+  for (std::int64_t m : pick(sel.sizes, kQuickDecodeSizes, kDecodeSizes, sel.quick)) {
+    for (std::int64_t d : pick(sel.dims, kDecodeDims, kDecodeDims, sel.quick)) {
+      for (int threads : sel.threads) {
+        for (DType dtype : kDTypes) {
+          const AttentionShape shape{1, kDecodeHeads, kDecodeKvHeads, kDecodeQueries, m, d, d, false};
+          add_if_selected(cases, sel, {decode_name(dtype, shape), CaseKind::decode, dtype, shape, threads});
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+double BenchCase::flops() const {
+  const AttentionShape& s = shape;
+  const double pairs = static_cast<double>(s.n) * static_cast<double>(s.m);  // (query, key) pairs per head
+  const double per_head = 2.0 * pairs * static_cast<double>(s.d_k + s.d_v);
+  return per_head * static_cast<double>(s.batch * s.heads) * (s.causal ? kCausalFlopFraction : 1.0);
+}
+
+double BenchCase::kv_bytes() const {
+  const AttentionShape& s = shape;
+  return static_cast<double>(s.batch * s.kv_heads * s.m * (s.d_k + s.d_v)) * static_cast<double>(dtype_size(dtype));
+}
+
+std::string BenchCase::baseline_key() const {
+  const AttentionShape& s = shape;
+  return std::to_string(s.batch) + "x" + std::to_string(s.heads) + "/" + std::to_string(s.kv_heads) + " n" +
+         std::to_string(s.n) + " m" + std::to_string(s.m) + " d" + std::to_string(s.d_k) + "," +
+         std::to_string(s.d_v) + (s.causal ? " causal" : "") + " t" + std::to_string(threads);
+}
+
+bool matches_filter(const std::string& name, const std::string& filter) {
+  return filter.empty() || name.find(filter) != std::string::npos;
+}
+
+std::vector<BenchCase> select_cases(const CaseSelection& selection) {
+  std::vector<BenchCase> cases;
+  add_forward_cases(cases, selection);
+  add_decode_cases(cases, selection);
+  return cases;
+}
+
+}  // namespace attnkit::bench

@@ -1,0 +1,48 @@
+// The benchmark's cases: the shapes of issue 3, the --quick subset, and the flags that narrow them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "attnkit/dtype.hpp"
+#include "bench/attention_shape.hpp"
+
+namespace attnkit::bench {
+
+enum class CaseKind {
+  forward,  // prefill: n = m queries and keys, 8 heads, the forward kernel's compute-bound case
+  decode,   // one new query over a long KV cache, GQA: bound by reading K and V
+};
+
+struct BenchCase {
+  std::string name;  // e.g. "fwd_f32_n1024_d64_causal", "decode_bf16_m4096_d128"; --filter matches it
+  CaseKind kind = CaseKind::forward;
+  DType dtype = DType::f32;
+  AttentionShape shape;  // causal is top-left (n == m here)
+  int threads = 1;
+
+  // Floating-point operations of one call: 2·n·m·d_k for the scores and 2·n·m·d_v for P·V per query
+  // head (4·n·m·d when d_k = d_v), halved for causal (shared/DESIGN.md).
+  double flops() const;
+  // Bytes of K and V one call must read at least once (the decode cases' lower bound on traffic).
+  double kv_bytes() const;
+  // The f32 baselines' key: f32 and bf16 cases of one shape and thread count share their timings.
+  std::string baseline_key() const;
+};
+
+struct CaseSelection {
+  bool quick = false;                 // the ~30-second subset
+  std::vector<std::int64_t> sizes;    // override: n = m for forward cases, m for decode cases
+  std::vector<std::int64_t> dims;     // override: head dimensions d
+  std::vector<int> threads;           // thread counts, e.g. {1, 2}
+  std::string filter;                 // keep cases whose name contains this; empty keeps all
+};
+
+// --filter: a name is selected when it contains `filter`; an empty filter selects everything.
+bool matches_filter(const std::string& name, const std::string& filter);
+
+// Cases in run order: forward cases grouped by shape (so f32 and bf16 share baselines), then decode.
+std::vector<BenchCase> select_cases(const CaseSelection& selection);
+
+}  // namespace attnkit::bench

@@ -1,0 +1,222 @@
+// Table and JSON Lines output of the benchmark.
+#include "bench/report.hpp"
+
+#include <cstdio>
+#include <ostream>
+
+#include "bench/json_line.hpp"
+
+namespace attnkit::bench {
+
+namespace {
+
+constexpr double kGiga = 1e9;
+constexpr double kPercent = 100.0;
+constexpr double kMiB = 1024.0 * 1024.0;
+
+std::string format(const char* pattern, double value) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, pattern, value);
+  return buffer;
+}
+
+// A table cell: the figure in `pattern`, or "-" when it was not measured.
+std::string cell(const std::optional<double>& value, const char* pattern) {
+  return value ? format(pattern, *value) : "-";
+}
+
+std::string pad_left(const std::string& text, std::size_t width) {
+  return text.size() >= width ? text : std::string(width - text.size(), ' ') + text;
+}
+std::string pad_right(const std::string& text, std::size_t width) {
+  return text.size() >= width ? text : text + std::string(width - text.size(), ' ');
+}
+
+std::optional<double> ratio(const std::optional<double>& numerator, const std::optional<double>& denominator) {
+  if (!numerator || !denominator || *denominator <= 0) return std::nullopt;
+  return *numerator / *denominator;
+}
+
+std::optional<double> percent(const std::optional<double>& fraction) {
+  return fraction ? std::optional<double>(*fraction * kPercent) : std::nullopt;
+}
+
+std::optional<double> median_of(const std::optional<Timing>& t) {
+  return t ? std::optional<double>(t->median_seconds) : std::nullopt;
+}
+
+// Column widths of the case tables.
+constexpr std::size_t kNameWidth = 26;
+constexpr std::size_t kNumberWidth = 10;
+constexpr std::size_t kThreadsWidth = 8;
+
+std::string per_thread_count(const std::vector<int>& threads, const std::vector<double>& values, const char* unit) {
+  std::string text;
+  for (std::size_t i = 0; i < threads.size() && i < values.size(); ++i) {
+    text += "  " + std::to_string(threads[i]) + (threads[i] == 1 ? " thread " : " threads ") +
+            format("%.1f ", values[i]) + unit;
+  }
+  return text;
+}
+
+}  // namespace
+
+Figures figures_of(const CaseResult& r, const Ceilings& ceilings) {
+  const BenchCase& c = r.bench_case;
+  const double seconds = r.timing.median_seconds;
+  Figures f;
+  f.gflops = c.flops() / seconds / kGiga;
+  f.fraction_of_peak = ratio(f.gflops, ceilings.fma_for(c.threads));
+  if (c.dtype == DType::bf16) f.fraction_of_bf16_peak = ratio(f.gflops, ceilings.bf16_for(c.threads));
+  if (c.kind == CaseKind::decode) {
+    f.gbytes_per_s = c.kv_bytes() / seconds / kGiga;
+    f.fraction_of_bandwidth = ratio(f.gbytes_per_s, ceilings.copy_for(c.threads));
+  }
+  f.speedup_vs_naive = ratio(median_of(r.naive), seconds);
+  f.speedup_vs_openblas = ratio(median_of(r.openblas), seconds);
+  return f;
+}
+
+void Report::machine(const RunInfo& info, const Ceilings& ceilings) {
+  ceilings_ = ceilings;
+  if (json_) {
+    json_machine(info);
+  } else {
+    text_machine(info);
+  }
+  out_.flush();
+}
+
+void Report::text_machine(const RunInfo& info) const {
+  const Ceilings& c = ceilings_;
+  out_ << "attnkit bench (attnkit " << info.attnkit_version << "): timing the " << info.kernel << " kernel\n";
+  if (!info.fast_note.empty()) out_ << "  Kernel::fast is unavailable (\"" << info.fast_note << "\")\n";
+  out_ << "  hardware threads: " << info.hardware_threads << "; each time is the median of up to " << info.repeats
+       << " timed calls after a warm-up\n\n";
+  out_ << "machine ceilings, measured now\n";
+  out_ << "  f32 FMA peak (" << c.fma_isa << "):" << per_thread_count(c.threads, c.fma_gflops, "GFLOP/s") << '\n';
+  if (c.bf16_gflops) {
+    out_ << "  bf16 dot peak (vdpbf16ps):" << per_thread_count(c.threads, *c.bf16_gflops, "GFLOP/s") << '\n';
+  } else {
+    out_ << "  bf16 dot peak: not available: " << c.bf16_note << '\n';
+  }
+  out_ << "  copy bandwidth (2 x " << format("%.0f", static_cast<double>(c.copy_bytes) / kMiB)
+       << " MiB, read + write bytes):" << per_thread_count(c.threads, c.copy_gbytes_per_s, "GB/s") << '\n';
+  out_ << "  OpenBLAS: " << info.openblas.description << '\n';
+  for (const std::string& note : info.notes) out_ << "  note: " << note << '\n';
+}
+
+void Report::json_machine(const RunInfo& info) const {
+  const Ceilings& c = ceilings_;
+  JsonLine line;
+  line.text("kind", "ceilings").text("name", "ceilings").text("attnkit_version", info.attnkit_version);
+  line.text("kernel", info.kernel).text("fast_kernel_note", info.fast_note);
+  line.integer("hardware_threads", info.hardware_threads).integers("threads", c.threads);
+  line.text("fma_isa", c.fma_isa).numbers("fma_gflops", c.fma_gflops);
+  if (c.bf16_gflops) {
+    line.numbers("bf16_gflops", *c.bf16_gflops);
+  } else {
+    line.null("bf16_gflops").text("bf16_note", c.bf16_note);
+  }
+  line.integer("copy_bytes", static_cast<std::int64_t>(c.copy_bytes)).numbers("copy_gbytes_per_s", c.copy_gbytes_per_s);
+  line.boolean("openblas", info.openblas.available).text("openblas_info", info.openblas.description);
+  line.text("openblas_core", info.openblas.core);
+  out_ << line.str() << '\n';
+}
+
+void Report::result(const CaseResult& r) {
+  const Figures f = figures_of(r, ceilings_);
+  if (json_) {
+    json_result(r, f);
+  } else {
+    text_result(r, f);
+  }
+  out_.flush();
+}
+
+void Report::text_result(const CaseResult& r, const Figures& f) {
+  const BenchCase& c = r.bench_case;
+  const bool decode = c.kind == CaseKind::decode;
+  if (section_ != c.kind) {
+    section_ = c.kind;
+    out_ << '\n'
+         << (decode ? "decode: 1 query per head, 32 query heads over 8 KV heads; GB/s counts K and V bytes read once\n"
+                    : "forward: batch 1, 8 heads, n = m; GFLOP/s counts 4·n·m·d per head, halved for causal\n")
+         << pad_right("case", kNameWidth) << pad_left("threads", kThreadsWidth) << pad_left("seconds", kNumberWidth)
+         << pad_left("GFLOP/s", kNumberWidth) << pad_left("of peak", kNumberWidth)
+         << (decode ? pad_left("GB/s", kNumberWidth) + pad_left("of bandw.", kNumberWidth) : "")
+         << pad_left("vs naive", kNumberWidth) << pad_left("vs BLAS", kNumberWidth) << "  kernel\n";
+  }
+  out_ << pad_right(c.name, kNameWidth) << pad_left(std::to_string(c.threads), kThreadsWidth)
+       << pad_left(format("%.4g", r.timing.median_seconds), kNumberWidth)
+       << pad_left(format("%.1f", f.gflops), kNumberWidth)
+       << pad_left(cell(percent(f.fraction_of_peak), "%.1f%%"), kNumberWidth);
+  if (decode) {
+    out_ << pad_left(cell(f.gbytes_per_s, "%.1f"), kNumberWidth)
+         << pad_left(cell(percent(f.fraction_of_bandwidth), "%.1f%%"), kNumberWidth);
+  }
+  out_ << pad_left(cell(f.speedup_vs_naive, "%.2fx"), kNumberWidth)
+       << pad_left(cell(f.speedup_vs_openblas, "%.2fx"), kNumberWidth) << "  " << r.kernel << '\n';
+}
+
+void Report::json_result(const CaseResult& r, const Figures& f) const {
+  const BenchCase& c = r.bench_case;
+  const AttentionShape& s = c.shape;
+  JsonLine line;
+  line.text("kind", c.kind == CaseKind::decode ? "decode" : "forward").text("name", c.name);
+  line.integer("batch", s.batch).integer("heads", s.heads).integer("kv_heads", s.kv_heads);
+  line.integer("n", s.n).integer("m", s.m).integer("d", s.d_k).boolean("causal", s.causal);
+  line.text("dtype", dtype_name(c.dtype)).integer("threads", c.threads);
+  line.number("seconds", r.timing.median_seconds).integer("runs", static_cast<std::int64_t>(r.timing.samples.size()));
+  line.number("flops", c.flops()).number("gflops", f.gflops);
+  if (f.fraction_of_peak) {
+    line.number("fraction_of_peak", *f.fraction_of_peak);
+  } else {
+    line.null("fraction_of_peak");
+  }
+  if (f.fraction_of_bf16_peak) line.number("fraction_of_bf16_peak", *f.fraction_of_bf16_peak);
+  line.text("kernel", r.kernel);
+  if (f.gbytes_per_s) line.number("gbytes_per_s", *f.gbytes_per_s);
+  if (c.kind == CaseKind::decode) {
+    if (f.fraction_of_bandwidth) {
+      line.number("fraction_of_bandwidth", *f.fraction_of_bandwidth);
+    } else {
+      line.null("fraction_of_bandwidth");
+    }
+  }
+  if (r.naive) line.number("naive_seconds", r.naive->median_seconds).number("speedup_vs_naive", *f.speedup_vs_naive);
+  if (r.openblas) {
+    line.number("openblas_seconds", r.openblas->median_seconds).number("speedup_vs_openblas", *f.speedup_vs_openblas);
+  } else {
+    line.text("openblas_note", r.openblas_note);
+  }
+  out_ << line.str() << '\n';
+}
+
+void Report::peak_memory(const PeakMemoryResult& r) {
+  if (json_) {
+    JsonLine line;
+    line.text("kind", "peak_memory").text("name", r.name).integer("n", r.n).integer("m", r.m).integer("d", r.d);
+    line.integer("heads", 1).integer("threads", r.threads).integer("score_matrix_bytes", r.score_matrix_bytes);
+    if (r.skipped) {
+      line.text("skipped", *r.skipped);
+    } else {
+      line.text("kernel", r.kernel).number("seconds", r.seconds).integer("extra_bytes", r.extra_bytes);
+      line.integer("operand_bytes", r.operand_bytes);
+    }
+    out_ << line.str() << '\n';
+  } else {
+    out_ << "\npeak memory, n = m = " << r.n << ", d = " << r.d << ", one head, " << r.threads << " threads: ";
+    if (r.skipped) {
+      out_ << "skipped: " << *r.skipped << '\n';
+    } else {
+      out_ << format("%.1f MiB", static_cast<double>(r.extra_bytes) / kMiB) << " beyond q, k, v and out ("
+           << format("%.1f MiB", static_cast<double>(r.operand_bytes) / kMiB) << "; the n×m scores would be "
+           << format("%.0f MiB", static_cast<double>(r.score_matrix_bytes) / kMiB) << "), " << r.kernel << " kernel, "
+           << format("%.3g s", r.seconds) << '\n';
+    }
+  }
+  out_.flush();
+}
+
+}  // namespace attnkit::bench
