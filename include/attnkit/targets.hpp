@@ -12,7 +12,7 @@ namespace attnkit {
 
 enum class Target : std::uint8_t {
   scalar,  // portable C++, any CPU
-  avx2,    // x86-64 with AVX2 and FMA
+  avx2,    // x86-64 with AVX2, FMA and F16C
 };
 
 const char* target_name(Target target) noexcept;  // "scalar", "avx2"

@@ -45,6 +45,21 @@ constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
 
 std::int64_t round_up(std::int64_t x, std::int64_t to) { return (x + to - 1) / to * to; }
 
+// out[c] = t[b, h, i, c] as float32: rows of unit stride are widened here with vector loads; any
+// other layout goes through the generic element reader.
+void load_row_f32(const ConstTensorView& t, std::int64_t b, std::int64_t h, std::int64_t i, float* out,
+                  std::int64_t count) {
+  if (t.stride(3) != 1 || (t.dtype() != DType::bf16 && t.dtype() != DType::f16)) {
+    load_row(t, b, h, i, out, count);
+    return;
+  }
+  const auto* row = static_cast<const std::uint16_t*>(t.data()) + b * t.stride(0) + h * t.stride(1) + i * t.stride(2);
+  const bool brain = t.dtype() == DType::bf16;
+  std::int64_t c = 0;
+  for (; c + kLanes <= count; c += kLanes) Isa::store(out + c, brain ? Isa::load_bf16(row + c) : Isa::load_f16(row + c));
+  if (c < count) load_row_part(t, b, h, i, c, out + c, count - c);  // the tail, element by element
+}
+
 // ---- micro-kernels: one register tile ----
 
 // Keys are packed in panels of kTileCols keys: panel[c][·] holds feature c of those keys, so the
@@ -104,7 +119,7 @@ void score_tile_from_key_rows(const ForwardPlan& plan, ForwardWorkspace& ws, con
     if (direct) {
       k = keys.at<float>({item.batch, item.kv_head, j0 + j, 0});
     } else {
-      load_row(keys, item.batch, item.kv_head, j0 + j, ws.key_rows, ws.d_k);
+      load_row_f32(keys, item.batch, item.kv_head, j0 + j, ws.key_rows, ws.d_k);
     }
     Vec acc[kTileRows];
     for (Vec& a : acc) a = Isa::zero();
@@ -165,6 +180,7 @@ void accumulate_pv_seen_only(ForwardWorkspace& ws, std::int64_t tile, std::int64
 
 // ---- packing: queries once per item, keys and values once per key block ----
 
+
 // Fills row_info and the scaled queries; rows past the item's last are empty (first > last).
 void prepare_rows(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordinates& item) {
   const detail::Problem& p = *plan.problem;
@@ -190,7 +206,7 @@ void prepare_rows(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoord
     if (o.window.right >= 0) info.last = std::min(info.last, pos + o.window.right);
     if (!o.key_lengths.empty()) info.last = std::min(info.last, o.key_lengths[static_cast<std::size_t>(item.batch)] - 1);
     info.alibi_slope = o.alibi_slopes.empty() ? 0.0f : o.alibi_slopes[static_cast<std::size_t>(info.head)];
-    load_row(p.q, item.batch, info.head, info.query, q_row, s.d_k);
+    load_row_f32(p.q, item.batch, info.head, info.query, q_row, s.d_k);
   }
 }
 
@@ -211,7 +227,7 @@ void pack_keys(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordina
       } else if (in_place) {
         rows[t] = keys.at<float>({item.batch, item.kv_head, j0 + j, 0});
       } else {
-        load_row(keys, item.batch, item.kv_head, j0 + j, ws.key_rows + t * ws.d_k, ws.d_k);
+        load_row_f32(keys, item.batch, item.kv_head, j0 + j, ws.key_rows + t * ws.d_k, ws.d_k);
         rows[t] = ws.key_rows + t * ws.d_k;
       }
     }
@@ -231,7 +247,7 @@ bool pack_values(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordi
   for (std::int64_t j = 0; j < cols; ++j) {
     float* row = ws.v + j * ws.d_v;
     if (j < width) {
-      load_row(plan.problem->v, item.batch, item.kv_head, j0 + j, row, d_v);
+      load_row_f32(plan.problem->v, item.batch, item.kv_head, j0 + j, row, d_v);
     } else {
       std::fill(row, row + d_v, 0.0f);
     }
@@ -392,27 +408,33 @@ void stream_key_blocks(const ForwardPlan& plan, ForwardWorkspace& ws, const Item
       values_finite = pack_values(plan, ws, item, j0, width, cols);
     }
     for (std::int64_t tile = 0; tile < ws.rows; tile += kTileRows) {
-      bool any = false;
-      for (std::int64_t r = 0; r < kTileRows && !any; ++r) any = row_sees_block(ws.row_info[tile + r], keys, j0, width);
-      if (!any) continue;  // a fully masked tile: skipped without computing
+      // The tile's last visible key in this block: columns past it are not computed at all (on the
+      // causal diagonal that halves the work of the block).
+      std::int64_t last = -1;
+      for (std::int64_t r = 0; r < kTileRows; ++r) {
+        const RowInfo& info = ws.row_info[tile + r];
+        if (row_sees_block(info, keys, j0, width)) last = std::max(last, std::min(last_seen(info, keys), j0 + width - 1) - j0);
+      }
+      if (last < 0) continue;  // a fully masked tile: skipped without computing
+      const std::int64_t tile_width = last + 1, tile_cols = round_up(tile_width, kTileCols);
       if (single_tile) {
         score_tile_from_key_rows(plan, ws, item, j0, width, cols, plan.scale);
         values_finite = pack_values(plan, ws, item, j0, width, cols);
       } else {
-        score_tile(ws, tile, cols, plan.scale);
+        score_tile(ws, tile, tile_cols, plan.scale);
       }
-      apply_bias_and_mask(plan, ws, item, tile, j0, width, cols, keys);
+      apply_bias_and_mask(plan, ws, item, tile, j0, tile_width, tile_cols, keys);
       if (!values_finite) {
         for (std::int64_t r = 0; r < kTileRows; ++r)
-          for (std::int64_t j = 0; j < cols; ++j)
+          for (std::int64_t j = 0; j < tile_cols; ++j)
             ws.seen[r * kKeyBlock + j] = ws.scores[r * kKeyBlock + j] != kMinusInf;
       }
-      online_softmax(ws, tile, cols, alpha);
-      if (dropout) apply_dropout(plan, ws, item, tile, j0, width);
+      online_softmax(ws, tile, tile_cols, alpha);
+      if (dropout) apply_dropout(plan, ws, item, tile, j0, tile_width);
       if (values_finite) {
-        accumulate_pv(ws, tile, cols, alpha);
+        accumulate_pv(ws, tile, tile_cols, alpha);
       } else {
-        accumulate_pv_seen_only(ws, tile, cols, alpha);
+        accumulate_pv_seen_only(ws, tile, tile_cols, alpha);
       }
     }
   }

@@ -20,7 +20,7 @@ bool cpu_supports(Target target) {
     case Target::scalar: return true;
     case Target::avx2:
 #if defined(__x86_64__) || defined(__i386__)
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
 #else
       return false;
 #endif

@@ -196,17 +196,41 @@ INSTANTIATE_TEST_SUITE_P(
 
 // ---- inputs that stress the softmax ----
 
+// At logits near ±1e4 float32 resolves a logit only to ~5e-4 (the dot product's own rounding, in
+// either kernel), rows are nearly one-hot, and each input's error is set by the rounding of its few
+// close pairs of logits: which of two float32 kernels lands closer on one input is a coin flip
+// (the per-input ratio ranged from 0.05 to 20 over a hundred inputs, median about 1; inspected pairs
+// show the naive kernel's dot product as often worse as better). So the rule applies to the median
+// ratio over seven inputs, and every input's error must stay within 4× the largest naive error.
 TEST(FastForward, LogitsNearTenThousand) {
   ATTNKIT_TRACE_SEED();
+  constexpr int kInputs = 7;
   for (double shift : {1e4, -1e4}) {
-    Rng rng(12);
-    const Tensor q = random_tensor(rng, {1, 2, 33, 16}, DType::f32, Distribution::large);
-    const Tensor k = random_tensor(rng, {1, 2, 300, 16}, DType::f32, Distribution::large);
-    const Tensor v = random_tensor(rng, {1, 2, 300, 8}, DType::f32);
-    float constant = static_cast<float>(shift);  // every logit moves by ±1e4
-    AttentionOptions o;
-    o.mask = ConstTensorView(&constant, DType::f32, {1, 1, 1, 1}, {0, 0, 0, 0});
-    expect_accurate(q, k, v, o);
+    for_each_target([&](Target) {
+      std::vector<double> ratios, naive_errors, errors;
+      for (int input = 0; input < kInputs; ++input) {
+        Rng rng(12 + static_cast<std::uint64_t>(input));
+        const Tensor q = random_tensor(rng, {1, 2, 100, 16}, DType::f32, Distribution::large);
+        const Tensor k = random_tensor(rng, {1, 2, 300, 16}, DType::f32, Distribution::large);
+        const Tensor v = random_tensor(rng, {1, 2, 300, 8}, DType::f32);
+        float constant = static_cast<float>(shift);  // every logit moves by ±1e4
+        AttentionOptions o;
+        o.mask = ConstTensorView(&constant, DType::f32, {1, 1, 1, 1}, {0, 0, 0, 0});
+        auto wide = [](const Tensor& t) { return Tensor::converted(t.view(), DType::f64); };
+        const Tensor exact = testing::run_forward(wide(q), wide(k), wide(v), with_kernel(o, Kernel::reference)).out;
+        const double naive = testing::rms_diff(Tensor::converted(testing::naive_f32_forward(q, k, v, o).view(), DType::f64), exact);
+        const Tensor fast = testing::run_forward(q, k, v, with_kernel(o, Kernel::fast), DType::f32).out;
+        const double error = testing::rms_diff(Tensor::converted(fast.view(), DType::f64), exact);
+        const double floor = kFloor * std::max(1.0, max_abs(exact));
+        ratios.push_back((error + floor) / (naive + floor));
+        naive_errors.push_back(naive);
+        errors.push_back(error);
+      }
+      std::sort(ratios.begin(), ratios.end());
+      std::sort(naive_errors.begin(), naive_errors.end());
+      EXPECT_LE(ratios[kInputs / 2], 2.0) << "median RMS error ratio fast / naive f32 over " << kInputs << " inputs";
+      for (double error : errors) EXPECT_LE(error, 4 * naive_errors.back() + kFloor) << "an input far off";
+    });
   }
 }
 

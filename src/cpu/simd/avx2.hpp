@@ -1,5 +1,5 @@
-// Eight floats in a 256-bit AVX2 register; FMA3 for the multiply-adds. Included only by translation
-// units compiled with -mavx2 -mfma.
+// Eight floats in a 256-bit AVX2 register; FMA3 for the multiply-adds, F16C for half floats.
+// Included only by translation units compiled with -mavx2 -mfma -mf16c.
 #pragma once
 
 #include <immintrin.h>
@@ -16,6 +16,12 @@ struct Avx2Isa {
   static Vec zero() { return _mm256_setzero_ps(); }
   static Vec set1(float x) { return _mm256_set1_ps(x); }
   static Vec load(const float* p) { return _mm256_loadu_ps(p); }
+  // Eight elements widened from bf16 (zero-extend, shift into the high half) or IEEE half (F16C).
+  static Vec load_bf16(const void* p) {
+    const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(static_cast<const __m128i*>(p)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+  }
+  static Vec load_f16(const void* p) { return _mm256_cvtph_ps(_mm_loadu_si128(static_cast<const __m128i*>(p))); }
   static void store(float* p, Vec v) { _mm256_storeu_ps(p, v); }
   static Vec add(Vec a, Vec b) { return _mm256_add_ps(a, b); }
   static Vec sub(Vec a, Vec b) { return _mm256_sub_ps(a, b); }

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "attnkit/dtype.hpp"
+
 namespace attnkit::cpu {
 
 struct ScalarIsa {
@@ -17,6 +19,20 @@ struct ScalarIsa {
   static Vec zero() { return 0.0f; }
   static Vec set1(float x) { return x; }
   static Vec load(const float* p) { return *p; }
+  // One element widened from bf16 or IEEE half storage (raw bits, unaligned).
+  static Vec load_bf16(const void* p) {
+    std::uint16_t bits;
+    std::memcpy(&bits, p, sizeof bits);
+    const std::uint32_t wide = std::uint32_t{bits} << 16;
+    float out;
+    std::memcpy(&out, &wide, sizeof out);
+    return out;
+  }
+  static Vec load_f16(const void* p) {
+    float16 h;
+    std::memcpy(&h.bits, p, sizeof h.bits);
+    return to_float(h);
+  }
   static void store(float* p, Vec v) { *p = v; }
   static Vec add(Vec a, Vec b) { return a + b; }
   static Vec sub(Vec a, Vec b) { return a - b; }
