@@ -19,8 +19,10 @@
 //   O = acc / l,  LSE = m + log l                        finalize (forward.cpp)
 //
 // Scores stay in natural units and exp is taken of the difference s − m, which is exact for nearby
-// values. (Scaling the scores to log2 units up front to use exp2 saves one multiply but rounds the
-// logits and the exponents more: it measured up to 3.8× the naive float32 error, failing the rule.)
+// values, and the scale multiplies the finished dot products. (Scaling the scores to log2 units up
+// front to use exp2, or pre-scaling Q by the scale, each saves a multiply per score but adds a
+// rounding: on inputs with outliers each measured up to 3.8× the naive float32 error, failing the
+// accuracy rule.)
 
 #include <algorithm>
 #include <cmath>

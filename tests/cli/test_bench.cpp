@@ -19,9 +19,13 @@
 #include "bench/json_line.hpp"
 #include "bench/naive_attention.hpp"
 #include "cli.hpp"
+#include "cli/cli_runner.hpp"
 #include "support/testing.hpp"
 
 namespace {
+
+using Result = attnkit::testing::CliResult;
+Result cli(const std::vector<std::string>& args) { return attnkit::testing::run_cli(args); }
 
 using attnkit::DType;
 using attnkit::Tensor;
@@ -243,19 +247,6 @@ class JsonReader {
   bool ok_ = true;
 };
 
-struct Result {
-  int code = -1;
-  std::string out, err;
-};
-
-Result cli(const std::vector<std::string>& args) {
-  std::ostringstream out, err;
-  Result r;
-  r.code = attnkit::cli::run(args, out, err);
-  r.out = out.str();
-  r.err = err.str();
-  return r;
-}
 
 std::vector<JsonObject> json_lines(const std::string& text) {
   std::vector<JsonObject> objects;

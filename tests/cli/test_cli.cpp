@@ -22,8 +22,12 @@
 #include "attnkit/attnkit.hpp"
 #include "attnkit/targets.hpp"
 #include "cli.hpp"
+#include "cli/cli_runner.hpp"
 
 namespace {
+
+using Result = attnkit::testing::CliResult;
+Result cli(const std::vector<std::string>& args) { return attnkit::testing::run_cli(args); }
 
 namespace fs = std::filesystem;
 using attnkit::DType;
@@ -33,19 +37,6 @@ constexpr int kOk = 0, kError = 1, kUsage = 2;
 
 // ---- running the tool ----
 
-struct Result {
-  int code = -1;
-  std::string out, err;
-};
-
-Result cli(const std::vector<std::string>& args) {
-  std::ostringstream out, err;
-  Result r;
-  r.code = attnkit::cli::run(args, out, err);
-  r.out = out.str();
-  r.err = err.str();
-  return r;
-}
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 

@@ -1,5 +1,6 @@
 // The OpenBLAS composition: sgemm, softmax, sgemm per block of query rows.
 #include "bench/blas_attention.hpp"
+#include "bench/row_softmax.hpp"
 
 #include <cblas.h>
 
@@ -18,21 +19,6 @@ extern "C" char* openblas_get_config(void);
 namespace attnkit::bench {
 
 namespace {
-
-// Turns row i of `scores` (`keys` wide) into softmax weights over its visible keys, in place; keys
-// past the visible ones (causal) get weight 0 so that the second sgemm can run over the whole block.
-void softmax_row(float* row, std::int64_t visible, std::int64_t keys) {
-  float row_max = -std::numeric_limits<float>::infinity();
-  for (std::int64_t j = 0; j < visible; ++j) row_max = std::max(row_max, row[j]);
-  float sum = 0.0f;
-  for (std::int64_t j = 0; j < visible; ++j) {
-    row[j] = std::exp(row[j] - row_max);
-    sum += row[j];
-  }
-  const float inv_sum = visible > 0 ? 1.0f / sum : 0.0f;  // a row with no visible key gives 0
-  for (std::int64_t j = 0; j < visible; ++j) row[j] *= inv_sum;
-  std::fill(row + visible, row + keys, 0.0f);
-}
 
 int to_int(std::int64_t x) { return static_cast<int>(x); }  // BLAS sizes; the bench's fit easily
 

@@ -1,5 +1,6 @@
 // The naive f32 baseline: three passes over a materialised score block.
 #include "bench/naive_attention.hpp"
+#include "bench/row_softmax.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -44,20 +45,13 @@ void NaiveAttention::run_block(const RowBlock& block, const float* q, const floa
     }
 
     // 2. softmax over the visible keys: subtract the row max so exp never overflows
-    float row_max = -std::numeric_limits<float>::infinity();
-    for (std::int64_t j = 0; j < visible; ++j) row_max = std::max(row_max, row[j]);
-    float sum = 0.0f;
-    for (std::int64_t j = 0; j < visible; ++j) {
-      row[j] = std::exp(row[j] - row_max);
-      sum += row[j];
-    }
-    const float inv_sum = visible > 0 ? 1.0f / sum : 0.0f;  // a row with no visible key gives 0
+    softmax_row(row, visible, visible);
 
     // 3. out_i = Σ_j p_ij · v_j
     float* oi = out_head + i * s.d_v;
     for (std::int64_t c = 0; c < s.d_v; ++c) oi[c] = 0.0f;
     for (std::int64_t j = 0; j < visible; ++j) {
-      const float p = row[j] * inv_sum;
+      const float p = row[j];
       const float* vj = v_head + j * s.d_v;
       for (std::int64_t c = 0; c < s.d_v; ++c) oi[c] += p * vj[c];
     }
