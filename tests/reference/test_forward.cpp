@@ -367,7 +367,8 @@ TEST(ReferenceForward, HugeLogitsNeitherOverflowNorLoseTheSoftmax) {
     AttentionOptions o = reference_options();
     o.mask = ConstTensorView(&constant, DType::f64, {1, 1, 1, 1}, {0, 0, 0, 0});
     const ForwardResult shifted = run_forward(q, k, v, o);
-    EXPECT_LE(max_abs_diff(shifted.out, base.out), 1e-12);
+    // Logits near 1e4 are rounded to double's ulp there, 1.8e-12, so outputs may move by a few of it.
+    EXPECT_LE(max_abs_diff(shifted.out, base.out), 1e-11);
     for (std::int64_t i = 0; i < 10; ++i) EXPECT_NEAR(shifted.lse.data<float>()[i], base.lse.data<float>()[i] + shift, 2e-3);
   }
   // Raw logits of ±1e4 from the inputs themselves: one dominant key takes all the weight.
