@@ -104,9 +104,5 @@ void parallel_for(std::int64_t count, const std::function<void(std::int64_t)>& b
   loop.rethrow_first_error();
 }
 
-void parallel_for_workers(int workers, const std::function<void(int worker, int workers)>& task) {
-  parallel_for(workers, [&](std::int64_t worker) { task(static_cast<int>(worker), workers); });
-}
-
 }  // namespace detail
 }  // namespace attnkit

@@ -1,8 +1,8 @@
-// Parallel loops over independent tasks, on the persistent pool (core/thread_pool.hpp). Each task
+// A parallel loop over independent tasks, on the persistent pool (core/thread_pool.hpp). Each task
 // index runs exactly once, on some thread; tasks must write disjoint memory, so that results never
 // depend on the thread count.
 //
-// Both functions use up to attnkit::num_threads() threads, the calling thread included. They run
+// It uses up to attnkit::num_threads() threads, the calling thread included. It runs
 // every task on the calling thread, one after another, when there is nothing to share (one thread or
 // one task), when called from inside a task (a nested loop: the outer loop already has the cores),
 // or when another thread's loop is using the pool (it does not wait for it). So tasks must never
@@ -21,18 +21,5 @@ namespace attnkit::detail {
 // so tasks of uneven cost balance; use it for coarse tasks (a head, a block of rows), since taking
 // an index costs an atomic increment shared by all threads.
 void parallel_for(std::int64_t count, const std::function<void(std::int64_t)>& body);
-
-// Runs task(worker, workers) once for every worker in [0, workers), for a kernel that splits its
-// work itself and keeps state per worker: it allocates one scratch workspace per worker id before
-// the call, and task `worker` uses only workspace `worker` — no two tasks share an id, so no two
-// threads ever touch the same workspace. Usually workers = min(attnkit::num_threads(), work items),
-// with worker w taking items w, w + workers, w + 2·workers, ...; with more workers than threads, a
-// thread runs several ids one after another.
-//
-//   std::vector<Scratch> scratch(workers);
-//   parallel_for_workers(workers, [&](int worker, int workers) {
-//     for (std::int64_t tile = worker; tile < tiles; tile += workers) kernel(tile, scratch[worker]);
-//   });
-void parallel_for_workers(int workers, const std::function<void(int worker, int workers)>& task);
 
 }  // namespace attnkit::detail

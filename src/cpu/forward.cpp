@@ -9,7 +9,6 @@
 #include "core/parallel_for.hpp"
 #include "cpu/element_io.hpp"
 #include "cpu/kernels.hpp"
-#include "cpu/simd/math.hpp"
 #include "cpu/softmax_merge.hpp"
 
 namespace attnkit::cpu {

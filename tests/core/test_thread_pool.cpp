@@ -27,7 +27,6 @@ namespace attnkit {
 namespace {
 
 using detail::parallel_for;
-using detail::parallel_for_workers;
 using detail::ThreadPool;
 
 constexpr int kMaxTestThreads = 8;
@@ -276,41 +275,6 @@ TEST(ThreadPoolParallelFor, WorksInAForkedChild) {
   ASSERT_EQ(waitpid(child, &status, 0), child);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == EXIT_SUCCESS) << "child status " << status;
   EXPECT_EQ(run_and_check(1000), "") << "the parent's pool after the fork";
-}
-
-// ---- parallel_for_workers -------------------------------------------------------------------------
-
-// Each worker writes its own scratch without atomics: ThreadSanitizer reports it if two threads
-// ever share a worker id.
-TEST(ThreadPoolWorkers, EveryWorkerIdRunsOnceWithItsOwnScratch) {
-  const ThreadSettingGuard guard;
-  constexpr int kScratchWrites = 100;
-  for (int threads = 1; threads <= kMaxTestThreads; ++threads) {
-    set_num_threads(threads);
-    for (int workers : {0, 1, 3, threads, 13}) {
-      std::vector<int> scratch(static_cast<std::size_t>(workers), 0);
-      std::atomic<int> bad_arguments{0};
-      parallel_for_workers(workers, [&](int worker, int count) {
-        if (worker < 0 || worker >= workers || count != workers) {
-          ++bad_arguments;
-          return;
-        }
-        for (int i = 0; i < kScratchWrites; ++i) ++scratch[static_cast<std::size_t>(worker)];
-      });
-      EXPECT_EQ(bad_arguments.load(), 0) << threads << " threads, " << workers << " workers";
-      EXPECT_EQ(std::count(scratch.begin(), scratch.end(), kScratchWrites), workers)
-          << threads << " threads, " << workers << " workers";
-    }
-  }
-}
-
-TEST(ThreadPoolWorkers, RethrowsATasksError) {
-  const ThreadSettingGuard guard;
-  set_num_threads(3);
-  EXPECT_THROW(parallel_for_workers(3, [](int worker, int) {
-                 if (worker == 2) throw std::logic_error("worker 2");
-               }),
-               std::logic_error);
 }
 
 // ---- the thread count setting ---------------------------------------------------------------------

@@ -306,7 +306,8 @@ TEST(FastForward, RowsWithNoVisibleKeyAndZeroSizes) {
                                                  random_tensor(rng, {2, 2, 9, 3}, DType::f32), o, DType::f32);
     EXPECT_FALSE(testing::has_nan(r.out) || testing::has_nan(r.probs));
     for (std::int64_t i = 0; i < 2 * 12; ++i) EXPECT_EQ(r.lse.data<float>()[i], -INFINITY);      // batch 0
-    for (std::int64_t i = 0; i < 3; ++i) EXPECT_EQ(r.lse.data<float>()[2 * 2 * 12 - 24 + i], -INFINITY);  // batch 1, rows 0..2
+    const std::int64_t batch1_head0 = (1 * 2 + 0) * 12;  // lse [B = 2, H = 2, n = 12]
+    for (std::int64_t i = 0; i < 3; ++i) EXPECT_EQ(r.lse.data<float>()[batch1_head0 + i], -INFINITY);  // rows 0..2
     for (std::int64_t i = 0; i < 2 * 12 * 3; ++i) EXPECT_EQ(r.out.data<float>()[i], 0.0f);
     // m = 0, n = 0, B = 0, d_v = 0.
     const ForwardResult empty_keys = testing::run_forward(random_tensor(rng, {1, 2, 3, 4}, DType::f32), Tensor(DType::f32, {1, 2, 0, 4}),
