@@ -34,17 +34,19 @@ void forward(ConstTensorView q, ConstTensorView k, ConstTensorView v, TensorView
              const AttentionOptions& options = {}, const ForwardExtras& extras = {});
 
 // Gradients of a scalar loss L given d_out = ∂L/∂out. `out` and `lse` are those the forward
-// returned for the same inputs and options (the fast kernels recompute the probabilities from
-// them; the float64 reference recomputes everything and only checks their shapes). dk and dv sum
-// over the query heads that share a KV head.
+// returned for the same inputs and options: the fast kernel recomputes the probabilities as
+// exp(logit − lse) and uses D = rowsum(d_out ∘ out), so stale or mismatched ones give wrong
+// gradients; the float64 reference recomputes everything and only checks their shapes. dk and dv
+// sum over the query heads that share a KV head. Deterministic: bitwise identical for any thread
+// count.
 void backward(ConstTensorView q, ConstTensorView k, ConstTensorView v, ConstTensorView out,
               ConstTensorView d_out, ConstTensorView lse, TensorView dq, TensorView dk, TensorView dv,
               const AttentionOptions& options = {});
 
-// The kernel a forward call with `requested` and inputs of `dtype` runs: `automatic` resolves to the
-// fast kernel for f32, f16 and bf16 and to the float64 reference for f64. Raises Error(unsupported)
-// when the requested kernel cannot take the call; a call never falls back silently from a kernel
-// that was asked for by name. (The backward runs on the reference until its fast kernel exists.)
+// The kernel a forward or backward call with `requested` and inputs of `dtype` runs: `automatic`
+// resolves to the fast kernel for f32, f16 and bf16 and to the float64 reference for f64. Raises
+// Error(unsupported) when the requested kernel cannot take the call; a call never falls back
+// silently from a kernel that was asked for by name.
 Kernel resolve_kernel(Kernel requested, DType dtype = DType::f32);
 const char* kernel_name(Kernel kernel) noexcept;  // "automatic", "reference", "fast"
 

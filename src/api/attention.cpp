@@ -3,6 +3,7 @@
 
 #include "api/validate.hpp"
 #include "attnkit/error.hpp"
+#include "cpu/backward.hpp"
 #include "cpu/forward.hpp"
 #include "reference/reference.hpp"
 
@@ -48,11 +49,11 @@ void backward(ConstTensorView q, ConstTensorView k, ConstTensorView v, ConstTens
               ConstTensorView lse, TensorView dq, TensorView dk, TensorView dv, const AttentionOptions& options) {
   const detail::BackwardIO io{out, d_out, lse, dq, dk, dv};
   const detail::Problem problem = detail::validate_backward(q, k, v, io, options);
-  if (options.kernel == Kernel::fast) {
-    throw Error(ErrorCode::unsupported, "kernel: the fast backward is not part of this build yet; use "
-                                        "Kernel::automatic or Kernel::reference for backward");
+  if (resolve_kernel(options.kernel, q.dtype()) == Kernel::fast) {
+    cpu::fast_backward(problem, io);
+  } else {
+    detail::reference_backward(problem, io);
   }
-  detail::reference_backward(problem, io);
 }
 
 const char* version() noexcept { return ATTNKIT_VERSION; }

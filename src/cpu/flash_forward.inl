@@ -1,9 +1,10 @@
 // The fast forward kernel, FlashAttention-2 style, written once over an ISA wrapper.
 //
-// Included once per target by src/cpu/forward_<target>.cpp, which defines ATTNKIT_ISA (the wrapper
+// Included once per target by src/cpu/kernels_<target>.cpp, which defines ATTNKIT_ISA (the wrapper
 // type) and ATTNKIT_ISA_NAMESPACE; everything here lives in that namespace, so no inline function is
-// shared between translation units compiled with different instruction sets. No include guard on
-// purpose.
+// shared between translation units compiled with different instruction sets. It brings in the
+// pieces the backward kernel (flash_backward.inl, included after it) shares: packing.inl,
+// micro_kernels.inl, tile_bias.inl. No include guard on purpose.
 //
 // For one work item (a block of queries of every head in a GQA group, see forward_plan.hpp):
 //
@@ -34,62 +35,25 @@
 #include "cpu/forward_plan.hpp"
 #include "cpu/kernels.hpp"
 #include "cpu/simd/math.hpp"
+#include "cpu/visibility.hpp"
 #include "cpu/workspace.hpp"
 
 namespace attnkit::cpu::ATTNKIT_ISA_NAMESPACE {
 
 using Isa = ATTNKIT_ISA;
 using Vec = Isa::Vec;
-constexpr std::int64_t kLanes = Isa::kLanes;
-constexpr std::int64_t kTileCols = 2 * kLanes;  // two vectors per tile row: 12 accumulators on AVX2
+
+#include "cpu/packing.inl"
+#include "cpu/micro_kernels.inl"
+#include "cpu/tile_bias.inl"
+
 static_assert(kKeyBlock % kTileCols == 0, "key blocks hold whole register tiles");
-constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
-
-std::int64_t round_up(std::int64_t x, std::int64_t to) { return (x + to - 1) / to * to; }
-
-// out[c] = t[b, h, i, c] as float32: rows of unit stride are widened here with vector loads; any
-// other layout goes through the generic element reader.
-void load_row_f32(const ConstTensorView& t, std::int64_t b, std::int64_t h, std::int64_t i, float* out,
-                  std::int64_t count) {
-  if (t.stride(3) != 1 || (t.dtype() != DType::bf16 && t.dtype() != DType::f16)) {
-    load_row(t, b, h, i, out, count);
-    return;
-  }
-  const auto* row = static_cast<const std::uint16_t*>(t.data()) + b * t.stride(0) + h * t.stride(1) + i * t.stride(2);
-  const bool brain = t.dtype() == DType::bf16;
-  std::int64_t c = 0;
-  for (; c + kLanes <= count; c += kLanes) Isa::store(out + c, brain ? Isa::load_bf16(row + c) : Isa::load_f16(row + c));
-  if (c < count) load_row_part(t, b, h, i, c, out + c, count - c);  // the tail, element by element
-}
 
 // ---- micro-kernels: one register tile ----
 
-// Keys are packed in panels of kTileCols keys: panel[c][·] holds feature c of those keys, so the
-// score micro-kernel reads each panel front to back.
-float* key_panel(const ForwardWorkspace& ws, std::int64_t c0) { return ws.k_t + c0 * ws.d_k; }
-
-// scores[r][c0 + ·] = Σ_c q[r][c] · k[c0 + ·][c] for the kTileRows rows of the tile and `cols`
-// columns, kTileCols at a time: 2·kTileRows accumulators, one broadcast and two loads per step.
+// scores[r][·] = scale · q[r] · K_jᵀ for the kTileRows rows of the tile and `cols` keys.
 void score_tile(const ForwardWorkspace& ws, std::int64_t tile, std::int64_t cols, float scale) {
-  const float* q = ws.q + tile * ws.d_k;
-  const Vec scale_v = Isa::set1(scale);
-  for (std::int64_t c0 = 0; c0 < cols; c0 += kTileCols) {
-    Vec acc[kTileRows][2];
-    for (auto& row : acc) row[0] = row[1] = Isa::zero();
-    const float* k = key_panel(ws, c0);
-    for (std::int64_t c = 0; c < ws.d_k; ++c, k += kTileCols) {
-      const Vec k0 = Isa::load(k), k1 = Isa::load(k + kLanes);
-      for (std::int64_t r = 0; r < kTileRows; ++r) {
-        const Vec qr = Isa::set1(q[r * ws.d_k + c]);
-        acc[r][0] = Isa::fma(qr, k0, acc[r][0]);
-        acc[r][1] = Isa::fma(qr, k1, acc[r][1]);
-      }
-    }
-    for (std::int64_t r = 0; r < kTileRows; ++r) {
-      Isa::store(ws.scores + r * kKeyBlock + c0, Isa::mul(acc[r][0], scale_v));
-      Isa::store(ws.scores + r * kKeyBlock + c0 + kLanes, Isa::mul(acc[r][1], scale_v));
-    }
-  }
+  tile_a_bt(ws.q + tile * ws.d_k, ws.d_k, ws.k_t, ws.d_k, cols, scale, ws.scores, kKeyBlock);
 }
 
 constexpr std::int64_t kPrefetchRows = 8;  // how far ahead of use key rows are requested
@@ -138,32 +102,9 @@ void score_tile_from_key_rows(const ForwardPlan& plan, ForwardWorkspace& ws, con
   for (std::int64_t r = 0; r < kTileRows; ++r) std::fill(ws.scores + r * kKeyBlock + width, ws.scores + r * kKeyBlock + cols, 0.0f);
 }
 
-// acc[r][·] = acc[r][·] · alpha[r] + Σ_j p[r][j] · v[j][·] over the tile's rows and `cols` keys,
-// kTileCols output columns at a time.
+// acc[r][·] = acc[r][·] · alpha[r] + Σ_j p[r][j] · v[j][·] over the tile's rows and `cols` keys.
 void accumulate_pv(ForwardWorkspace& ws, std::int64_t tile, std::int64_t cols, const float* alpha) {
-  for (std::int64_t c0 = 0; c0 < ws.d_v; c0 += kTileCols) {
-    Vec acc[kTileRows][2];
-    for (std::int64_t r = 0; r < kTileRows; ++r) {
-      const float* a = ws.acc + (tile + r) * ws.d_v + c0;
-      const Vec scale = Isa::set1(alpha[r]);
-      acc[r][0] = Isa::mul(Isa::load(a), scale);
-      acc[r][1] = Isa::mul(Isa::load(a + kLanes), scale);
-    }
-    const float* v = ws.v + c0;
-    for (std::int64_t j = 0; j < cols; ++j, v += ws.d_v) {
-      const Vec v0 = Isa::load(v), v1 = Isa::load(v + kLanes);
-      for (std::int64_t r = 0; r < kTileRows; ++r) {
-        const Vec p = Isa::set1(ws.scores[r * kKeyBlock + j]);
-        acc[r][0] = Isa::fma(p, v0, acc[r][0]);
-        acc[r][1] = Isa::fma(p, v1, acc[r][1]);
-      }
-    }
-    for (std::int64_t r = 0; r < kTileRows; ++r) {
-      float* a = ws.acc + (tile + r) * ws.d_v + c0;
-      Isa::store(a, acc[r][0]);
-      Isa::store(a + kLanes, acc[r][1]);
-    }
-  }
+  tile_a_b(ws.scores, kKeyBlock, ws.v, ws.d_v, cols, ws.d_v, alpha, ws.acc + tile * ws.d_v, ws.d_v);
 }
 
 // The same sum for a value block holding NaN or ±inf: only keys the row can see contribute, so a
@@ -182,33 +123,20 @@ void accumulate_pv_seen_only(ForwardWorkspace& ws, std::int64_t tile, std::int64
 
 // ---- packing: queries once per item, keys and values once per key block ----
 
-
-// Fills row_info and the scaled queries; rows past the item's last are empty (first > last).
+// Fills row_info and the queries; rows past the item's last are empty (first > last).
 void prepare_rows(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordinates& item) {
   const detail::Problem& p = *plan.problem;
-  const detail::Sizes& s = p.sizes;
-  const AttentionOptions& o = *p.options;
   const std::int64_t used_rows = plan.group * item.queries;
-  const std::int64_t shift = o.causal == Causal::bottom_right ? s.m - s.n : 0;  // aligned i' = i + shift
   for (std::int64_t r = 0; r < ws.rows; ++r) {
-    RowInfo& info = ws.row_info[r];
     float* q_row = ws.q + r * ws.d_k;
     if (r >= used_rows) {
-      info = RowInfo{};
+      ws.row_info[r] = RowInfo{};
       std::fill(q_row, q_row + ws.d_k, 0.0f);
       continue;
     }
-    info.head = item.kv_head * plan.group + r / item.queries;
-    info.query = item.first_query + r % item.queries;
-    const std::int64_t pos = info.query + shift;
-    info.first = 0;
-    info.last = s.m - 1;
-    if (o.causal != Causal::none) info.last = std::min(info.last, pos);
-    if (o.window.left >= 0) info.first = std::max(info.first, pos - o.window.left);
-    if (o.window.right >= 0) info.last = std::min(info.last, pos + o.window.right);
-    if (!o.key_lengths.empty()) info.last = std::min(info.last, o.key_lengths[static_cast<std::size_t>(item.batch)] - 1);
-    info.alibi_slope = o.alibi_slopes.empty() ? 0.0f : o.alibi_slopes[static_cast<std::size_t>(info.head)];
-    load_row_f32(p.q, item.batch, info.head, info.query, q_row, s.d_k);
+    const std::int64_t head = item.kv_head * plan.group + r / item.queries, query = item.first_query + r % item.queries;
+    ws.row_info[r] = make_row_info(p, item.batch, head, query);
+    load_row_f32(p.q, item.batch, head, query, q_row, ws.d_k);
   }
 }
 
@@ -216,10 +144,8 @@ void prepare_rows(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoord
 // transposes in registers, reading f32 rows in place and other dtypes through a converted copy.
 void pack_keys(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordinates& item, std::int64_t j0,
                std::int64_t width, std::int64_t cols) {
-  static_assert(kTileCols <= kMaxTileCols, "the workspace holds kMaxTileCols converted key rows");
   const ConstTensorView& keys = plan.problem->k;
   const bool in_place = keys.dtype() == DType::f32 && keys.stride(3) == 1;
-  const std::int64_t vector_end = ws.d_k / kLanes * kLanes;
   for (std::int64_t p0 = 0; p0 < cols; p0 += kTileCols) {
     const float* rows[kTileCols];
     for (std::int64_t t = 0; t < kTileCols; ++t) {
@@ -233,11 +159,7 @@ void pack_keys(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordina
         rows[t] = ws.key_rows + t * ws.d_k;
       }
     }
-    float* panel = key_panel(ws, p0);
-    for (std::int64_t c = 0; c < vector_end; c += kLanes)
-      for (std::int64_t t0 = 0; t0 < kTileCols; t0 += kLanes) Isa::transpose_into(rows + t0, c, panel + c * kTileCols + t0, kTileCols);
-    for (std::int64_t c = vector_end; c < ws.d_k; ++c)
-      for (std::int64_t t = 0; t < kTileCols; ++t) panel[c * kTileCols + t] = rows[t][c];
+    pack_panels(rows, kTileCols, ws.d_k, ws.k_t + p0 * ws.d_k);
   }
 }
 
@@ -245,7 +167,7 @@ void pack_keys(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordina
 bool pack_values(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordinates& item, std::int64_t j0,
                  std::int64_t width, std::int64_t cols) {
   const std::int64_t d_v = plan.problem->sizes.d_v;
-  Vec not_finite = Isa::zero();  // x − x is NaN exactly when x is ±inf or NaN
+  bool finite = true;
   for (std::int64_t j = 0; j < cols; ++j) {
     float* row = ws.v + j * ws.d_v;
     if (j < width) {
@@ -254,74 +176,19 @@ bool pack_values(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordi
       std::fill(row, row + d_v, 0.0f);
     }
     std::fill(row + d_v, row + ws.d_v, 0.0f);
-    for (std::int64_t c0 = 0; c0 < ws.d_v; c0 += kLanes) {
-      const Vec x = Isa::load(row + c0);
-      not_finite = Isa::or_nan(not_finite, Isa::sub(x, x));
-    }
+    finite = all_finite(row, ws.d_v) && finite;
   }
-  return !Isa::any_set(not_finite);
+  return finite;
 }
 
 // ---- biases and masks on one tile of scores ----
 
-struct KeyRange {
-  std::int64_t begin, end;  // the split's keys [begin, end)
-};
-
-// The keys row r can see, clipped to the split.
-std::int64_t first_seen(const RowInfo& info, KeyRange keys) { return std::max(info.first, keys.begin); }
-std::int64_t last_seen(const RowInfo& info, KeyRange keys) { return std::min(info.last, keys.end - 1); }
-
-bool row_sees_block(const RowInfo& info, KeyRange keys, std::int64_t j0, std::int64_t width) {
-  const std::int64_t first = first_seen(info, keys), last = last_seen(info, keys);
-  return first <= last && first < j0 + width && last >= j0;
-}
-
-// In DESIGN.md's order: softcap, ALiBi, additive mask, then −inf where not visible.
+// The tile's rows' logits, each row as bias_and_mask_row makes them.
 void apply_bias_and_mask(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordinates& item, std::int64_t tile,
                          std::int64_t j0, std::int64_t width, std::int64_t cols, KeyRange keys) {
-  const detail::Problem& p = *plan.problem;
-  const AttentionOptions& o = *p.options;
-  const std::int64_t shift = o.causal == Causal::bottom_right ? p.sizes.m - p.sizes.n : 0;
-  const Vec minus_inf = Isa::set1(kMinusInf);
   for (std::int64_t r = 0; r < kTileRows; ++r) {
-    const RowInfo& info = ws.row_info[tile + r];
-    float* scores = ws.scores + r * kKeyBlock;
-    if (!row_sees_block(info, keys, j0, width)) {
-      std::fill(scores, scores + cols, kMinusInf);
-      continue;
-    }
-    // Key positions relative to the block start, clamped just outside it, stay exact in float.
-    const std::int64_t first_rel = std::clamp<std::int64_t>(first_seen(info, keys) - j0, -1, cols);
-    const std::int64_t last_rel = std::clamp<std::int64_t>(last_seen(info, keys) - j0, -1, cols);
-    const bool whole_block_visible = first_rel <= 0 && last_rel >= cols - 1;
-    if (whole_block_visible && p.mask_kind == detail::MaskKind::none && plan.softcap == 0 && info.alibi_slope == 0) {
-      continue;  // nothing to add, nothing to mask: the common case costs nothing
-    }
-    const Vec first = Isa::set1(static_cast<float>(first_rel)), last = Isa::set1(static_cast<float>(last_rel));
-    if (p.mask_kind != detail::MaskKind::none) load_mask_row(p, item.batch, info.head, info.query, j0, width, ws.mask_row);
-    const Vec cap = Isa::set1(plan.softcap), inv_cap = Isa::set1(plan.softcap > 0 ? 1 / plan.softcap : 0);
-    const Vec slope = Isa::set1(info.alibi_slope), pos = Isa::set1(static_cast<float>(info.query + shift - j0));
-    for (std::int64_t c0 = 0; c0 < cols; c0 += kLanes) {
-      Vec s = Isa::load(scores + c0);
-      const Vec key = Isa::iota(static_cast<float>(c0));  // j − j0
-      if (plan.softcap > 0) s = Isa::mul(cap, cpu::tanh<Isa>(Isa::mul(s, inv_cap)));  // s = c·tanh(s/c)
-      if (info.alibi_slope != 0) {                                                            // s −= slope·|i' − j|
-        const Vec distance = Isa::sub(pos, key);
-        s = Isa::sub(s, Isa::mul(slope, Isa::max(distance, Isa::sub(Isa::zero(), distance))));
-      }
-      if (p.mask_kind == detail::MaskKind::additive) {  // s += mask; an additive −inf masks outright
-        const Vec bias = Isa::load(ws.mask_row + c0);
-        s = Isa::select_equal(bias, minus_inf, minus_inf, Isa::add(s, bias));
-      } else if (p.mask_kind == detail::MaskKind::keep) {  // mask_row holds 1 (keep) or 0
-        s = Isa::select_equal(Isa::load(ws.mask_row + c0), Isa::zero(), minus_inf, s);
-      }
-      if (!whole_block_visible) {  // causal, window, key lengths, split and block ends
-        s = Isa::select_less(key, first, minus_inf, s);
-        s = Isa::select_less(last, key, minus_inf, s);
-      }
-      Isa::store(scores + c0, s);
-    }
+    bias_and_mask_row(*plan.problem, plan.softcap, item.batch, ws.row_info[tile + r], keys, j0, width, cols,
+                      ws.scores + r * kKeyBlock, ws.mask_row, nullptr);
   }
 }
 

@@ -1,10 +1,11 @@
-// The entry points each target compiles (src/cpu/forward_<target>.cpp), and the target-independent
+// The entry points each target compiles (src/cpu/kernels_<target>.cpp), and the target-independent
 // pieces they share (src/cpu/forward.cpp).
 #pragma once
 
 #include <cstdint>
 
 #include "attnkit/targets.hpp"
+#include "cpu/backward_plan.hpp"
 #include "cpu/forward_plan.hpp"
 
 namespace attnkit::cpu {
@@ -19,11 +20,19 @@ struct ForwardKernels {
   void (*exp)(const float* in, float* out, std::int64_t count);
 };
 
+struct BackwardKernels {
+  // Computes one work item: dK and dV of its keys, and its chunk's share of dQ.
+  void (*run_item)(const BackwardPlan& plan, std::int64_t item);
+};
+
 // The kernels of a target (scalar when the target is not compiled in).
 ForwardKernels forward_kernels(Target target);
+BackwardKernels backward_kernels(Target target);
 
 ForwardKernels forward_kernels_scalar();
 ForwardKernels forward_kernels_avx2();
+BackwardKernels backward_kernels_scalar();
+BackwardKernels backward_kernels_avx2();
 
 // Writes row `row` of an item: out = acc / sum and lse = max + log sum, or 0 and −inf for a row
 // with no visible key; records the log-sum-exp when probabilities are requested.

@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <memory>
 
+#include "cpu/visibility.hpp"
+
 namespace attnkit::cpu {
 
 // Block sizes shared by every target; each must be a multiple of every target's tile width.
@@ -22,14 +24,14 @@ inline constexpr std::int64_t kMaxTileCols = 16;    // the widest target's regis
 static_assert(kRowsPerItem % kTileRows == 0, "a work item holds whole register tiles");
 static_assert(kSplitKeys % kKeyBlock == 0, "a split holds whole key blocks");
 
-// What one row of a work item is: which query, and which keys it may see.
-struct RowInfo {
-  std::int64_t head = 0;     // query head
-  std::int64_t query = 0;    // query index i
-  std::int64_t first = 0;    // first visible key (inclusive)
-  std::int64_t last = -1;    // last visible key (inclusive); last < first: no visible key
-  float alibi_slope = 0.0f;
-};
+// The backward's blocks.
+inline constexpr std::int64_t kBackwardKeyBlock = 96;    // keys per step: K, V, dK, dV blocks stay in L2
+inline constexpr std::int64_t kBackwardKeyPad = 48;      // key blocks padded to whole tiles of rows and columns
+inline constexpr std::int64_t kBackwardQueryBlock = 48;  // query rows whose dK, dV contributions are summed at once
+inline constexpr std::int64_t kBackwardMinItems = 8;     // chunks per (batch, KV head) until there are this many items
+static_assert(kBackwardKeyBlock % kBackwardKeyPad == 0 && kBackwardKeyPad % kTileRows == 0 &&
+                  kBackwardKeyPad % kMaxTileCols == 0 && kBackwardQueryBlock % kTileRows == 0,
+              "backward blocks hold whole register tiles");
 
 struct ForwardWorkspace {
   // Sizes, in elements.
@@ -86,7 +88,36 @@ struct ForwardWorkspace {
   std::size_t capacity_ = 0;
 };
 
-// The calling thread's workspace (thread_local, reused across calls).
+// Per-thread scratch of the fast backward kernel, grown and reused like the forward's.
+struct BackwardWorkspace {
+  std::int64_t d_k = 0, d_v = 0;  // padded to the widest tile width
+  float* k_panels = nullptr;  // [kBackwardKeyBlock / tile width][d_k][tile width]  K_j for scores
+  float* k_rows = nullptr;    // [kBackwardKeyBlock][d_k]  K_j row by row, for dQ += dS·K_j
+  float* v_panels = nullptr;  // [kBackwardKeyBlock / tile width][d_v][tile width]  V_j for dP
+  float* v_rows = nullptr;    // [kBackwardKeyBlock][d_v]  V_j row by row, converted
+  float* dk_acc = nullptr;    // [kBackwardKeyBlock][d_k]  dK_j, summed over the group's query rows
+  float* dv_acc = nullptr;    // [kBackwardKeyBlock][d_v]  dV_j, likewise
+  float* p = nullptr;         // [kBackwardQueryBlock][kBackwardKeyBlock]  logits, then dropout(P)
+  float* ds = nullptr;        // [kBackwardQueryBlock][kBackwardKeyBlock]  dP, then dS
+  float* tanh_s = nullptr;     // [kBackwardQueryBlock][kBackwardKeyBlock]  tanh(s/c) when softcapped
+  float* keep = nullptr;      // [kBackwardKeyBlock]   one row's dropout multipliers
+  float* mask_row = nullptr;  // [kBackwardKeyBlock]   one row of a mask, converted
+  float* zero_row = nullptr;  // [max(d_k, d_v)]       zeros: the padding keys of a block
+  std::uint8_t* seen = nullptr;  // [kBackwardQueryBlock][kBackwardKeyBlock] visible keys, when an input is not finite
+  RowInfo* row_info = nullptr;   // [kBackwardQueryBlock]
+
+  void prepare(std::int64_t padded_d_k, std::int64_t padded_d_v);
+
+ private:
+  struct Free {
+    void operator()(std::byte* p) const noexcept { std::free(p); }
+  };
+  std::unique_ptr<std::byte, Free> buffer_;
+  std::size_t capacity_ = 0;
+};
+
+// The calling thread's workspaces (thread_local, reused across calls).
 ForwardWorkspace& thread_workspace();
+BackwardWorkspace& thread_backward_workspace();
 
 }  // namespace attnkit::cpu

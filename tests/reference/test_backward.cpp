@@ -19,8 +19,9 @@ struct Gradients {
   Tensor dq, dk, dv;
 };
 
-// Analytic gradients of L = Σ g ∘ out, in the storage dtype of q.
-Gradients analytic(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const AttentionOptions& o) {
+// Analytic gradients of L = Σ g ∘ out by the reference kernel, in the storage dtype of q.
+Gradients analytic(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, AttentionOptions o) {
+  o.kernel = Kernel::reference;
   const testing::ForwardResult fwd = testing::run_forward(q, k, v, o, q.dtype());
   Gradients grads{testing::poisoned(q.dtype(), q.shape()), testing::poisoned(q.dtype(), k.shape()),
                   testing::poisoned(q.dtype(), v.shape())};

@@ -1,0 +1,136 @@
+#include "cpu/backward.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "attnkit/targets.hpp"
+#include "core/parallel_for.hpp"
+#include "cpu/element_io.hpp"
+#include "cpu/kernels.hpp"
+
+namespace attnkit::cpu {
+namespace {
+
+constexpr std::int64_t kPadding = kMaxTileCols;  // d_k, d_v padded to whole tiles of every target
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+std::int64_t round_up(std::int64_t a, std::int64_t b) { return ceil_div(a, b) * b; }
+
+BackwardPlan make_plan(const detail::Problem& p, const detail::BackwardIO& io) {
+  const detail::Sizes& s = p.sizes;
+  BackwardPlan plan;
+  plan.problem = &p;
+  plan.io = &io;
+  plan.group = s.group();
+  // Few (batch, KV head) pairs: split their keys into chunks so that every core has work. The
+  // chunking depends only on the shapes, never on the thread count.
+  const std::int64_t blocks = ceil_div(s.m, kBackwardKeyBlock);
+  const std::int64_t wanted = std::clamp<std::int64_t>(ceil_div(kBackwardMinItems, s.batch * s.kv_heads), 1, std::max<std::int64_t>(blocks, 1));
+  plan.chunk_keys = std::max<std::int64_t>(ceil_div(blocks, wanted), 1) * kBackwardKeyBlock;
+  plan.chunks = ceil_div(s.m, plan.chunk_keys);
+  plan.items = s.batch * s.kv_heads * plan.chunks;
+  plan.padded_n = round_up(s.n, kTileRows);
+  plan.padded_d_k = round_up(s.d_k, kPadding);
+  plan.padded_d_v = round_up(s.d_v, kPadding);
+  plan.scale = static_cast<float>(p.scale);
+  plan.softcap = static_cast<float>(p.options->softcap);
+  if (p.options->dropout_p > 0) {
+    plan.dropout_threshold = static_cast<float>(p.options->dropout_p);
+    plan.keep_scale = static_cast<float>(1.0 / (1.0 - p.options->dropout_p));
+  }
+  return plan;
+}
+
+// Grow-only scratch of the calling thread: no per-call page faults once warm.
+template <class T>
+T* scratch(std::vector<T>& buffer, std::int64_t count) {
+  if (buffer.size() < static_cast<std::size_t>(count)) buffer.resize(static_cast<std::size_t>(count));
+  return buffer.data();
+}
+
+bool all_finite(const float* x, std::int64_t count) {
+  return std::all_of(x, x + count, [](float v) { return std::isfinite(v); });
+}
+
+// The rows of one (batch, query head): Q and dO in float32 (zero-padded), the forward's LSE, and
+// D_i = Σ_c dO[i, c] · O[i, c], summed in double since every dS of the row subtracts it.
+void prepare_head(const BackwardPlan& plan, std::int64_t batch, std::int64_t head) {
+  const detail::Problem& p = *plan.problem;
+  const detail::Sizes& s = p.sizes;
+  thread_local std::vector<float> out_row;
+  out_row.resize(static_cast<std::size_t>(s.d_v));
+  for (std::int64_t i = 0; i < plan.padded_n; ++i) {
+    const std::int64_t row = plan.row(batch, head, i);
+    float* q = plan.q + row * plan.padded_d_k;
+    float* d_out = plan.d_out + row * plan.padded_d_v;
+    std::fill(q, q + plan.padded_d_k, 0.0f);
+    std::fill(d_out, d_out + plan.padded_d_v, 0.0f);
+    if (i >= s.n) {  // padding: sees no key, adds nothing
+      plan.lse[row] = -std::numeric_limits<float>::infinity();
+      plan.delta[row] = 0;
+      plan.finite[row] = kQueryFinite | kGradientFinite;
+      continue;
+    }
+    load_row(p.q, batch, head, i, q, s.d_k);
+    load_row(plan.io->d_out, batch, head, i, d_out, s.d_v);
+    load_row(plan.io->out, batch, head, i, out_row.data(), s.d_v);
+    double delta = 0;
+    for (std::int64_t c = 0; c < s.d_v; ++c) delta += static_cast<double>(d_out[c]) * out_row[static_cast<std::size_t>(c)];
+    plan.delta[row] = static_cast<float>(delta);
+    plan.lse[row] = *plan.io->lse.at<float>({batch, head, i});
+    plan.finite[row] = static_cast<std::uint8_t>((all_finite(q, s.d_k) ? kQueryFinite : 0) |
+                                                 (all_finite(d_out, s.d_v) ? kGradientFinite : 0));
+  }
+}
+
+// dQ[b, h, i] = Σ over chunks, in chunk order, of each chunk's contribution.
+void reduce_dq_head(const BackwardPlan& plan, std::int64_t batch, std::int64_t head) {
+  const detail::Sizes& s = plan.problem->sizes;
+  thread_local std::vector<float> sum;
+  sum.resize(static_cast<std::size_t>(plan.padded_d_k));
+  for (std::int64_t i = 0; i < s.n; ++i) {
+    const std::int64_t row = plan.row(batch, head, i);
+    std::fill(sum.begin(), sum.end(), 0.0f);
+    for (std::int64_t chunk = 0; chunk < plan.chunks; ++chunk) {
+      const float* part = plan.dq_partial(chunk, row);
+      for (std::int64_t c = 0; c < s.d_k; ++c) sum[static_cast<std::size_t>(c)] += part[c];
+    }
+    store_row_part(sum.data(), plan.io->dq, batch, head, i, 0, s.d_k);
+  }
+}
+
+}  // namespace
+
+BackwardKernels backward_kernels(Target target) {
+#if defined(__x86_64__) || defined(__i386__)
+  if (target == Target::avx2) return backward_kernels_avx2();
+#endif
+  (void)target;
+  return backward_kernels_scalar();
+}
+
+void fast_backward(const detail::Problem& p, const detail::BackwardIO& io) {
+  const detail::Sizes& s = p.sizes;
+  if (s.batch == 0 || s.kv_heads == 0) return;  // every gradient is empty
+  BackwardPlan plan = make_plan(p, io);
+  const BackwardKernels kernels = backward_kernels(active_target());
+
+  thread_local std::vector<float> q, d_out, lse, delta, dq_partials;
+  thread_local std::vector<std::uint8_t> finite;
+  const std::int64_t rows = plan.rows();
+  plan.q = scratch(q, rows * plan.padded_d_k);
+  plan.d_out = scratch(d_out, rows * plan.padded_d_v);
+  plan.lse = scratch(lse, rows);
+  plan.delta = scratch(delta, rows);
+  plan.finite = scratch(finite, rows);
+  plan.dq_partials = scratch(dq_partials, plan.chunks * rows * plan.padded_d_k);
+
+  const std::int64_t heads = s.batch * s.q_heads;
+  detail::parallel_for(heads, [&](std::int64_t t) { prepare_head(plan, t / s.q_heads, t % s.q_heads); });
+  detail::parallel_for(plan.items, [&](std::int64_t item) { kernels.run_item(plan, item); });
+  detail::parallel_for(heads, [&](std::int64_t t) { reduce_dq_head(plan, t / s.q_heads, t % s.q_heads); });
+}
+
+}  // namespace attnkit::cpu

@@ -1,0 +1,50 @@
+// How a validated backward call is cut into work for the fast kernel. A work item is
+// (batch, KV head, key chunk): it owns the dK and dV rows of its keys outright, and adds the dQ
+// contributions of its keys into its own copy of dQ, one per chunk; the copies are summed in chunk
+// order afterwards. No two threads ever add into the same memory, and the chunks depend only on the
+// shapes, so results are bitwise identical for any thread count.
+#pragma once
+
+#include <cstdint>
+
+#include "core/problem.hpp"
+#include "cpu/workspace.hpp"
+
+namespace attnkit::cpu {
+
+struct BackwardPlan {
+  const detail::Problem* problem = nullptr;
+  const detail::BackwardIO* io = nullptr;
+
+  std::int64_t group = 1;       // query heads per KV head
+  std::int64_t chunks = 0;      // key chunks per (batch, KV head)
+  std::int64_t chunk_keys = 0;  // keys per chunk, a multiple of kBackwardKeyBlock
+  std::int64_t items = 0;       // batch · KV heads · chunks
+  std::int64_t padded_n = 0;    // queries per head, rounded up to whole register tiles
+  std::int64_t padded_d_k = 0, padded_d_v = 0;  // rounded up to the widest tile width
+
+  float scale = 0;
+  float softcap = 0;  // 0 when off
+  float dropout_threshold = 0, keep_scale = 1;
+
+  // Prepared once per call, for every (batch, query head, query) row; padding rows are zero with
+  // lse = −inf, so they see no key and add nothing.
+  float* q = nullptr;              // [rows][padded_d_k]   queries in float32
+  float* d_out = nullptr;          // [rows][padded_d_v]   dO in float32
+  float* lse = nullptr;            // [rows]               the forward's log-sum-exp
+  float* delta = nullptr;          // [rows]               D = Σ_c dO ∘ O
+  std::uint8_t* finite = nullptr;  // [rows]               bit 0: q row finite, bit 1: dO row finite
+  float* dq_partials = nullptr;    // [chunks][rows][padded_d_k]  each chunk's contribution to dQ
+
+  std::int64_t rows() const { return problem->sizes.batch * problem->sizes.q_heads * padded_n; }
+  std::int64_t row(std::int64_t batch, std::int64_t head, std::int64_t query) const {
+    return (batch * problem->sizes.q_heads + head) * padded_n + query;
+  }
+  float* dq_partial(std::int64_t chunk, std::int64_t row) const {
+    return dq_partials + (chunk * rows() + row) * padded_d_k;
+  }
+};
+
+inline constexpr std::uint8_t kQueryFinite = 1, kGradientFinite = 2;
+
+}  // namespace attnkit::cpu

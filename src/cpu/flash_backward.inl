@@ -1,0 +1,254 @@
+// The fast backward kernel, FlashAttention-2 style, written once over an ISA wrapper.
+//
+// Included by src/cpu/kernels_<target>.cpp after flash_forward.inl, inside the same namespace, whose
+// packing, micro-kernels and bias code it shares. No include guard on purpose.
+//
+// For one work item (a chunk of keys of one KV head, see backward_plan.hpp), with the forward's
+// LSE and D = rowsum(dO ∘ O) prepared per row:
+//
+//   for each key block K_j, V_j of the chunk:
+//     pack K_j, V_j;  dK_j = dV_j = 0
+//     for each query head of the group, each block of query rows that sees K_j:
+//       S  = Q · K_jᵀ · scale, then biases and masks       (the forward's logits, recomputed)
+//       P  = exp(S − LSE)                                  (the forward's probabilities)
+//       dP = (dO · V_jᵀ) ∘ dropout
+//       dS = P ∘ (dP − D) ∘ softcap′ · scale               (softmax, softcap and scale in reverse)
+//       dV_j += (P ∘ dropout)ᵀ · dO                          tile_at_b
+//       dK_j += dSᵀ · Q                                      tile_at_b
+//       dQ   += dS · K_j            (this chunk's copy)      tile_a_b
+//     dK[j], dV[j] ← dK_j, dV_j
+//
+// No n×m matrix: P and dS exist one block of kBackwardQueryBlock × kBackwardKeyBlock at a time.
+// Masked entries get P = dS = 0 exactly, and when an operand holds NaN or ±inf the products skip
+// them outright (as the reference does), so a masked key's NaN never reaches a gradient.
+
+namespace attnkit::cpu::ATTNKIT_ISA_NAMESPACE {
+
+struct BackwardItem {
+  std::int64_t batch = 0, kv_head = 0;
+  KeyRange keys{0, 0};
+};
+
+BackwardItem backward_item(const BackwardPlan& plan, std::int64_t item) {
+  const detail::Sizes& s = plan.problem->sizes;
+  BackwardItem c;
+  const std::int64_t chunk = item % plan.chunks;
+  c.batch = item / (s.kv_heads * plan.chunks);
+  c.kv_head = (item / plan.chunks) % s.kv_heads;
+  c.keys = {chunk * plan.chunk_keys, std::min(s.m, (chunk + 1) * plan.chunk_keys)};
+  return c;
+}
+
+// ---- packing a key block ----
+
+// k_rows[j] = K[b, g, j0 + j] (zero rows past width) and the same keys in panels for the scores;
+// likewise V. Returns whether K and V hold only finite values (bit 0: K, bit 1: V).
+std::uint8_t pack_key_block(const BackwardPlan& plan, BackwardWorkspace& ws, const BackwardItem& item,
+                            std::int64_t j0, std::int64_t width, std::int64_t cols) {
+  const detail::Problem& p = *plan.problem;
+  const std::int64_t d_k = p.sizes.d_k, d_v = p.sizes.d_v;
+  bool keys_finite = true, values_finite = true;
+  const float* k_rows[kBackwardKeyBlock];
+  const float* v_rows[kBackwardKeyBlock];
+  for (std::int64_t j = 0; j < cols; ++j) {
+    float* k = ws.k_rows + j * ws.d_k;
+    float* v = ws.v_rows + j * ws.d_v;
+    if (j < width) {
+      load_row_f32(p.k, item.batch, item.kv_head, j0 + j, k, d_k);
+      load_row_f32(p.v, item.batch, item.kv_head, j0 + j, v, d_v);
+      keys_finite = all_finite(k, d_k) && keys_finite;
+      values_finite = all_finite(v, d_v) && values_finite;
+    } else {
+      std::fill(k, k + d_k, 0.0f);
+      std::fill(v, v + d_v, 0.0f);
+    }
+    std::fill(k + d_k, k + ws.d_k, 0.0f);
+    std::fill(v + d_v, v + ws.d_v, 0.0f);
+    k_rows[j] = k;
+    v_rows[j] = v;
+  }
+  pack_panels(k_rows, cols, d_k, ws.k_panels);
+  pack_panels(v_rows, cols, d_v, ws.v_panels);
+  return static_cast<std::uint8_t>((keys_finite ? 1 : 0) | (values_finite ? 2 : 0));
+}
+
+// ---- one row: probabilities and score gradients ----
+
+// keep[j] = the dropout multiplier of (b, h, i, j0 + j): 1/(1 − p) if kept, 0 if dropped, drawn from
+// the same Philox stream as the forward.
+void dropout_row(const BackwardPlan& plan, std::int64_t batch, const RowInfo& info, std::int64_t j0, std::int64_t cols,
+                 float* keep) {
+  const std::uint64_t seed = plan.problem->options->seed;
+  for (std::int64_t j = 0; j < cols; j += 4) {  // one Philox call draws four consecutive keys
+    const detail::Philox4x32 bits = detail::philox4x32_10(
+        {static_cast<std::uint32_t>((j0 + j) >> 2), static_cast<std::uint32_t>(info.query),
+         static_cast<std::uint32_t>(info.head), static_cast<std::uint32_t>(batch)},
+        seed);
+    for (std::int64_t t = 0; t < 4; ++t) {
+      const bool kept = detail::uniform_from_bits(bits[static_cast<std::size_t>(t)]) >= plan.dropout_threshold;
+      keep[j + t] = kept ? plan.keep_scale : 0.0f;
+    }
+  }
+}
+
+// In place over one row of the block: logits → dropout(P) and dP → dS, where
+//   P = exp(s − lse),  dS = P · (dP · keep − D) · (1 − t²) · scale,
+// and both are exactly 0 where the logit is −inf (masked), whatever lse and dP hold.
+void row_gradients(const BackwardPlan& plan, BackwardWorkspace& ws, std::int64_t batch, std::int64_t r,
+                   std::int64_t j0, std::int64_t cols, float lse, float delta) {
+  float* p = ws.p + r * kBackwardKeyBlock;
+  float* ds = ws.ds + r * kBackwardKeyBlock;
+  const float* t = ws.tanh_s + r * kBackwardKeyBlock;
+  const bool dropout = plan.dropout_threshold > 0, capped = plan.softcap > 0;
+  if (dropout) dropout_row(plan, batch, ws.row_info[r], j0, cols, ws.keep);
+  const Vec lse_v = Isa::set1(lse), delta_v = Isa::set1(delta), scale = Isa::set1(plan.scale);
+  const Vec minus_inf = Isa::set1(kMinusInf), zero = Isa::zero(), one = Isa::set1(1.0f);
+  for (std::int64_t c0 = 0; c0 < cols; c0 += kLanes) {
+    const Vec logit = Isa::load(p + c0);
+    Vec prob = exp_of_difference<Isa>(logit, lse_v);
+    Vec d_prob = Isa::load(ds + c0);
+    if (dropout) {
+      const Vec keep = Isa::load(ws.keep + c0);
+      d_prob = Isa::mul(d_prob, keep);
+      Isa::store(p + c0, Isa::select_equal(logit, minus_inf, zero, Isa::mul(prob, keep)));
+    } else {
+      Isa::store(p + c0, Isa::select_equal(logit, minus_inf, zero, prob));
+    }
+    Vec d_score = Isa::mul(Isa::mul(prob, Isa::sub(d_prob, delta_v)), scale);
+    if (capped) {  // d(c·tanh(s/c))/ds = 1 − tanh²(s/c)
+      const Vec tanh_v = Isa::load(t + c0);
+      d_score = Isa::mul(d_score, Isa::sub(one, Isa::mul(tanh_v, tanh_v)));
+    }
+    Isa::store(ds + c0, Isa::select_equal(logit, minus_inf, zero, d_score));
+  }
+}
+
+// ---- the products that skip masked entries, for operands holding NaN or ±inf (rare) ----
+
+// c[r][·] += Σ_{j seen} a[r][j] · b[j][·] for the tile's rows.
+void tile_a_b_seen_only(const BackwardWorkspace& ws, std::int64_t tile, const float* a, const float* b, std::int64_t ldb,
+                        std::int64_t cols, std::int64_t width, float* c, std::int64_t ldc) {
+  for (std::int64_t r = tile; r < tile + kTileRows; ++r)
+    for (std::int64_t j = 0; j < cols; ++j) {
+      if (!ws.seen[r * kBackwardKeyBlock + j]) continue;
+      const float x = a[r * kBackwardKeyBlock + j];
+      for (std::int64_t e = 0; e < width; ++e) c[(r - tile) * ldc + e] += x * b[j * ldb + e];
+    }
+}
+
+// c[j][·] += Σ_{r seen} a[r][j] · b[r][·] over the block's rows.
+void tile_at_b_seen_only(const BackwardWorkspace& ws, const float* a, const float* b, std::int64_t ldb,
+                         std::int64_t rows, std::int64_t cols, std::int64_t width, float* c, std::int64_t ldc) {
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t j = 0; j < cols; ++j) {
+      if (!ws.seen[r * kBackwardKeyBlock + j]) continue;
+      const float x = a[r * kBackwardKeyBlock + j];
+      for (std::int64_t e = 0; e < width; ++e) c[j * ldc + e] += x * b[r * ldb + e];
+    }
+}
+
+// ---- one block of query rows against one key block ----
+
+// Adds the block's contributions to dK_j, dV_j and the chunk's dQ. Returns false, touching nothing,
+// when no row of the block sees a key of the block.
+bool query_block(const BackwardPlan& plan, BackwardWorkspace& ws, const BackwardItem& item, std::int64_t chunk,
+                 std::int64_t head, std::int64_t i0, std::int64_t j0, std::int64_t width, std::int64_t cols,
+                 std::uint8_t kv_finite) {
+  const detail::Problem& p = *plan.problem;
+  const std::int64_t n = p.sizes.n, rows = std::min(kBackwardQueryBlock, n - i0);
+  const std::int64_t padded_rows = round_up(rows, kTileRows);
+  bool any_seen = false, rows_finite = true;
+  const std::int64_t first_row = plan.row(item.batch, head, i0);
+  for (std::int64_t r = 0; r < padded_rows; ++r) {
+    ws.row_info[r] = r < rows ? make_row_info(p, item.batch, head, i0 + r) : RowInfo{};
+    any_seen = any_seen || row_sees_block(ws.row_info[r], item.keys, j0, width);
+    rows_finite = rows_finite && plan.finite[first_row + r] == (kQueryFinite | kGradientFinite);
+  }
+  if (!any_seen) return false;
+  const bool all_inputs_finite = rows_finite && kv_finite == 3;
+
+  const float* q = plan.q + first_row * plan.padded_d_k;
+  const float* d_out = plan.d_out + first_row * plan.padded_d_v;
+  float* dq = plan.dq_partial(chunk, first_row);
+  const float* tanh_out = plan.softcap > 0 ? ws.tanh_s : nullptr;
+  for (std::int64_t tile = 0; tile < padded_rows; tile += kTileRows) {
+    float* scores = ws.p + tile * kBackwardKeyBlock;
+    tile_a_bt(q + tile * plan.padded_d_k, plan.padded_d_k, ws.k_panels, p.sizes.d_k, cols, plan.scale, scores,
+              kBackwardKeyBlock);
+    tile_a_bt(d_out + tile * plan.padded_d_v, plan.padded_d_v, ws.v_panels, p.sizes.d_v, cols, 1.0f,
+              ws.ds + tile * kBackwardKeyBlock, kBackwardKeyBlock);
+    for (std::int64_t r = tile; r < tile + kTileRows; ++r) {
+      float* row = ws.p + r * kBackwardKeyBlock;
+      bias_and_mask_row(p, plan.softcap, item.batch, ws.row_info[r], item.keys, j0, width, cols, row, ws.mask_row,
+                        tanh_out != nullptr ? ws.tanh_s + r * kBackwardKeyBlock : nullptr);
+      if (!all_inputs_finite)
+        for (std::int64_t j = 0; j < cols; ++j) ws.seen[r * kBackwardKeyBlock + j] = row[j] != kMinusInf;
+      row_gradients(plan, ws, item.batch, r, j0, cols, plan.lse[first_row + r], plan.delta[first_row + r]);
+    }
+    // dQ += dS · K_j for the tile's rows.
+    if (kv_finite & 1) {
+      tile_a_b(ws.ds + tile * kBackwardKeyBlock, kBackwardKeyBlock, ws.k_rows, ws.d_k, cols, plan.padded_d_k, nullptr,
+               dq + tile * plan.padded_d_k, plan.padded_d_k);
+    } else {
+      tile_a_b_seen_only(ws, tile, ws.ds, ws.k_rows, ws.d_k, cols, plan.padded_d_k, dq + tile * plan.padded_d_k,
+                         plan.padded_d_k);
+    }
+  }
+  // dV_j += dropout(P)ᵀ · dO and dK_j += dSᵀ · Q, summed over the block's rows.
+  const bool gradients_finite = rows_finite || [&] {
+    for (std::int64_t r = 0; r < padded_rows; ++r)
+      if (!(plan.finite[first_row + r] & kGradientFinite)) return false;
+    return true;
+  }();
+  const bool queries_finite = rows_finite || [&] {
+    for (std::int64_t r = 0; r < padded_rows; ++r)
+      if (!(plan.finite[first_row + r] & kQueryFinite)) return false;
+    return true;
+  }();
+  for (std::int64_t t = 0; t < cols; t += kTileRows) {
+    if (gradients_finite) {
+      tile_at_b(ws.p + t, kBackwardKeyBlock, d_out, plan.padded_d_v, padded_rows, plan.padded_d_v,
+                ws.dv_acc + t * ws.d_v, ws.d_v);
+    }
+    if (queries_finite) {
+      tile_at_b(ws.ds + t, kBackwardKeyBlock, q, plan.padded_d_k, padded_rows, plan.padded_d_k,
+                ws.dk_acc + t * ws.d_k, ws.d_k);
+    }
+  }
+  if (!gradients_finite) tile_at_b_seen_only(ws, ws.p, d_out, plan.padded_d_v, padded_rows, cols, plan.padded_d_v, ws.dv_acc, ws.d_v);
+  if (!queries_finite) tile_at_b_seen_only(ws, ws.ds, q, plan.padded_d_k, padded_rows, cols, plan.padded_d_k, ws.dk_acc, ws.d_k);
+  return true;
+}
+
+// ---- one work item ----
+
+void run_backward_item(const BackwardPlan& plan, std::int64_t item_index) {
+  const detail::Problem& p = *plan.problem;
+  const detail::Sizes& s = p.sizes;
+  const BackwardItem item = backward_item(plan, item_index);
+  const std::int64_t chunk = item_index % plan.chunks;
+  BackwardWorkspace& ws = thread_backward_workspace();
+  ws.prepare(plan.padded_d_k, plan.padded_d_v);
+
+  // This chunk's copy of dQ starts at zero for every row of the group.
+  const std::int64_t first_head = item.kv_head * plan.group;
+  float* dq = plan.dq_partial(chunk, plan.row(item.batch, first_head, 0));
+  std::fill(dq, dq + plan.group * plan.padded_n * plan.padded_d_k, 0.0f);
+
+  for (std::int64_t j0 = item.keys.begin; j0 < item.keys.end; j0 += kBackwardKeyBlock) {
+    const std::int64_t width = std::min(kBackwardKeyBlock, item.keys.end - j0);
+    const std::int64_t cols = round_up(width, kBackwardKeyPad);
+    const std::uint8_t kv_finite = pack_key_block(plan, ws, item, j0, width, cols);
+    std::fill(ws.dk_acc, ws.dk_acc + cols * ws.d_k, 0.0f);
+    std::fill(ws.dv_acc, ws.dv_acc + cols * ws.d_v, 0.0f);
+    for (std::int64_t head = first_head; head < first_head + plan.group; ++head)
+      for (std::int64_t i0 = 0; i0 < s.n; i0 += kBackwardQueryBlock)
+        query_block(plan, ws, item, chunk, head, i0, j0, width, cols, kv_finite);
+    for (std::int64_t j = 0; j < width; ++j) {
+      store_row_part(ws.dk_acc + j * ws.d_k, plan.io->dk, item.batch, item.kv_head, j0 + j, 0, s.d_k);
+      store_row_part(ws.dv_acc + j * ws.d_v, plan.io->dv, item.batch, item.kv_head, j0 + j, 0, s.d_v);
+    }
+  }
+}
+
+}  // namespace attnkit::cpu::ATTNKIT_ISA_NAMESPACE

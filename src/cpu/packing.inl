@@ -1,0 +1,53 @@
+// Reading rows as float32 and packing them into the panels the micro-kernels stream, written once
+// over an ISA wrapper. Included by src/cpu/kernels_<target>.cpp inside the target's namespace (see
+// flash_forward.inl); no include guard on purpose.
+
+constexpr std::int64_t kLanes = Isa::kLanes;
+constexpr std::int64_t kTileCols = 2 * kLanes;  // two vectors per tile row: 12 accumulators on AVX2
+static_assert(kTileCols <= kMaxTileCols, "the workspaces hold kMaxTileCols converted rows");
+constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
+
+std::int64_t round_up(std::int64_t x, std::int64_t to) { return (x + to - 1) / to * to; }
+
+// out[c] = t[b, h, i, c] as float32: rows of unit stride are widened here with vector loads; any
+// other layout goes through the generic element reader.
+void load_row_f32(const ConstTensorView& t, std::int64_t b, std::int64_t h, std::int64_t i, float* out,
+                  std::int64_t count) {
+  if (t.stride(3) != 1 || (t.dtype() != DType::bf16 && t.dtype() != DType::f16)) {
+    load_row(t, b, h, i, out, count);
+    return;
+  }
+  const auto* row = static_cast<const std::uint16_t*>(t.data()) + b * t.stride(0) + h * t.stride(1) + i * t.stride(2);
+  const bool brain = t.dtype() == DType::bf16;
+  std::int64_t c = 0;
+  for (; c + kLanes <= count; c += kLanes) Isa::store(out + c, brain ? Isa::load_bf16(row + c) : Isa::load_f16(row + c));
+  if (c < count) load_row_part(t, b, h, i, c, out + c, count - c);  // the tail, element by element
+}
+
+// Panels of kTileCols rows: panel p holds, for each feature c < depth, the c-th element of rows
+// p·kTileCols .. p·kTileCols + kTileCols − 1, so that a micro-kernel reads it front to back. `rows`
+// holds `count` row pointers (count a multiple of kTileCols; padding rows point at zeros).
+void pack_panels(const float* const* rows, std::int64_t count, std::int64_t depth, float* panels) {
+  const std::int64_t vector_end = depth / kLanes * kLanes;
+  for (std::int64_t p0 = 0; p0 < count; p0 += kTileCols) {
+    float* panel = panels + p0 * depth;
+    for (std::int64_t c = 0; c < vector_end; c += kLanes)
+      for (std::int64_t t0 = 0; t0 < kTileCols; t0 += kLanes)
+        Isa::transpose_into(rows + p0 + t0, c, panel + c * kTileCols + t0, kTileCols);
+    for (std::int64_t c = vector_end; c < depth; ++c)
+      for (std::int64_t t = 0; t < kTileCols; ++t) panel[c * kTileCols + t] = rows[p0 + t][c];
+  }
+}
+
+// Whether every element of the `count` floats is finite (x − x is NaN exactly for ±inf and NaN).
+bool all_finite(const float* x, std::int64_t count) {
+  Vec not_finite = Isa::zero();
+  std::int64_t c = 0;
+  for (; c + kLanes <= count; c += kLanes) {
+    const Vec v = Isa::load(x + c);
+    not_finite = Isa::or_nan(not_finite, Isa::sub(v, v));
+  }
+  for (; c < count; ++c)
+    if (!std::isfinite(x[c])) return false;
+  return !Isa::any_set(not_finite);
+}

@@ -1,0 +1,52 @@
+// Biases and masks on one row of scores, written once over an ISA wrapper. Included inside the
+// target's namespace; no include guard on purpose.
+
+// scores[0 .. cols) of query row `info` over keys j0 + [0, cols) become its logits, in DESIGN.md's
+// order: softcap, ALiBi, additive mask, then −inf where not visible (outside the row's interval or
+// `keys`, masked out, or past `width`). `mask_row` is scratch of cols floats. When softcap is on and
+// `tanh_out` is given, it receives t = tanh(s/c) per key, for the softcap's derivative 1 − t².
+void bias_and_mask_row(const detail::Problem& p, float softcap, std::int64_t batch, const RowInfo& info, KeyRange keys,
+                       std::int64_t j0, std::int64_t width, std::int64_t cols, float* scores, float* mask_row,
+                       float* tanh_out) {
+  if (!row_sees_block(info, keys, j0, width)) {
+    std::fill(scores, scores + cols, kMinusInf);
+    return;
+  }
+  // Key positions relative to the block start, clamped just outside it, stay exact in float.
+  const std::int64_t first_rel = std::clamp<std::int64_t>(first_seen(info, keys) - j0, -1, cols);
+  const std::int64_t last_rel = std::clamp<std::int64_t>(std::min(last_seen(info, keys), j0 + width - 1) - j0, -1, cols);
+  const bool whole_block_visible = first_rel <= 0 && last_rel >= cols - 1;
+  const bool capped = softcap > 0;
+  if (whole_block_visible && p.mask_kind == detail::MaskKind::none && !capped && info.alibi_slope == 0) {
+    return;  // nothing to add, nothing to mask: the common case costs nothing
+  }
+  if (p.mask_kind != detail::MaskKind::none) load_mask_row(p, batch, info.head, info.query, j0, width, mask_row);
+  const Vec minus_inf = Isa::set1(kMinusInf);
+  const Vec first = Isa::set1(static_cast<float>(first_rel)), last = Isa::set1(static_cast<float>(last_rel));
+  const Vec cap = Isa::set1(softcap), inv_cap = Isa::set1(capped ? 1 / softcap : 0);
+  const Vec slope = Isa::set1(info.alibi_slope), pos = Isa::set1(static_cast<float>(info.query + causal_shift(p) - j0));
+  for (std::int64_t c0 = 0; c0 < cols; c0 += kLanes) {
+    Vec s = Isa::load(scores + c0);
+    const Vec key = Isa::iota(static_cast<float>(c0));  // j − j0
+    if (capped) {  // s = c·tanh(s/c)
+      const Vec t = cpu::tanh<Isa>(Isa::mul(s, inv_cap));
+      if (tanh_out != nullptr) Isa::store(tanh_out + c0, t);
+      s = Isa::mul(cap, t);
+    }
+    if (info.alibi_slope != 0) {  // s −= slope·|i' − j|
+      const Vec distance = Isa::sub(pos, key);
+      s = Isa::sub(s, Isa::mul(slope, Isa::max(distance, Isa::sub(Isa::zero(), distance))));
+    }
+    if (p.mask_kind == detail::MaskKind::additive) {  // s += mask; an additive −inf masks outright
+      const Vec bias = Isa::load(mask_row + c0);
+      s = Isa::select_equal(bias, minus_inf, minus_inf, Isa::add(s, bias));
+    } else if (p.mask_kind == detail::MaskKind::keep) {  // mask_row holds 1 (keep) or 0
+      s = Isa::select_equal(Isa::load(mask_row + c0), Isa::zero(), minus_inf, s);
+    }
+    if (!whole_block_visible) {  // causal, window, key lengths, range and block ends
+      s = Isa::select_less(key, first, minus_inf, s);
+      s = Isa::select_less(last, key, minus_inf, s);
+    }
+    Isa::store(scores + c0, s);
+  }
+}
