@@ -1,7 +1,7 @@
 // `attnkit bench`: not its timings (benchmarks are programs, never timed tests) but what its figures
 // rest on: the two baselines compute attention correctly (against the float64 reference), the case
-// list and FLOP counts are the documented ones, --json prints parseable lines with the documented
-// keys, and bad usage exits 2.
+// list and FLOP counts are the documented ones (the backward's 2.5× the forward's), --json prints
+// parseable lines with the documented keys, and bad usage exits 2.
 #include <gtest/gtest.h>
 
 #include <cctype>
@@ -111,18 +111,50 @@ TEST(BenchCases, FullListIsTheIssuesShapes) {
   attnkit::bench::CaseSelection sel;
   sel.threads = {1, 2};
   const auto cases = attnkit::bench::select_cases(sel);
-  // forward: 4 sizes × 2 dims × causal or not × 2 thread counts × 2 dtypes; decode: 2 sizes × 2 × 2
-  EXPECT_EQ(cases.size(), std::size_t{4 * 2 * 2 * 2 * 2 + 2 * 2 * 2});
+  // forward and backward: each 4 sizes × 2 dims × causal or not × 2 thread counts × 2 dtypes;
+  // decode: 2 sizes × 2 × 2
+  EXPECT_EQ(cases.size(), std::size_t{2 * (4 * 2 * 2 * 2 * 2) + 2 * 2 * 2});
   std::map<std::string, int> names;
   for (const auto& c : cases) ++names[c.name];
   EXPECT_EQ(names["fwd_f32_n8192_d128_causal"], 2);  // once per thread count
+  EXPECT_EQ(names["bwd_bf16_n512_d64"], 2);
   EXPECT_EQ(names["decode_bf16_m32768_d128"], 2);
+  int backward = 0;
   for (const auto& c : cases) {
+    if (c.kind == attnkit::bench::CaseKind::backward) {
+      ++backward;
+      // the forward case of the same shape, dtype and threads is in the list too, and comes first
+      const attnkit::bench::BenchCase twin = c.forward_counterpart();
+      EXPECT_EQ(twin.kind, attnkit::bench::CaseKind::forward);
+      EXPECT_EQ(twin.name, "fwd" + c.name.substr(3)) << c.name;
+      EXPECT_EQ(names[twin.name], 2) << twin.name;
+    }
     if (c.kind != attnkit::bench::CaseKind::decode) continue;
     EXPECT_EQ(c.shape.heads, 32);
     EXPECT_EQ(c.shape.kv_heads, 8);
     EXPECT_EQ(c.shape.n, 1);
   }
+  EXPECT_EQ(backward, 4 * 2 * 2 * 2 * 2);
+}
+
+TEST(BenchCases, QuickHasOneSmallBackwardCase) {
+  attnkit::bench::CaseSelection sel;
+  sel.quick = true;
+  sel.threads = {1, 2};
+  std::map<std::string, int> backward;
+  for (const auto& c : attnkit::bench::select_cases(sel)) {
+    if (c.kind == attnkit::bench::CaseKind::backward) ++backward[c.name];
+  }
+  EXPECT_EQ(backward, (std::map<std::string, int>{{"bwd_f32_n256_d64", 2}}));  // once per thread count
+}
+
+TEST(BenchCases, FilterBwdSelectsTheBackward) {
+  attnkit::bench::CaseSelection sel;
+  sel.threads = {1};
+  sel.filter = "bwd";
+  const auto cases = attnkit::bench::select_cases(sel);
+  EXPECT_EQ(cases.size(), std::size_t{4 * 2 * 2 * 2});
+  for (const auto& c : cases) EXPECT_EQ(c.kind, attnkit::bench::CaseKind::backward) << c.name;
 }
 
 TEST(BenchCases, FilterAndOverrides) {
@@ -145,6 +177,11 @@ TEST(BenchCases, FlopsAndBytesFollowTheDesignNotes) {
   EXPECT_DOUBLE_EQ(c.flops(), 4.0 * 512 * 512 * 64 * 8);  // 4·n·m·d per head
   c.shape.causal = true;
   EXPECT_DOUBLE_EQ(c.flops(), 2.0 * 512 * 512 * 64 * 8);  // halved for causal
+  c.kind = attnkit::bench::CaseKind::backward;
+  EXPECT_DOUBLE_EQ(c.flops(), 2.5 * 2.0 * 512 * 512 * 64 * 8);  // backward: 2.5× the forward, causal halved
+  c.shape.causal = false;
+  EXPECT_DOUBLE_EQ(c.flops(), 2.5 * c.forward_counterpart().flops());
+  c.kind = attnkit::bench::CaseKind::decode;
   c.shape = {1, 32, 8, 1, 4096, 128, 128, false};
   c.dtype = DType::bf16;
   EXPECT_DOUBLE_EQ(c.kv_bytes(), 8.0 * 4096 * (128 + 128) * 2);  // K and V of 8 KV heads, 2 bytes each
@@ -266,6 +303,11 @@ std::string text_of(const JsonObject& o, const std::string& key) {
   return s ? *s : "";
 }
 
+bool is_null(const JsonObject& o, const std::string& key) {
+  const auto it = o.find(key);
+  return it != o.end() && std::holds_alternative<std::nullptr_t>(it->second.value);
+}
+
 double number_of(const JsonObject& o, const std::string& key) {
   const auto it = o.find(key);
   if (it == o.end()) return std::nan("");
@@ -285,8 +327,9 @@ TEST(BenchCommand, JsonLinesCarryTheDocumentedKeys) {
   const Result r = cli(tiny_run("1,2", {"--json"}));
   ASSERT_EQ(r.code, kOk) << r.err;
   const std::vector<JsonObject> lines = json_lines(r.out);
-  // ceilings + forward (2 causal × 2 threads × 2 dtypes) + decode (2 threads × 2 dtypes) + peak memory
-  ASSERT_EQ(lines.size(), 1u + 8u + 4u + 1u) << r.out;
+  // ceilings + forward (2 causal × 2 threads × 2 dtypes) + backward (--quick: f32, not causal, 2 threads)
+  // + decode (2 threads × 2 dtypes) + peak memory
+  ASSERT_EQ(lines.size(), 1u + 8u + 2u + 4u + 1u) << r.out;
 
   const JsonObject& ceilings = lines.front();
   EXPECT_EQ(text_of(ceilings, "kind"), "ceilings");
@@ -298,21 +341,29 @@ TEST(BenchCommand, JsonLinesCarryTheDocumentedKeys) {
   for (const JsonValue& v : fma) EXPECT_GT(std::get<double>(v.value), 0.0);
 
   const bool openblas = std::get<bool>(ceilings.at("openblas").value);
-  int forward = 0, decode = 0;
+  int forward = 0, backward = 0, decode = 0;
   for (std::size_t i = 1; i + 1 < lines.size(); ++i) {
     const JsonObject& o = lines[i];
     SCOPED_TRACE(text_of(o, "name"));
-    for (const char* key : {"name", "batch", "heads", "kv_heads", "n", "m", "d", "causal", "dtype", "threads",
-                            "seconds", "gflops", "fraction_of_peak", "kernel", "speedup_vs_naive"}) {
+    for (const char* key : {"name", "direction", "batch", "heads", "kv_heads", "n", "m", "d", "causal", "dtype",
+                            "threads", "seconds", "gflops", "fraction_of_peak", "kernel", "speedup_vs_naive"}) {
       EXPECT_TRUE(o.count(key)) << key;
     }
-    EXPECT_EQ(o.count("speedup_vs_openblas"), openblas ? 1u : 0u);
+    const bool is_backward = text_of(o, "kind") == "backward";
+    EXPECT_EQ(text_of(o, "direction"), is_backward ? "backward" : "forward");
+    EXPECT_EQ(o.count("vs_forward"), is_backward ? 1u : 0u);
+    EXPECT_EQ(o.count("speedup_vs_openblas"), openblas || is_backward ? 1u : 0u);
     EXPECT_GT(number_of(o, "seconds"), 0.0);
     EXPECT_GT(number_of(o, "fraction_of_peak"), 0.0);
     EXPECT_EQ(number_of(o, "d"), 8.0);
     const std::string dtype = text_of(o, "dtype");
     EXPECT_TRUE(dtype == "f32" || dtype == "bf16") << dtype;
-    if (text_of(o, "kind") == "decode") {
+    if (is_backward) {
+      ++backward;
+      EXPECT_EQ(text_of(o, "name").substr(0, 4), "bwd_");
+      EXPECT_TRUE(is_null(o, "speedup_vs_naive")) << "the baselines are forward-only";
+      EXPECT_TRUE(is_null(o, "speedup_vs_openblas"));
+    } else if (text_of(o, "kind") == "decode") {
       ++decode;
       EXPECT_EQ(number_of(o, "m"), 24.0);
       EXPECT_EQ(number_of(o, "kv_heads"), 8.0);
@@ -325,9 +376,48 @@ TEST(BenchCommand, JsonLinesCarryTheDocumentedKeys) {
     }
   }
   EXPECT_EQ(forward, 8);
+  EXPECT_EQ(backward, 2);
   EXPECT_EQ(decode, 4);
   EXPECT_EQ(text_of(lines.back(), "kind"), "peak_memory");
   EXPECT_FALSE(text_of(lines.back(), "skipped").empty()) << "--quick never runs the 65536-long call";
+}
+
+// The backward line of a run whose forward was filtered out: the forward is timed anyway, and
+// vs_forward is the ratio of the two rates, i.e. 2.5 × forward_seconds / seconds.
+void expect_backward_line(const JsonObject& o, const std::string& name, double forward_flops) {
+  SCOPED_TRACE(name);
+  EXPECT_EQ(text_of(o, "name"), name);
+  EXPECT_EQ(text_of(o, "kind"), "backward");
+  EXPECT_EQ(text_of(o, "direction"), "backward");
+  EXPECT_DOUBLE_EQ(number_of(o, "flops"), 2.5 * forward_flops);
+  const double seconds = number_of(o, "seconds"), forward_seconds = number_of(o, "forward_seconds");
+  const double vs_forward = number_of(o, "vs_forward");
+  EXPECT_GT(seconds, 0.0);
+  EXPECT_GT(forward_seconds, 0.0);
+  ASSERT_TRUE(std::isfinite(vs_forward) && vs_forward > 0.0) << vs_forward;
+  constexpr double kSixDigits = 1e-4;  // JSON numbers carry 6 significant digits
+  EXPECT_NEAR(vs_forward / (2.5 * forward_seconds / seconds), 1.0, kSixDigits);
+  EXPECT_NEAR(vs_forward / (number_of(o, "gflops") / number_of(o, "forward_gflops")), 1.0, kSixDigits);
+  EXPECT_GT(number_of(o, "fraction_of_peak"), 0.0);
+  EXPECT_FALSE(text_of(o, "kernel").empty());
+}
+
+TEST(BenchCommand, BackwardLinesCarryDirectionAndVsForward) {
+  const Result r = cli(tiny_run("1", {"--json", "--filter", "bwd"}));
+  ASSERT_EQ(r.code, kOk) << r.err;
+  const std::vector<JsonObject> lines = json_lines(r.out);
+  ASSERT_EQ(lines.size(), 2u) << r.out;  // ceilings and --quick's one backward case
+  expect_backward_line(lines[1], "bwd_f32_n24_d8", 4.0 * 24 * 24 * 8 * 8);
+  EXPECT_EQ(text_of(lines[1], "kernel"), text_of(lines[0], "kernel"));
+
+  // Outside --quick: bf16 and causal (FLOPs halved), with the forward timed for the ratio.
+  const Result full = cli({"bench", "--sizes", "24", "--dims", "8", "--threads", "1", "--repeat", "1", "--copy-mib",
+                           "4", "--json", "--filter", "bwd_bf16_n24_d8_causal"});
+  ASSERT_EQ(full.code, kOk) << full.err;
+  const std::vector<JsonObject> full_lines = json_lines(full.out);
+  ASSERT_EQ(full_lines.size(), 2u) << full.out;
+  expect_backward_line(full_lines[1], "bwd_bf16_n24_d8_causal", 2.0 * 24 * 24 * 8 * 8);
+  EXPECT_EQ(text_of(full_lines[1], "dtype"), "bf16");
 }
 
 TEST(BenchCommand, FilterSelectsByName) {
@@ -339,19 +429,29 @@ TEST(BenchCommand, FilterSelectsByName) {
 }
 
 TEST(BenchCommand, TextTableNamesTheColumns) {
-  const Result r = cli(tiny_run("1", {"--filter", "fwd_f32_n24_d8_causal"}));
+  const Result r = cli(tiny_run("1", {"--filter", "f32_n24_d8"}));
   ASSERT_EQ(r.code, kOk) << r.err;
   for (const char* part : {"f32 FMA peak", "copy bandwidth", "OpenBLAS", "of peak", "vs naive", "vs BLAS",
-                           "fwd_f32_n24_d8_causal"}) {
+                           "fwd_f32_n24_d8_causal", "backward:", "vs fwd", "bwd_f32_n24_d8 "}) {
     EXPECT_NE(r.out.find(part), std::string::npos) << part << " in:\n" << r.out;
   }
+  // The backward row: its baselines columns read "-" (they are forward-only).
+  const std::size_t row = r.out.find("bwd_f32_n24_d8 ");
+  ASSERT_NE(row, std::string::npos);
+  std::istringstream line(r.out.substr(row, r.out.find('\n', row) - row));
+  std::vector<std::string> cells;
+  for (std::string cell; line >> cell;) cells.push_back(cell);
+  ASSERT_EQ(cells.size(), 9u) << line.str();  // case threads seconds GFLOP/s of-peak vs-fwd naive BLAS kernel
+  EXPECT_NE(cells[5], "-") << "vs fwd is measured: " << line.str();
+  EXPECT_EQ(cells[6], "-") << line.str();
+  EXPECT_EQ(cells[7], "-") << line.str();
 }
 
 TEST(BenchCommand, HelpListsFlagsAndAnExample) {
   const Result r = cli({"bench", "--help"});
   EXPECT_EQ(r.code, kOk);
-  for (const char* part : {"--quick", "--json", "--filter", "--repeat", "--threads", "--sizes",
-                           "env -u OPENBLAS_CORETYPE", "attnkit bench --quick"}) {
+  for (const char* part : {"--quick", "--json", "--filter", "--repeat", "--threads", "--sizes", "bwd_",
+                           "vs fwd", "vs_forward", "2.5", "env -u OPENBLAS_CORETYPE", "attnkit bench --quick"}) {
     EXPECT_NE(r.out.find(part), std::string::npos) << part;
   }
   EXPECT_NE(cli({"--help"}).out.find("bench"), std::string::npos) << "listed among the commands";

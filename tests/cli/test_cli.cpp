@@ -2,7 +2,9 @@
 // attnkit::cli::run, plus a few runs of the real binary to check process exit codes.
 //
 // Expected numbers are computed here independently, with plain double loops, never by the library
-// (except for dropout, whose random stream is the library's: there the CLI must match a direct call).
+// (except for dropout, whose random stream is the library's: there the CLI must match a direct call;
+// and for `run`'s gradients, which must equal a direct attnkit::backward call bit for bit, with dV
+// also checked against the plain loops).
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -11,6 +13,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <limits>
@@ -102,7 +105,8 @@ TEST(CliTopLevel, CommandHelpListsEveryFlagAndAnExample) {
   const std::vector<std::string> run_flags = {"--q",     "--k",     "--v",       "--out",     "--lse",
                                               "--probs", "--scale", "--causal",  "--window",  "--mask",
                                               "--key-lengths",      "--alibi",   "--softcap", "--dropout",
-                                              "--seed",  "--dtype", "--kernel",  "--threads", "--verbose"};
+                                              "--seed",  "--dtype", "--kernel",  "--threads", "--verbose",
+                                              "--d-out", "--dq",    "--dk",      "--dv"};
   for (const auto& [command, flags] : {std::pair{"explain", explain_flags}, std::pair{"run", run_flags}}) {
     for (const char* help : {"--help", "-h"}) {
       const Result r = cli({command, help});
@@ -873,6 +877,230 @@ TEST_F(CliRun, MissingRequiredFlagIsUsageError) {
   const Result none = cli({"run"});
   EXPECT_EQ(none.code, kUsage);
   EXPECT_TRUE(contains(none.err, "--q, --k, --v, --out")) << none.err;
+}
+
+// ---- run: gradients ----
+
+// The library's own forward then backward on the same tensors and options: what `run --d-out` must
+// write, bit for bit. Inputs of rank 2 or 3 are viewed as rank 4, as the tool does.
+struct Gradients {
+  Tensor out, lse, dq, dk, dv;
+};
+
+Gradients library_gradients(const Problem& p, const Tensor& d_out, const attnkit::AttentionOptions& options = {}) {
+  const attnkit::ConstTensorView q = p.q.view4(), k = p.k.view4(), v = p.v.view4();
+  const DType dtype = p.q.dtype();
+  Gradients g;
+  g.out = Tensor(dtype, {q.size(0), q.size(1), q.size(2), v.size(3)});
+  g.lse = Tensor(DType::f32, {q.size(0), q.size(1), q.size(2)});
+  g.dq = Tensor(dtype, p.q.shape());
+  g.dk = Tensor(dtype, p.k.shape());
+  g.dv = Tensor(dtype, p.v.shape());
+  attnkit::forward(q, k, v, g.out.view(), options, attnkit::ForwardExtras{g.lse.view(), {}});
+  attnkit::backward(q, k, v, g.out.view(), d_out.view4(), g.lse.view(), g.dq.view4(), g.dk.view4(), g.dv.view4(),
+                    options);
+  return g;
+}
+
+// `file` holds exactly `expected`'s bytes (bf16 results are compared as the float32 the file holds).
+void expect_bitwise(const Tensor& file, const Tensor& expected, const std::string& what) {
+  const Tensor same = expected.dtype() == file.dtype() ? expected : Tensor::converted(expected.view(), file.dtype());
+  ASSERT_EQ(file.shape(), same.shape()) << what;
+  ASSERT_EQ(file.nbytes(), same.nbytes()) << what;
+  EXPECT_EQ(std::memcmp(file.raw(), same.raw(), file.nbytes()), 0) << what << " differs from the library's";
+}
+
+class CliRunGradients : public CliRun {
+ protected:
+  // dO, Gaussian, the shape of O for the problem made last, stored as `dtype`.
+  void make_d_out(DType dtype) {
+    const attnkit::ConstTensorView q = p_.q.view4(), v = p_.v.view4();
+    std::vector<std::int64_t> shape = {q.size(0), q.size(1), q.size(2), v.size(3)};
+    shape.erase(shape.begin(), shape.begin() + static_cast<std::ptrdiff_t>(4 - p_.q.rank()));
+    d_out_ = random_tensor(shape, 14, dtype);
+    attnkit::write_npy(path("do.npy"), d_out_);
+  }
+  std::vector<std::string> gradient_flags() const {
+    return {"--d-out", path("do.npy"), "--dq", path("dq.npy"), "--dk", path("dk.npy"), "--dv", path("dv.npy")};
+  }
+  // Runs with every gradient output and `extra`, and checks every file against the library.
+  void check_gradients(const std::vector<std::string>& extra, const attnkit::AttentionOptions& options) {
+    std::vector<std::string> args = gradient_flags();
+    args.insert(args.end(), {"--lse", path("lse.npy")});
+    args.insert(args.end(), extra.begin(), extra.end());
+    const Result r = run(args);
+    ASSERT_EQ(r.code, kOk) << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+    const Gradients g = library_gradients(p_, d_out_, options);
+    expect_bitwise(attnkit::read_npy(path("dq.npy")), g.dq, "dQ");
+    expect_bitwise(attnkit::read_npy(path("dk.npy")), g.dk, "dK");
+    expect_bitwise(attnkit::read_npy(path("dv.npy")), g.dv, "dV");
+    const Tensor o = attnkit::read_npy(path("o.npy"));
+    expect_bitwise(Tensor::converted(o.view4(), o.dtype()), g.out, "O");  // the forward still writes O
+    expect_bitwise(attnkit::read_npy(path("lse.npy")), g.lse, "LSE");
+  }
+
+  Tensor d_out_;
+};
+
+TEST_F(CliRunGradients, MatchTheLibraryCallBitwise) {
+  make_default(DType::f32);
+  make_d_out(DType::f32);
+  check_gradients({}, {});
+  EXPECT_EQ(attnkit::read_npy(path("dq.npy")).dtype(), DType::f32) << "gradients keep the inputs' dtype";
+}
+
+TEST_F(CliRunGradients, GroupedQueryHeadsSumIntoTheirKvHead) {
+  make({1, 4, 5, 3}, {1, 2, 6, 3}, {1, 2, 6, 2});  // f64
+  make_d_out(DType::f64);
+  check_gradients({}, {});
+  const Tensor dk = attnkit::read_npy(path("dk.npy"));
+  EXPECT_EQ(dk.shape(), (std::vector<std::int64_t>{1, 2, 6, 3}));
+  EXPECT_EQ(attnkit::read_npy(path("dq.npy")).shape(), (std::vector<std::int64_t>{1, 4, 5, 3}));
+
+  // Independently: dV[g, j, c] = Σ over the query heads h of KV head g, Σ_i P[h, i, j] · dO[h, i, c].
+  const Expected e = expected(Spec{});
+  const Array d_out = array_of(d_out_);
+  std::vector<double> dv(static_cast<std::size_t>(2 * 6 * 2), 0.0);
+  for (std::int64_t h = 0; h < 4; ++h) {
+    for (std::int64_t i = 0; i < 5; ++i) {
+      for (std::int64_t j = 0; j < 6; ++j) {
+        const double p = e.probs.data[static_cast<std::size_t>((h * 5 + i) * 6 + j)];
+        for (std::int64_t c = 0; c < 2; ++c) {
+          dv[static_cast<std::size_t>(((h / 2) * 6 + j) * 2 + c)] += p * d_out.data[static_cast<std::size_t>((h * 5 + i) * 2 + c)];
+        }
+      }
+    }
+  }
+  expect_close(read("dv.npy"), {1, 2, 6, 2}, dv, tolerance(DType::f64), "dV");
+}
+
+TEST_F(CliRunGradients, CausalWithDropoutUsesEveryOption) {
+  make_default(DType::f32);
+  make_d_out(DType::f32);
+  attnkit::AttentionOptions options;
+  options.causal = attnkit::Causal::top_left;
+  options.dropout_p = 0.3;
+  options.seed = 99;
+  check_gradients({"--causal", "top-left", "--dropout", "0.3", "--seed", "99"}, options);
+  const Gradients plain = library_gradients(p_, d_out_);
+  const Tensor dq = attnkit::read_npy(path("dq.npy"));
+  EXPECT_NE(std::memcmp(dq.raw(), plain.dq.raw(), dq.nbytes()), 0) << "the options changed nothing";
+}
+
+TEST_F(CliRunGradients, OnlyTheAskedGradientsAreWrittenAndOutIsOptional) {
+  make({kN, kDk}, {kM, kDk}, {kM, kDv});  // rank 2: the gradients keep it
+  make_d_out(DType::f64);
+  const Result r = cli({"run", "--q", path("q.npy"), "--k", path("k.npy"), "--v", path("v.npy"), "--d-out",
+                        path("do.npy"), "--dv", path("dv.npy")});
+  ASSERT_EQ(r.code, kOk) << r.err;
+  const Gradients g = library_gradients(p_, d_out_);
+  expect_bitwise(attnkit::read_npy(path("dv.npy")), g.dv, "dV");
+  EXPECT_EQ(attnkit::read_npy(path("dv.npy")).shape(), (std::vector<std::int64_t>{kM, kDv}));
+  for (const char* name : {"o.npy", "dq.npy", "dk.npy"}) EXPECT_FALSE(fs::exists(path(name))) << name;
+}
+
+TEST_F(CliRunGradients, Bf16GradientsAreWrittenAsFloat32) {
+  make_default();  // f64 files
+  make_d_out(DType::f64);
+  const Result r = run({"--dtype", "bf16", "--d-out", path("do.npy"), "--dq", path("dq.npy")});
+  ASSERT_EQ(r.code, kOk) << r.err;
+  const Tensor dq = attnkit::read_npy(path("dq.npy"));
+  EXPECT_EQ(dq.dtype(), DType::f32);
+  const Problem bf16{Tensor::converted(p_.q.view(), DType::bf16), Tensor::converted(p_.k.view(), DType::bf16),
+                     Tensor::converted(p_.v.view(), DType::bf16)};
+  expect_bitwise(dq, library_gradients(bf16, Tensor::converted(d_out_.view(), DType::bf16)).dq, "dQ");
+}
+
+TEST_F(CliRunGradients, VerboseNamesBothPasses) {
+  make_default();
+  make_d_out(DType::f64);
+  std::vector<std::string> args = gradient_flags();
+  args.push_back("--verbose");
+  const Result r = run(args);
+  ASSERT_EQ(r.code, kOk) << r.err;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+  for (const char* part : {"forward and backward on the reference kernel", "o.npy", "dq.npy", "dk.npy", "dv.npy"}) {
+    EXPECT_TRUE(contains(r.out, part)) << part << " in " << r.out;
+  }
+}
+
+TEST_F(CliRunGradients, GradientOutputsWithoutDOutAreUsageErrors) {
+  make_default();
+  for (const char* flag : {"--dq", "--dk", "--dv"}) {
+    const Result r = run({flag, path("g.npy")});
+    EXPECT_EQ(r.code, kUsage) << flag << ": " << r.err;
+    EXPECT_TRUE(r.err.starts_with(std::string("attnkit run: ") + flag + " needs --d-out")) << r.err;
+    EXPECT_TRUE(contains(r.err, "attnkit run --help")) << r.err;
+  }
+  EXPECT_FALSE(fs::exists(path("o.npy")));
+  EXPECT_FALSE(fs::exists(path("g.npy")));
+}
+
+TEST_F(CliRunGradients, DOutWithoutGradientOutputsIsUsageError) {
+  make_default();
+  make_d_out(DType::f64);
+  const Result r = run({"--d-out", path("do.npy")});
+  EXPECT_EQ(r.code, kUsage) << r.err;
+  EXPECT_TRUE(contains(r.err, "--d-out")) << r.err;
+  EXPECT_TRUE(contains(r.err, "--dq, --dk and/or --dv")) << r.err;
+  EXPECT_FALSE(fs::exists(path("o.npy")));
+}
+
+TEST_F(CliRunGradients, DOutShapeMismatchPassesTheLibraryMessageThrough) {
+  make_default();
+  d_out_ = random_tensor({kB, kH, kN, kDv + 1}, 14);
+  attnkit::write_npy(path("do.npy"), d_out_);
+  std::string library_message;
+  try {
+    library_gradients(p_, d_out_);
+  } catch (const attnkit::Error& e) {
+    library_message = e.what();
+  }
+  ASSERT_FALSE(library_message.empty()) << "the library accepted a d_out of the wrong shape";
+  EXPECT_TRUE(contains(library_message, "d_out")) << library_message;
+  const Result r = run(gradient_flags());
+  EXPECT_EQ(r.code, kError);
+  EXPECT_TRUE(contains(r.err, "attnkit run: " + library_message)) << r.err << "\nexpected: " << library_message;
+  EXPECT_TRUE(contains(r.err, "[invalid_shape]")) << r.err;
+  for (const char* name : {"o.npy", "dq.npy", "dk.npy", "dv.npy"}) EXPECT_FALSE(fs::exists(path(name))) << name;
+}
+
+TEST_F(CliRunGradients, DOutOfAnotherRankIsAnError) {
+  make_default();
+  attnkit::write_npy(path("do.npy"), random_tensor({kH, kN, kDv}, 14));
+  const Result r = run(gradient_flags());
+  EXPECT_EQ(r.code, kError);
+  EXPECT_TRUE(contains(r.err, "--d-out")) << r.err;
+  EXPECT_TRUE(contains(r.err, "[3, 5, 6]")) << r.err;
+  EXPECT_TRUE(contains(r.err, "[invalid_shape]")) << r.err;
+  EXPECT_FALSE(fs::exists(path("dq.npy")));
+}
+
+TEST_F(CliRunGradients, MissingDOutFileIsError) {
+  make_default();
+  const Result r = run(gradient_flags());
+  EXPECT_EQ(r.code, kError);
+  EXPECT_TRUE(contains(r.err, "do.npy")) << r.err;
+  EXPECT_FALSE(fs::exists(path("o.npy")));
+}
+
+TEST_F(CliRunGradients, KernelFastRunsOrSaysItIsUnsupported) {
+  make_default(DType::f32);
+  make_d_out(DType::f32);
+  std::vector<std::string> args = gradient_flags();
+  args.insert(args.end(), {"--kernel", "fast"});
+  const Result r = run(args);
+  if (r.code == kOk) {  // once the fast backward is built, its gradients are close to the reference's
+    const Gradients g = library_gradients(p_, d_out_);
+    const Array dq = read("dq.npy");
+    expect_close(dq, dq.shape, array_of(g.dq).data, 1e-4, "dQ");
+    return;
+  }
+  EXPECT_EQ(r.code, kError) << r.err;
+  EXPECT_TRUE(contains(r.err, "[unsupported]")) << r.err;
+  EXPECT_TRUE(contains(r.err, "backward")) << r.err;
+  for (const char* name : {"o.npy", "dq.npy"}) EXPECT_FALSE(fs::exists(path(name))) << "nothing is written: " << name;
 }
 
 // ---- the real binary ----

@@ -1,6 +1,8 @@
-// `attnkit bench`: times attnkit::forward on the cases of issue 3 and reports each as ratios measured
-// in the same run: a fraction of this machine's ceilings (FMA peak, copy bandwidth) and a speed-up
-// over two f32 baselines (a naive kernel and an OpenBLAS composition). The pieces live in bench/.
+// `attnkit bench`: times attnkit::forward on the cases of issue 3 and attnkit::backward on the same
+// shapes (issue 4), and reports each as ratios measured in the same run: a fraction of this
+// machine's ceilings (FMA peak, copy bandwidth), a speed-up over two f32 forward baselines (a naive
+// kernel and an OpenBLAS composition) and, for the backward, its rate over the forward's. The
+// pieces live in bench/.
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -38,27 +40,33 @@ constexpr std::size_t kDefaultCopyMiB = 256;  // per buffer: far beyond any cach
 
 constexpr std::string_view kHelp = R"(Usage: attnkit bench [--quick] [--json] [--filter TEXT] [options]
 
-Times attnkit::forward and reports every case as ratios measured in the same
-run, since absolute times on a shared machine are noise:
+Times attnkit::forward and attnkit::backward and reports every case as ratios
+measured in the same run, since absolute times on a shared machine are noise:
   - the machine's ceilings, measured first: peak f32 FMA rate (a register-only loop on 1 and all
     threads), peak bf16 dot-product rate (vdpbf16ps, only on CPUs with avx512_bf16) and memory
     bandwidth (a 2 x 256 MiB copy, read + write bytes);
-  - two f32 baselines on the same shapes and threads: a naive kernel (scores materialised, plain
-    loops) and the hand-written OpenBLAS composition sgemm(Q·Kᵀ) -> softmax -> sgemm(P·V).
-Cases: forward, batch 1, 8 heads, n = m in {512, 1024, 2048, 8192}, d in {64, 128}, causal and not,
-f32 and bf16; decode, 1 query, 32 query heads over 8 KV heads, m in {4096, 32768}, d = 128; each on
-1 thread and on all. Last, the extra memory of one n = m = 65536, d = 64 call with the fast kernel.
+  - two f32 forward baselines on the same shapes and threads: a naive kernel (scores materialised,
+    plain loops) and the hand-written OpenBLAS composition sgemm(Q·Kᵀ) -> softmax -> sgemm(P·V).
+Cases: forward (fwd_*), batch 1, 8 heads, n = m in {512, 1024, 2048, 8192}, d in {64, 128}, causal
+and not, f32 and bf16; backward (bwd_*) on the same shapes, timing attnkit::backward alone (one
+forward call before it gives out and lse); decode, 1 query, 32 query heads over 8 KV heads,
+m in {4096, 32768}, d = 128; each on 1 thread and on all. Last, the extra memory of one
+n = m = 65536, d = 64 call with the fast kernel.
 
-Columns: seconds (median), GFLOP/s (4·n·m·d per head, halved for causal), of peak (share of the
-FMA peak at that thread count), GB/s and of bandw. (decode: K and V bytes over the copy bandwidth;
-the caches are flushed before each decode call),
-vs naive and vs BLAS (speed-up over each baseline; bf16 cases against the f32 baselines), kernel
+Columns: seconds (median), GFLOP/s (4·n·m·d per head, halved for causal; backward 2.5 times the
+forward's), of peak (share of the FMA peak at that thread count), GB/s and of bandw. (decode: K and
+V bytes over the copy bandwidth; the caches are flushed before each decode call), vs fwd (backward:
+its GFLOP/s over the forward's on the same case and threads, measured in this run; the forward is
+timed for it when --filter left it out), vs naive and vs BLAS (speed-up over each baseline; bf16
+cases against the f32 baselines; "-" for the backward, the baselines are forward-only), kernel
 (the kernel attnkit ran).
 
 Flags:
-  --quick           a ~30-second subset: n = m in {256, 512}, d = 64, decode m = 4096, 3 repeats
-  --json            one JSON object per line: "ceilings", then one per case, then "peak_memory"
-  --filter TEXT     only cases whose name contains TEXT (e.g. fwd_f32_n1024, causal, decode)
+  --quick           a ~30-second subset: n = m in {256, 512}, d = 64, one backward case
+                    (bwd_f32_n256_d64), decode m = 4096, 3 repeats
+  --json            one JSON object per line: "ceilings", then one per case (with "direction":
+                    "forward" or "backward", and "vs_forward" for the backward), then "peak_memory"
+  --filter TEXT     only cases whose name contains TEXT (e.g. fwd_f32_n1024, bwd, causal, decode)
   --repeat N        timed calls per measurement after the warm-up (default 5, --quick 3)
   --threads LIST    thread counts, e.g. 1,2 (default: 1 and all hardware threads)
   --sizes LIST      sequence lengths instead of the defaults: n = m for forward cases, m for decode
@@ -76,6 +84,7 @@ the bench with them unset (the core in use is printed):
 Examples:
   attnkit bench --quick
   attnkit bench --json --filter fwd_f32_n8192 > bench.jsonl
+  attnkit bench --filter bwd_f32_n1024 --threads 1 --no-naive
   attnkit bench --sizes 4096 --dims 128 --threads 2 --no-naive
 
 Exit codes: 0 success, 1 a library error, 2 bad usage (including a filter that matches nothing).
@@ -228,7 +237,7 @@ int bench_main(const CommandArgs& words, std::ostream& out) {
   const bool memory_selected = bench::matches_filter(bench::peak_memory_case(1).name, r.selection.filter);
   if (cases.empty() && !memory_selected) {
     throw UsageError("--filter '" + r.selection.filter + "' matches no case (names look like fwd_f32_n1024_d64_causal, "
-                     "decode_bf16_m4096_d128, peak_memory_n65536_d64)");
+                     "bwd_bf16_n1024_d64, decode_bf16_m4096_d128, peak_memory_n65536_d64)");
   }
 
   bench::Report report(out, r.json);

@@ -36,7 +36,7 @@ int info(const CommandArgs& words, std::ostream& out) {
   }
   out << "attnkit " << version() << '\n'
       << "kernels:           f32, f16, bf16 -> " << kernel_name(resolve_kernel(Kernel::automatic, DType::f32))
-      << "; f64 -> " << kernel_name(resolve_kernel(Kernel::automatic, DType::f64)) << "; backward -> reference\n"
+      << "; f64 -> " << kernel_name(resolve_kernel(Kernel::automatic, DType::f64)) << " (forward and backward)\n"
       << "targets compiled:  " << target_list(compiled_targets()) << '\n'
       << "targets supported: " << target_list(supported_targets()) << '\n'
       << "target in use:     " << target_name(active_target()) << '\n'

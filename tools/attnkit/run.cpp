@@ -1,10 +1,12 @@
-// `attnkit run`: one attnkit::forward call on .npy files, with every AttentionOptions field as a flag.
+// `attnkit run`: one attnkit::forward call on .npy files, with every AttentionOptions field as a flag,
+// and with --d-out the attnkit::backward call that follows it (same inputs, same options).
 #include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <optional>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "args.hpp"
@@ -25,20 +27,30 @@ constexpr int kMaskRankWithHeads = 3;  // [H, n, m], the mask that goes with ran
 constexpr std::size_t kWindowSides = 2;
 
 constexpr std::string_view kHelp = R"(Usage: attnkit run --q Q.npy --k K.npy --v V.npy --out O.npy [options]
+       attnkit run --q Q.npy --k K.npy --v V.npy --d-out dO.npy --dq dQ.npy --dk dK.npy --dv dV.npy [options]
 
-Computes O = softmax(Q·Kᵀ · scale + bias) · V with attnkit::forward on .npy files.
+Computes O = softmax(Q·Kᵀ · scale + bias) · V with attnkit::forward on .npy files and, with
+--d-out, the gradients of a loss L from dO = ∂L/∂O with attnkit::backward, under the same options.
 Q, K and V are floating arrays of the same rank: 4 [B, H, S, D], 3 [H, S, D] or 2 [S, D].
-The outputs keep that rank (O [.., n, d_v], LSE [.., n], probabilities [.., n, m]).
+The outputs keep that rank (O [.., n, d_v], LSE [.., n], probabilities [.., n, m], gradients the
+shapes of Q, K and V).
 
 Required:
   --q PATH            queries   [B, Hq, n, d_k]
   --k PATH            keys      [B, Hkv, m, d_k]   (Hq % Hkv == 0: grouped-query attention)
   --v PATH            values    [B, Hkv, m, d_v]
-  --out PATH          where to write O [B, Hq, n, d_v]
+  --out PATH          where to write O [B, Hq, n, d_v] (optional with --d-out)
 
 Outputs:
   --lse PATH          also write the log-sum-exp of each row's logits [B, Hq, n] (float32)
   --probs PATH        also write the softmax weights before dropout [B, Hq, n, m]
+
+Gradients (the backward runs on the O and LSE of the forward above):
+  --d-out PATH        the upstream gradient dO = ∂L/∂O, the shape of O [B, Hq, n, d_v]
+  --dq PATH           write ∂L/∂Q [B, Hq, n, d_k]
+  --dk PATH           write ∂L/∂K [B, Hkv, m, d_k] (summed over the query heads sharing a KV head)
+  --dv PATH           write ∂L/∂V [B, Hkv, m, d_v] (likewise)
+                      --d-out needs at least one of --dq, --dk, --dv, and they need --d-out
 
 Options:
   --scale S           logit scale (default 1/sqrt(d_k))
@@ -52,8 +64,8 @@ Options:
   --softcap C         cap the logits with C·tanh(s/C)
   --dropout P         dropout probability in [0, 1); kept weights are scaled by 1/(1-P)
   --seed N            dropout seed (default 0); the same seed gives the same output
-  --dtype T           compute dtype f64, f32, bf16 or f16 (default: the dtype of Q); the
-                      outputs use it too, except that bf16 is written as float32
+  --dtype T           compute dtype f64, f32, bf16 or f16 (default: the dtype of Q); dO and
+                      the outputs and gradients use it too, except that bf16 is written as float32
   --kernel K          auto (default), reference (the float64 oracle) or fast
   --threads N         threads for the kernels; 0 or absent: ATTNKIT_NUM_THREADS or all cores
   --verbose           print a one-line summary
@@ -63,12 +75,15 @@ Examples:
   attnkit run --q q.npy --k k.npy --v v.npy --out o.npy
   attnkit run --q q.npy --k k.npy --v v.npy --out o.npy --causal bottom-right --lse lse.npy
   attnkit run --q q.npy --k k.npy --v v.npy --out o.npy --mask keep.npy --dtype bf16 --kernel reference
+  attnkit run --q q.npy --k k.npy --v v.npy --d-out do.npy --dq dq.npy --dk dk.npy --dv dv.npy \
+      --causal top-left --dropout 0.1 --seed 7
 
 Exit codes: 0 success, 1 a library or file error, 2 bad usage.
 )";
 
 constexpr FlagSpec kFlags[] = {
     {"q"}, {"k"}, {"v"}, {"out"}, {"lse"}, {"probs"},                                 // files
+    {"d-out"}, {"dq"}, {"dk"}, {"dv"},                                                 // gradients
     {"scale"}, {"causal"}, {"window"}, {"mask"}, {"key-lengths"}, {"alibi"}, {"softcap"},  // logits
     {"dropout"}, {"seed"},                                                             // dropout
     {"dtype"}, {"kernel"}, {"threads"}, {"verbose", false}, {"help", false},           // execution
@@ -76,8 +91,9 @@ constexpr FlagSpec kFlags[] = {
 
 // Everything the flags say, parsed and checked for form before any file is touched.
 struct Request {
-  std::string q_path, k_path, v_path, out_path;
-  std::optional<std::string> lse_path, probs_path, mask_path;
+  std::string q_path, k_path, v_path;
+  std::optional<std::string> out_path, lse_path, probs_path, mask_path;
+  std::optional<std::string> d_out_path, dq_path, dk_path, dv_path;  // the backward runs when d_out_path is set
   std::optional<DType> dtype;
   std::optional<int> threads;
   bool verbose = false;
@@ -143,18 +159,37 @@ void parse_options(const Args& args, Request& r) {
   if (auto s = args.value("kernel")) o.kernel = parse_kernel(*s);
 }
 
+// --dq, --dk and --dv need --d-out, and --d-out needs at least one of them.
+void check_gradient_flags(const Request& r) {
+  const bool any_gradient = r.dq_path || r.dk_path || r.dv_path;
+  if (!r.d_out_path && any_gradient) {
+    const char* flag = r.dq_path ? "--dq" : r.dk_path ? "--dk" : "--dv";
+    throw UsageError(std::string(flag) + " needs --d-out PATH: the gradients are computed from the upstream "
+                                         "gradient dO = ∂L/∂O");
+  }
+  if (r.d_out_path && !any_gradient) {
+    throw UsageError("--d-out is given but no gradient is asked for: add --dq, --dk and/or --dv PATH");
+  }
+}
+
 Request parse_request(const Args& args) {
   if (!args.positionals().empty()) throw UsageError("unexpected argument '" + args.positionals().front() + "'");
   std::string missing;
-  for (const char* name : {"q", "k", "v", "out"}) {
+  for (const char* name : {"q", "k", "v"}) {
     if (!args.has(name)) missing += std::string(missing.empty() ? "" : ", ") + "--" + name;
   }
+  if (!args.has("out") && !args.has("d-out")) missing += std::string(missing.empty() ? "" : ", ") + "--out";
   if (!missing.empty()) throw UsageError("missing required flag(s) " + missing);
   Request r;
   r.q_path = args.required("q");
   r.k_path = args.required("k");
   r.v_path = args.required("v");
-  r.out_path = args.required("out");
+  r.out_path = args.value("out");
+  r.d_out_path = args.value("d-out");
+  r.dq_path = args.value("dq");
+  r.dk_path = args.value("dk");
+  r.dv_path = args.value("dv");
+  check_gradient_flags(r);
   r.lse_path = args.value("lse");
   r.probs_path = args.value("probs");
   r.mask_path = args.value("mask");
@@ -169,7 +204,8 @@ Request parse_request(const Args& args) {
 
 struct Inputs {
   Tensor q, k, v;
-  int rank = 0;  // shared rank of q, k and v; outputs keep it
+  Tensor d_out;  // empty unless --d-out is given
+  int rank = 0;  // shared rank of q, k, v (and d_out); outputs keep it
 };
 
 // "[2, 3]" from the tensor's own shape: view() cannot represent a rank above 4, which a file may have.
@@ -211,6 +247,16 @@ Inputs read_inputs(const Request& r) {
   const DType dtype = compute_dtype(r, q);
   Inputs in;
   in.rank = q.rank();
+  if (r.d_out_path) {
+    Tensor d_out = read_npy(*r.d_out_path);
+    check_rank(d_out, "--d-out", *r.d_out_path);
+    if (d_out.rank() != q.rank()) {
+      throw Error(ErrorCode::invalid_shape, "--d-out " + *r.d_out_path + " has shape " + shape_of(d_out) +
+                                                "; it must have the shape of O, of the same rank as --q " +
+                                                shape_of(q));
+    }
+    in.d_out = as_dtype(std::move(d_out), dtype);
+  }
   in.q = as_dtype(std::move(q), dtype);
   in.k = as_dtype(std::move(k), dtype);
   in.v = as_dtype(std::move(v), dtype);
@@ -235,7 +281,10 @@ std::vector<std::int64_t> in_input_rank(std::vector<std::int64_t> full, const In
 
 struct Outputs {
   Tensor out, lse, probs;
+  Tensor dq, dk, dv;  // with --d-out: the backward writes all three; the flags choose which are saved
 };
+
+bool wants_gradients(const Request& r) { return r.d_out_path.has_value(); }
 
 Outputs allocate_outputs(const Request& r, const Inputs& in) {
   const ConstTensorView q = in.q.view4(), k = in.k.view4(), v = in.v.view4();
@@ -243,21 +292,40 @@ Outputs allocate_outputs(const Request& r, const Inputs& in) {
   const DType dtype = in.q.dtype();
   Outputs o;
   o.out = Tensor(dtype, in_input_rank({batch, heads, n, d_v}, in));
-  if (r.lse_path) o.lse = Tensor(DType::f32, in_input_rank({batch, heads, n}, in));
+  if (r.lse_path || wants_gradients(r)) o.lse = Tensor(DType::f32, in_input_rank({batch, heads, n}, in));
   if (r.probs_path) o.probs = Tensor(dtype, in_input_rank({batch, heads, n, m}, in));
+  if (wants_gradients(r)) {
+    o.dq = Tensor(dtype, in.q.shape());
+    o.dk = Tensor(dtype, in.k.shape());
+    o.dv = Tensor(dtype, in.v.shape());
+  }
   return o;
 }
 
+// The (path, tensor) pairs the flags asked for, in flag order.
+std::vector<std::pair<std::string, const Tensor*>> requested_files(const Request& r, const Outputs& o) {
+  std::vector<std::pair<std::string, const Tensor*>> files;
+  const std::pair<const std::optional<std::string>*, const Tensor*> all[] = {
+      {&r.out_path, &o.out}, {&r.lse_path, &o.lse}, {&r.probs_path, &o.probs},
+      {&r.dq_path, &o.dq},   {&r.dk_path, &o.dk},   {&r.dv_path, &o.dv},
+  };
+  for (const auto& [path, tensor] : all) {
+    if (*path) files.emplace_back(**path, tensor);
+  }
+  return files;
+}
+
 void write_outputs(const Request& r, const Outputs& o) {
-  write_npy(r.out_path, o.out);
-  if (r.lse_path) write_npy(*r.lse_path, o.lse);
-  if (r.probs_path) write_npy(*r.probs_path, o.probs);
+  for (const auto& [path, tensor] : requested_files(r, o)) write_npy(path, *tensor);
 }
 
 void print_summary(std::ostream& out, const Request& r, const Inputs& in, const Outputs& o) {
+  const DType dtype = in.q.dtype();
   out << "attnkit run: q " << shape_of(in.q) << ", k " << shape_of(in.k) << ", v " << shape_of(in.v) << " in "
-      << dtype_name(in.q.dtype()) << " -> " << r.out_path << ' ' << shape_of(o.out) << ", "
-      << kernel_name(resolve_kernel(r.options.kernel)) << " kernel, " << num_threads() << " threads\n";
+      << dtype_name(dtype) << "; " << (wants_gradients(r) ? "forward and backward" : "forward") << " on the "
+      << kernel_name(resolve_kernel(r.options.kernel, dtype)) << " kernel ->";
+  for (const auto& [path, tensor] : requested_files(r, o)) out << ' ' << path << ' ' << shape_of(*tensor);
+  out << "; " << num_threads() << " threads\n";
 }
 
 int run(const CommandArgs& words, std::ostream& out) {
@@ -281,11 +349,16 @@ int run(const CommandArgs& words, std::ostream& out) {
 
   Outputs o = allocate_outputs(r, in);
   ForwardExtras extras;
-  if (r.lse_path) extras.lse = o.lse.view().unsqueezed_to(kAttentionRank - 1);
+  if (r.lse_path || wants_gradients(r)) extras.lse = o.lse.view().unsqueezed_to(kAttentionRank - 1);
   if (r.probs_path) extras.probs = o.probs.view4();
   forward(in.q.view4(), in.k.view4(), in.v.view4(), o.out.view4(), options, extras);
+  if (wants_gradients(r)) {
+    const ConstTensorView lse = o.lse.view().unsqueezed_to(kAttentionRank - 1);
+    backward(in.q.view4(), in.k.view4(), in.v.view4(), o.out.view4(), in.d_out.view4(), lse, o.dq.view4(),
+             o.dk.view4(), o.dv.view4(), options);
+  }
 
-  write_outputs(r, o);
+  write_outputs(r, o);  // only after every call succeeded: nothing is written on failure
   if (r.verbose) print_summary(out, r, in, o);
   return kExitOk;
 }

@@ -29,17 +29,34 @@ Tensor random_f32(std::mt19937& rng, std::vector<std::int64_t> shape) {
 }  // namespace
 
 // f32 inputs of one case, written (so every page is touched) before anything is timed. Outputs are
-// Tensors, whose storage is zero-filled on allocation.
+// Tensors, whose storage is zero-filled on allocation. d_out, the backward's upstream gradient, is
+// drawn after q, k and v, so a forward and a backward case of one shape time the same q, k and v.
 struct CaseRunner::Inputs {
-  explicit Inputs(const AttentionShape& s) : out_shape{s.batch, s.heads, s.n, s.d_v} {
+  Inputs(const AttentionShape& s, bool with_d_out)
+      : out_shape{s.batch, s.heads, s.n, s.d_v}, lse_shape{s.batch, s.heads, s.n} {
     std::mt19937 rng(kInputSeed);
     q = random_f32(rng, {s.batch, s.heads, s.n, s.d_k});
     k = random_f32(rng, {s.batch, s.kv_heads, s.m, s.d_k});
     v = random_f32(rng, {s.batch, s.kv_heads, s.m, s.d_v});
+    if (with_d_out) d_out = random_f32(rng, out_shape);
   }
-  std::vector<std::int64_t> out_shape;
-  Tensor q, k, v;
+  std::vector<std::int64_t> out_shape, lse_shape;
+  Tensor q, k, v, d_out;
 };
+
+namespace {
+
+AttentionOptions options_for(const BenchCase& c, Kernel kernel) {
+  AttentionOptions options;
+  options.causal = c.shape.causal ? Causal::top_left : Causal::none;
+  options.kernel = kernel;
+  return options;
+}
+
+// The key of forward_timings_: one per forward case name and thread count.
+std::string timing_key(const BenchCase& c) { return c.name + " t" + std::to_string(c.threads); }
+
+}  // namespace
 
 std::function<void()> CaseRunner::before_each_call(const BenchCase& c) {
   if (c.kind != CaseKind::decode) return {};
@@ -70,25 +87,59 @@ const CaseRunner::Baselines& CaseRunner::baselines(const BenchCase& c, const Inp
   return cache_.emplace(key, std::move(b)).first->second;
 }
 
-CaseResult CaseRunner::run(const BenchCase& c) {
-  Inputs in(c.shape);
-  CaseResult r{c, kernel_name(resolve_kernel(options_.kernel)), {}, {}, {}, {}};
-  const Baselines& b = baselines(c, in);
-  r.naive = b.naive;
-  r.openblas = b.openblas;
-  r.openblas_note = b.openblas_note;
-
-  // attnkit on the case's dtype: bf16 cases read the same numbers rounded to bf16.
+// attnkit::forward on the case's dtype: bf16 cases read the same numbers rounded to bf16.
+Timing CaseRunner::time_forward(const BenchCase& c, const Inputs& in) {
   const Tensor q = Tensor::converted(in.q.view(), c.dtype);
   const Tensor k = Tensor::converted(in.k.view(), c.dtype);
   const Tensor v = Tensor::converted(in.v.view(), c.dtype);
   Tensor out(c.dtype, in.out_shape);
-  AttentionOptions options;
-  options.causal = c.shape.causal ? Causal::top_left : Causal::none;
-  options.kernel = options_.kernel;
+  const AttentionOptions options = options_for(c, options_.kernel);
   const AttnkitThreads threads(c.threads);
-  r.timing = time_calls(
+  return time_calls(
       options_.timing, [&] { forward(q.view(), k.view(), v.view(), out.view(), options); }, before_each_call(c));
+}
+
+// attnkit::backward alone: one untimed forward first gives the out and lse it needs.
+Timing CaseRunner::time_backward(const BenchCase& c, const Inputs& in) {
+  const Tensor q = Tensor::converted(in.q.view(), c.dtype);
+  const Tensor k = Tensor::converted(in.k.view(), c.dtype);
+  const Tensor v = Tensor::converted(in.v.view(), c.dtype);
+  const Tensor d_out = Tensor::converted(in.d_out.view(), c.dtype);
+  Tensor out(c.dtype, in.out_shape), lse(DType::f32, in.lse_shape);
+  Tensor dq(c.dtype, q.shape()), dk(c.dtype, k.shape()), dv(c.dtype, v.shape());
+  const AttentionOptions options = options_for(c, options_.kernel);
+  const AttnkitThreads threads(c.threads);
+  forward(q.view(), k.view(), v.view(), out.view(), options, ForwardExtras{lse.view(), {}});
+  return time_calls(options_.timing, [&] {
+    backward(q.view(), k.view(), v.view(), out.view(), d_out.view(), lse.view(), dq.view(), dk.view(), dv.view(),
+             options);
+  });
+}
+
+const Timing& CaseRunner::forward_timing(const BenchCase& backward_case, const Inputs& in) {
+  const BenchCase forward_case = backward_case.forward_counterpart();
+  const std::string key = timing_key(forward_case);
+  if (auto it = forward_timings_.find(key); it != forward_timings_.end()) return it->second;
+  return forward_timings_.emplace(key, time_forward(forward_case, in)).first->second;  // filtered out: time it now
+}
+
+CaseResult CaseRunner::run(const BenchCase& c) {
+  const Inputs in(c.shape, c.kind == CaseKind::backward);
+  CaseResult r;
+  r.bench_case = c;
+  r.kernel = kernel_name(resolve_kernel(options_.kernel, c.dtype));
+  if (c.kind == CaseKind::backward) {
+    r.openblas_note = "the baselines are forward-only";
+    r.timing = time_backward(c, in);
+    r.forward = forward_timing(c, in);
+    return r;
+  }
+  const Baselines& b = baselines(c, in);
+  r.naive = b.naive;
+  r.openblas = b.openblas;
+  r.openblas_note = b.openblas_note;
+  r.timing = time_forward(c, in);
+  if (c.kind == CaseKind::forward) forward_timings_.emplace(timing_key(c), r.timing);
   return r;
 }
 

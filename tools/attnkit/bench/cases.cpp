@@ -1,5 +1,7 @@
-// The case list of issue 3 and its quick subset.
+// The case lists of issues 3 and 4 and their quick subset.
 #include "bench/cases.hpp"
+
+#include <algorithm>
 
 namespace attnkit::bench {
 
@@ -24,10 +26,14 @@ const std::vector<std::int64_t> kDecodeDims = {128};
 
 constexpr DType kDTypes[] = {DType::f32, DType::bf16};
 constexpr double kCausalFlopFraction = 0.5;  // top-left causal with n = m computes about half the scores
+// The backward recomputes the scores (Q·Kᵀ) and forms dV = Pᵀ·dO, dP = dO·Vᵀ, dQ = dS·K and dK = dSᵀ·Q:
+// five n·m·d products against the forward's two, the 2.5× of shared/DESIGN.md.
+constexpr double kBackwardFlopFactor = 2.5;
 
-std::string forward_name(DType dtype, const AttentionShape& s) {
-  return "fwd_" + std::string(dtype_name(dtype)) + "_n" + std::to_string(s.n) + "_d" + std::to_string(s.d_k) +
-         (s.causal ? "_causal" : "");
+// "fwd_f32_n1024_d64_causal" or "bwd_f32_n1024_d64_causal".
+std::string prefill_name(CaseKind kind, DType dtype, const AttentionShape& s) {
+  return std::string(kind == CaseKind::backward ? "bwd_" : "fwd_") + std::string(dtype_name(dtype)) + "_n" +
+         std::to_string(s.n) + "_d" + std::to_string(s.d_k) + (s.causal ? "_causal" : "");
 }
 
 std::string decode_name(DType dtype, const AttentionShape& s) {
@@ -45,18 +51,35 @@ void add_if_selected(std::vector<BenchCase>& cases, const CaseSelection& sel, Be
   if (matches_filter(c.name, sel.filter)) cases.push_back(std::move(c));
 }
 
-void add_forward_cases(std::vector<BenchCase>& cases, const CaseSelection& sel) {
+AttentionShape prefill_shape(std::int64_t n, std::int64_t d, bool causal) {
+  return {1, kForwardHeads, kForwardHeads, n, n, d, d, causal};
+}
+
+// Forward or backward cases on the forward shapes.
+void add_prefill_cases(std::vector<BenchCase>& cases, const CaseSelection& sel, CaseKind kind) {
   for (std::int64_t n : pick(sel.sizes, kQuickForwardSizes, kForwardSizes, sel.quick)) {
     for (std::int64_t d : pick(sel.dims, kQuickForwardDims, kForwardDims, sel.quick)) {
       for (bool causal : {false, true}) {
         for (int threads : sel.threads) {
           for (DType dtype : kDTypes) {
-            const AttentionShape shape{1, kForwardHeads, kForwardHeads, n, n, d, d, causal};
-            add_if_selected(cases, sel, {forward_name(dtype, shape), CaseKind::forward, dtype, shape, threads});
+            const AttentionShape shape = prefill_shape(n, d, causal);
+            add_if_selected(cases, sel, {prefill_name(kind, dtype, shape), kind, dtype, shape, threads});
           }
         }
       }
     }
+  }
+}
+
+// --quick: one small backward shape, so that the subset stays within its ~30 seconds even when the
+// backward runs on the float64 reference.
+void add_quick_backward_cases(std::vector<BenchCase>& cases, const CaseSelection& sel) {
+  const std::vector<std::int64_t>& sizes = pick(sel.sizes, kQuickForwardSizes, kForwardSizes, true);
+  const std::vector<std::int64_t>& dims = pick(sel.dims, kQuickForwardDims, kForwardDims, true);
+  const AttentionShape shape = prefill_shape(*std::min_element(sizes.begin(), sizes.end()), dims.front(), false);
+  for (int threads : sel.threads) {
+    add_if_selected(cases, sel,
+                    {prefill_name(CaseKind::backward, DType::f32, shape), CaseKind::backward, DType::f32, shape, threads});
   }
 }
 
@@ -79,7 +102,12 @@ double BenchCase::flops() const {
   const AttentionShape& s = shape;
   const double pairs = static_cast<double>(s.n) * static_cast<double>(s.m);  // (query, key) pairs per head
   const double per_head = 2.0 * pairs * static_cast<double>(s.d_k + s.d_v);
-  return per_head * static_cast<double>(s.batch * s.heads) * (s.causal ? kCausalFlopFraction : 1.0);
+  const double forward = per_head * static_cast<double>(s.batch * s.heads) * (s.causal ? kCausalFlopFraction : 1.0);
+  return kind == CaseKind::backward ? kBackwardFlopFactor * forward : forward;
+}
+
+BenchCase BenchCase::forward_counterpart() const {
+  return {prefill_name(CaseKind::forward, dtype, shape), CaseKind::forward, dtype, shape, threads};
 }
 
 double BenchCase::kv_bytes() const {
@@ -100,7 +128,12 @@ bool matches_filter(const std::string& name, const std::string& filter) {
 
 std::vector<BenchCase> select_cases(const CaseSelection& selection) {
   std::vector<BenchCase> cases;
-  add_forward_cases(cases, selection);
+  add_prefill_cases(cases, selection, CaseKind::forward);
+  if (selection.quick) {
+    add_quick_backward_cases(cases, selection);
+  } else {
+    add_prefill_cases(cases, selection, CaseKind::backward);
+  }
   add_decode_cases(cases, selection);
   return cases;
 }

@@ -50,6 +50,39 @@ constexpr std::size_t kNameWidth = 26;
 constexpr std::size_t kNumberWidth = 10;
 constexpr std::size_t kThreadsWidth = 8;
 
+// The heading of a case table.
+const char* section_title(CaseKind kind) {
+  switch (kind) {
+    case CaseKind::forward:
+      return "forward: batch 1, 8 heads, n = m; GFLOP/s counts 4·n·m·d per head, halved for causal\n";
+    case CaseKind::backward:
+      return "backward: the forward's shapes; GFLOP/s counts 2.5 × the forward's FLOPs; vs fwd is its GFLOP/s over\n"
+             "the forward's on the same case in this run; the baselines are forward-only\n";
+    case CaseKind::decode:
+      return "decode: 1 query per head, 32 query heads over 8 KV heads; GB/s counts K and V bytes read once\n";
+  }
+  return "";
+}
+
+// The JSON "kind" of a case line.
+const char* kind_name(CaseKind kind) {
+  switch (kind) {
+    case CaseKind::forward: return "forward";
+    case CaseKind::backward: return "backward";
+    case CaseKind::decode: return "decode";
+  }
+  return "";
+}
+
+// `key`: the value, or null when it was not measured.
+void optional_number(JsonLine& line, std::string_view key, const std::optional<double>& value) {
+  if (value) {
+    line.number(key, *value);
+  } else {
+    line.null(key);
+  }
+}
+
 std::string per_thread_count(const std::vector<int>& threads, const std::vector<double>& values, const char* unit) {
   std::string text;
   for (std::size_t i = 0; i < threads.size() && i < values.size(); ++i) {
@@ -74,6 +107,10 @@ Figures figures_of(const CaseResult& r, const Ceilings& ceilings) {
   }
   f.speedup_vs_naive = ratio(median_of(r.naive), seconds);
   f.speedup_vs_openblas = ratio(median_of(r.openblas), seconds);
+  if (r.forward && r.forward->median_seconds > 0) {
+    f.forward_gflops = c.forward_counterpart().flops() / r.forward->median_seconds / kGiga;
+    f.vs_forward = ratio(f.gflops, f.forward_gflops);
+  }
   return f;
 }
 
@@ -137,15 +174,15 @@ void Report::result(const CaseResult& r) {
 void Report::text_result(const CaseResult& r, const Figures& f) {
   const BenchCase& c = r.bench_case;
   const bool decode = c.kind == CaseKind::decode;
+  const bool backward = c.kind == CaseKind::backward;
   if (section_ != c.kind) {
     section_ = c.kind;
     out_ << '\n'
-         << (decode ? "decode: 1 query per head, 32 query heads over 8 KV heads; GB/s counts K and V bytes read once\n"
-                    : "forward: batch 1, 8 heads, n = m; GFLOP/s counts 4·n·m·d per head, halved for causal\n")
-         << pad_right("case", kNameWidth) << pad_left("threads", kThreadsWidth) << pad_left("seconds", kNumberWidth)
-         << pad_left("GFLOP/s", kNumberWidth) << pad_left("of peak", kNumberWidth)
+         << section_title(c.kind) << pad_right("case", kNameWidth) << pad_left("threads", kThreadsWidth)
+         << pad_left("seconds", kNumberWidth) << pad_left("GFLOP/s", kNumberWidth) << pad_left("of peak", kNumberWidth)
          << (decode ? pad_left("GB/s", kNumberWidth) + pad_left("of bandw.", kNumberWidth) : "")
-         << pad_left("vs naive", kNumberWidth) << pad_left("vs BLAS", kNumberWidth) << "  kernel\n";
+         << (backward ? pad_left("vs fwd", kNumberWidth) : "") << pad_left("vs naive", kNumberWidth)
+         << pad_left("vs BLAS", kNumberWidth) << "  kernel\n";
   }
   out_ << pad_right(c.name, kNameWidth) << pad_left(std::to_string(c.threads), kThreadsWidth)
        << pad_left(format("%.4g", r.timing.median_seconds), kNumberWidth)
@@ -155,6 +192,7 @@ void Report::text_result(const CaseResult& r, const Figures& f) {
     out_ << pad_left(cell(f.gbytes_per_s, "%.1f"), kNumberWidth)
          << pad_left(cell(percent(f.fraction_of_bandwidth), "%.1f%%"), kNumberWidth);
   }
+  if (backward) out_ << pad_left(cell(f.vs_forward, "%.2f"), kNumberWidth);
   out_ << pad_left(cell(f.speedup_vs_naive, "%.2fx"), kNumberWidth)
        << pad_left(cell(f.speedup_vs_openblas, "%.2fx"), kNumberWidth) << "  " << r.kernel << '\n';
 }
@@ -162,27 +200,26 @@ void Report::text_result(const CaseResult& r, const Figures& f) {
 void Report::json_result(const CaseResult& r, const Figures& f) const {
   const BenchCase& c = r.bench_case;
   const AttentionShape& s = c.shape;
+  const bool backward = c.kind == CaseKind::backward;
   JsonLine line;
-  line.text("kind", c.kind == CaseKind::decode ? "decode" : "forward").text("name", c.name);
+  line.text("kind", kind_name(c.kind)).text("direction", backward ? "backward" : "forward").text("name", c.name);
   line.integer("batch", s.batch).integer("heads", s.heads).integer("kv_heads", s.kv_heads);
   line.integer("n", s.n).integer("m", s.m).integer("d", s.d_k).boolean("causal", s.causal);
   line.text("dtype", dtype_name(c.dtype)).integer("threads", c.threads);
   line.number("seconds", r.timing.median_seconds).integer("runs", static_cast<std::int64_t>(r.timing.samples.size()));
   line.number("flops", c.flops()).number("gflops", f.gflops);
-  if (f.fraction_of_peak) {
-    line.number("fraction_of_peak", *f.fraction_of_peak);
-  } else {
-    line.null("fraction_of_peak");
-  }
+  optional_number(line, "fraction_of_peak", f.fraction_of_peak);
   if (f.fraction_of_bf16_peak) line.number("fraction_of_bf16_peak", *f.fraction_of_bf16_peak);
   line.text("kernel", r.kernel);
   if (f.gbytes_per_s) line.number("gbytes_per_s", *f.gbytes_per_s);
-  if (c.kind == CaseKind::decode) {
-    if (f.fraction_of_bandwidth) {
-      line.number("fraction_of_bandwidth", *f.fraction_of_bandwidth);
-    } else {
-      line.null("fraction_of_bandwidth");
-    }
+  if (c.kind == CaseKind::decode) optional_number(line, "fraction_of_bandwidth", f.fraction_of_bandwidth);
+  if (backward) {
+    optional_number(line, "forward_seconds", median_of(r.forward));
+    optional_number(line, "forward_gflops", f.forward_gflops);
+    optional_number(line, "vs_forward", f.vs_forward);
+    line.null("speedup_vs_naive").null("speedup_vs_openblas").text("openblas_note", r.openblas_note);
+    out_ << line.str() << '\n';
+    return;
   }
   if (r.naive) line.number("naive_seconds", r.naive->median_seconds).number("speedup_vs_naive", *f.speedup_vs_naive);
   if (r.openblas) {

@@ -36,6 +36,8 @@ struct Figures {
   std::optional<double> fraction_of_bandwidth;  // decode: of the copy bandwidth at this thread count
   std::optional<double> speedup_vs_naive;
   std::optional<double> speedup_vs_openblas;
+  std::optional<double> forward_gflops;  // backward: the forward's rate on the same case in this run
+  std::optional<double> vs_forward;      // backward: gflops / forward_gflops
 };
 
 Figures figures_of(const CaseResult& result, const Ceilings& ceilings);
