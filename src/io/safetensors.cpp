@@ -1,0 +1,998 @@
+// .safetensors reading and writing (the format of huggingface/safetensors).
+//
+// A file is (safetensors/src/tensor.rs in the reference implementation):
+//   N: u64 little-endian | N bytes: a JSON object, padded with spaces | the data buffer
+// and the JSON object is
+//   {"__metadata__": {"key": "value", ...},                               (optional)
+//    "name": {"dtype": "F32", "shape": [2, 3], "data_offsets": [begin, end]}, ...}
+// with offsets in bytes from the start of the data buffer. The reader trusts nothing: the header
+// length is checked against the file before anything is allocated; the JSON is parsed by a small
+// strict parser that knows this schema (no generic JSON tree, so a hostile header cannot make it
+// allocate more than a small multiple of its own size); and the tensors, sorted by offset, must tile the data buffer
+// exactly, so every tensor is read from bytes that exist and that no other tensor claims.
+#include "attnkit/safetensors.hpp"
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <map>
+#include <memory>
+#include <random>
+#include <span>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <tuple>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "attnkit/error.hpp"
+
+namespace attnkit {
+
+namespace {
+
+// Elements are copied byte for byte between memory and little-endian files; a big-endian host would
+// need byte swapping, which this file does not implement.
+static_assert(std::endian::native == std::endian::little, "safetensors.cpp assumes a little-endian host");
+
+constexpr std::size_t kLengthBytes = 8;  // the u64 header length that starts the file
+// The reference implementation's MAX_HEADER_SIZE: it refuses longer headers, so we neither read nor
+// write them. Real headers are a few hundred bytes per tensor.
+constexpr std::uint64_t kMaxHeaderBytes = 100'000'000;
+constexpr std::size_t kHeaderAlignment = 8;  // writers pad the header so that the data starts 8-byte aligned
+constexpr std::string_view kMetadataKey = "__metadata__";
+constexpr std::size_t kWriteChunkBytes = std::size_t{1} << 20;  // gather buffer for strided writes
+constexpr std::size_t kMaxQuotedChars = 40;  // longest piece of header text echoed in a message
+constexpr std::size_t kMaxQuotedName = 200;  // longest tensor name or key echoed in a message
+constexpr int kMaxTempFileAttempts = 16;     // fresh random temporary names tried before giving up
+
+// ---- error messages ----
+
+[[noreturn]] void fail(ErrorCode code, const std::string& source, const std::string& problem) {
+  throw Error(code, source + ": " + problem);
+}
+
+[[noreturn]] void format_fail(const std::string& source, const std::string& problem) {
+  fail(ErrorCode::format_error, source, problem);
+}
+
+// Text made safe to print: control and non-ASCII bytes as \xNN, long text cut short.
+std::string printable(std::string_view text, std::size_t limit) {
+  std::string out;
+  for (std::size_t i = 0; i < std::min(text.size(), limit); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x20 && c < 0x7F) {
+      out += static_cast<char>(c);
+    } else {
+      constexpr char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 0xF];
+    }
+  }
+  if (text.size() > limit) out += "...";
+  return out;
+}
+
+std::string in_quotes(std::string_view text, std::size_t limit = kMaxQuotedChars) {
+  return "'" + printable(text, limit) + "'";
+}
+
+std::string tensor_label(std::string_view name) { return "tensor " + in_quotes(name, kMaxQuotedName); }
+
+std::string shape_string(std::span<const std::int64_t> shape) {
+  std::string out = "[";
+  for (std::size_t d = 0; d < shape.size(); ++d) out += (d ? ", " : "") + std::to_string(shape[d]);
+  return out + "]";
+}
+
+std::string offsets_string(std::uint64_t begin, std::uint64_t end) {
+  return "data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) + "]";
+}
+
+// ---- dtypes ----
+
+struct DtypeName {
+  std::string_view name;
+  DType dtype;
+};
+constexpr std::array<DtypeName, 7> kDtypes{{{"F64", DType::f64},
+                                            {"F32", DType::f32},
+                                            {"F16", DType::f16},
+                                            {"BF16", DType::bf16},
+                                            {"I64", DType::i64},
+                                            {"I32", DType::i32},
+                                            {"BOOL", DType::boolean}}};
+constexpr std::string_view kSupportedDtypes = "F64, F32, F16, BF16, I64, I32, BOOL";
+// The format's other dtypes (the reference's Dtype enum): valid files that attnkit has no DType for.
+constexpr std::array<std::string_view, 13> kUnsupportedDtypes{
+    "U8", "I8", "U16", "I16", "U32", "U64", "F8_E5M2", "F8_E4M3", "F8_E8M0", "F6_E2M3", "F6_E3M2", "F4", "C64"};
+
+std::string_view dtype_string(DType dtype) {
+  for (const auto& d : kDtypes) {
+    if (d.dtype == dtype) return d.name;
+  }
+  return "?";
+}
+
+DType dtype_from_string(const std::string& dtype, const std::string& who, const std::string& source) {
+  for (const auto& d : kDtypes) {
+    if (d.name == dtype) return d.dtype;
+  }
+  const bool known = std::find(kUnsupportedDtypes.begin(), kUnsupportedDtypes.end(), dtype) != kUnsupportedDtypes.end();
+  format_fail(source, who + ": " + (known ? "unsupported dtype " : "unknown dtype ") + in_quotes(dtype) +
+                          " (supported: " + std::string(kSupportedDtypes) + ")");
+}
+
+// ---- UTF-8 ----
+
+// The length (1 to 4) of the well-formed UTF-8 sequence that starts at text[pos], or 0 if there is
+// none: stray continuation bytes, overlong forms, UTF-16 surrogates and code points above U+10FFFF
+// are ill-formed (RFC 3629, table 3-7 of the Unicode standard).
+std::size_t utf8_sequence_length(std::string_view text, std::size_t pos) {
+  const auto byte = [&](std::size_t i) -> unsigned {
+    return pos + i < text.size() ? static_cast<unsigned char>(text[pos + i]) : 0u;
+  };
+  const unsigned lead = byte(0);
+  const auto continuation = [&](std::size_t i, unsigned lo = 0x80, unsigned hi = 0xBF) {
+    return pos + i < text.size() && byte(i) >= lo && byte(i) <= hi;
+  };
+  if (lead < 0x80) return 1;
+  if (lead >= 0xC2 && lead <= 0xDF) return continuation(1) ? 2 : 0;
+  if (lead >= 0xE0 && lead <= 0xEF) {
+    const unsigned lo = lead == 0xE0 ? 0xA0 : 0x80;  // E0 80..9F would be overlong
+    const unsigned hi = lead == 0xED ? 0x9F : 0xBF;  // ED A0..BF would encode a surrogate
+    return continuation(1, lo, hi) && continuation(2) ? 3 : 0;
+  }
+  if (lead >= 0xF0 && lead <= 0xF4) {
+    const unsigned lo = lead == 0xF0 ? 0x90 : 0x80;  // F0 80..8F would be overlong
+    const unsigned hi = lead == 0xF4 ? 0x8F : 0xBF;  // F4 90.. would exceed U+10FFFF
+    return continuation(1, lo, hi) && continuation(2) && continuation(3) ? 4 : 0;
+  }
+  return 0;
+}
+
+bool is_valid_utf8(std::string_view text) {
+  for (std::size_t pos = 0; pos < text.size();) {
+    if (static_cast<unsigned char>(text[pos]) < 0x80) {  // the common case, kept out of the general path
+      ++pos;
+      continue;
+    }
+    const std::size_t n = utf8_sequence_length(text, pos);
+    if (n == 0) return false;
+    pos += n;
+  }
+  return true;
+}
+
+void append_utf8(std::string& out, std::uint32_t code_point) {
+  const auto put = [&](std::uint32_t bits) { out += static_cast<char>(bits); };
+  if (code_point < 0x80) {
+    put(code_point);
+  } else if (code_point < 0x800) {
+    put(0xC0 | (code_point >> 6));
+    put(0x80 | (code_point & 0x3F));
+  } else if (code_point < 0x10000) {
+    put(0xE0 | (code_point >> 12));
+    put(0x80 | ((code_point >> 6) & 0x3F));
+    put(0x80 | (code_point & 0x3F));
+  } else {
+    put(0xF0 | (code_point >> 18));
+    put(0x80 | ((code_point >> 12) & 0x3F));
+    put(0x80 | ((code_point >> 6) & 0x3F));
+    put(0x80 | (code_point & 0x3F));
+  }
+}
+
+// ---- reading: the header ----
+
+struct TensorEntry {
+  std::string name;
+  DType dtype = DType::f32;
+  std::vector<std::int64_t> shape;
+  std::uint64_t begin = 0, end = 0;  // byte offsets into the data buffer
+  std::uint64_t nbytes = 0;          // shape × dtype size, set by check_layout
+};
+
+struct Header {
+  std::vector<TensorEntry> tensors;  // in file order until check_layout sorts them by offset
+  std::map<std::string, std::string> metadata;
+};
+
+enum class Field { dtype, shape, data_offsets };
+constexpr std::array<std::string_view, 3> kFieldNames{"dtype", "shape", "data_offsets"};
+
+// Parses exactly the JSON this format allows (RFC 8259, strictly): an object whose values are tensor
+// objects {"dtype": string, "shape": [uint, ...], "data_offsets": [uint, uint]}, each field exactly
+// once, in any order, or, under the key "__metadata__", an object of strings. Strings may hold any
+// escape including \uXXXX (surrogate pairs joined; a lone surrogate is an error) and must be valid
+// UTF-8. Numbers must be non-negative integers that fit in 64 bits. JSON whitespace may surround
+// any token (writers pad the header with spaces). Duplicate keys at any level, unknown fields,
+// trailing commas, values of the wrong type and anything after the object are errors.
+class HeaderParser {
+ public:
+  HeaderParser(std::string_view text, const std::string& source) : text_(text), source_(source) {}
+
+  Header parse() {
+    expect('{', "at the start of the header, which must be a JSON object");
+    std::unordered_set<std::string> keys;
+    if (!consume('}')) {
+      do {
+        std::string key = parse_string("a key (a tensor name or '__metadata__')");
+        if (!keys.insert(key).second) format_fail(source_, "the header has a duplicate key " + quoted_name(key));
+        expect(':', "after the key " + quoted_name(key));
+        if (key == kMetadataKey) {
+          parse_metadata();
+        } else {
+          header_.tensors.push_back(parse_tensor(std::move(key)));
+        }
+      } while (consume(','));
+      expect('}', "after a header entry (expected ',' or '}')");
+    }
+    skip_whitespace();
+    if (pos_ != text_.size()) malformed("unexpected text after the header object");
+    return std::move(header_);
+  }
+
+ private:
+  [[noreturn]] void malformed(const std::string& problem) const {
+    format_fail(source_, "malformed header JSON at byte " + std::to_string(pos_) + " of the header: " + problem +
+                             " (header text: " + in_quotes(text_.substr(std::min(pos_, text_.size()))) + ")");
+  }
+
+  static std::string quoted_name(std::string_view name) { return in_quotes(name, kMaxQuotedName); }
+
+  void skip_whitespace() {
+    while (pos_ < text_.size() && std::string_view(" \t\n\r").find(text_[pos_]) != std::string_view::npos) ++pos_;
+  }
+  char peek() {
+    skip_whitespace();
+    return pos_ < text_.size() ? text_[pos_] : '\0';
+  }
+  bool consume(char c) {
+    if (peek() != c || pos_ >= text_.size()) return false;
+    ++pos_;
+    return true;
+  }
+  void expect(char c, const std::string& where) {
+    if (!consume(c)) malformed(std::string("expected '") + c + "' " + where);
+  }
+  static bool is_digit(char c) { return c >= '0' && c <= '9'; }
+  // A byte that stands for itself inside a JSON string.
+  static bool is_plain_ascii(char c) {
+    const auto u = static_cast<unsigned char>(c);
+    return u >= 0x20 && u < 0x80 && c != '"' && c != '\\';
+  }
+  bool digit_at(std::size_t i) const { return i < text_.size() && is_digit(text_[i]); }
+
+  // ---- values ----
+
+  // A number as JSON spells it: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?
+  std::string_view scan_number() {
+    const std::size_t start = pos_;
+    if (pos_ < text_.size() && text_[pos_] == '-') ++pos_;
+    if (pos_ < text_.size() && text_[pos_] == '0') {
+      ++pos_;
+      if (digit_at(pos_)) malformed("a JSON number cannot have a leading zero");
+    } else if (digit_at(pos_)) {
+      while (digit_at(pos_)) ++pos_;
+    } else {
+      malformed("invalid number");
+    }
+    if (pos_ < text_.size() && text_[pos_] == '.') {
+      ++pos_;
+      if (!digit_at(pos_)) malformed("invalid number: no digit after '.'");
+      while (digit_at(pos_)) ++pos_;
+    }
+    if (pos_ < text_.size() && (text_[pos_] == 'e' || text_[pos_] == 'E')) {
+      ++pos_;
+      if (pos_ < text_.size() && (text_[pos_] == '+' || text_[pos_] == '-')) ++pos_;
+      if (!digit_at(pos_)) malformed("invalid number: no digit in the exponent");
+      while (digit_at(pos_)) ++pos_;
+    }
+    return text_.substr(start, pos_ - start);
+  }
+
+  // Names the value that starts here, for a message about a value of the wrong type.
+  std::string describe_value() {
+    const char c = peek();
+    if (c == '{') return "an object";
+    if (c == '[') return "an array";
+    if (c == '"') return "a string";
+    if (c == '-' || is_digit(c)) return "the number " + in_quotes(scan_number());
+    for (std::string_view literal : {"true", "false", "null"}) {
+      if (text_.substr(pos_, literal.size()) == literal) return std::string(literal);
+    }
+    malformed("expected a JSON value");
+  }
+
+  [[noreturn]] void wrong_type(const std::string& what, const std::string& expected) {
+    const std::string got = describe_value();
+    format_fail(source_, what + " must be " + expected + ", not " + got);
+  }
+
+  // Four hex digits of a \u escape.
+  std::uint32_t parse_hex4() {
+    std::uint32_t value = 0;
+    for (int i = 0; i < 4; ++i, ++pos_) {
+      const char c = pos_ < text_.size() ? text_[pos_] : '\0';
+      const int digit = is_digit(c)              ? c - '0'
+                        : (c >= 'a' && c <= 'f') ? c - 'a' + 10
+                        : (c >= 'A' && c <= 'F') ? c - 'A' + 10
+                                                 : -1;
+      if (digit < 0) malformed("\\u must be followed by four hex digits");
+      value = value * 16 + static_cast<std::uint32_t>(digit);
+    }
+    return value;
+  }
+
+  // After the backslash: one escape, appended to `out` as UTF-8.
+  void parse_escape(std::string& out) {
+    const char c = pos_ < text_.size() ? text_[pos_] : '\0';
+    ++pos_;
+    switch (c) {
+      case '"': out += '"'; return;
+      case '\\': out += '\\'; return;
+      case '/': out += '/'; return;
+      case 'b': out += '\b'; return;
+      case 'f': out += '\f'; return;
+      case 'n': out += '\n'; return;
+      case 'r': out += '\r'; return;
+      case 't': out += '\t'; return;
+      case 'u': break;
+      default: --pos_; malformed("invalid escape sequence in a string");
+    }
+    constexpr std::uint32_t kHighFirst = 0xD800, kLowFirst = 0xDC00, kLowLast = 0xDFFF;
+    std::uint32_t code_point = parse_hex4();
+    if (code_point >= kHighFirst && code_point < kLowFirst) {  // a high surrogate: a low one must follow
+      if (text_.substr(pos_, 2) != "\\u") malformed("a \\u escape of a high surrogate is not followed by a low one");
+      pos_ += 2;
+      const std::uint32_t low = parse_hex4();
+      if (low < kLowFirst || low > kLowLast) malformed("a \\u escape of a high surrogate is not followed by a low one");
+      code_point = 0x10000 + ((code_point - kHighFirst) << 10) + (low - kLowFirst);
+    } else if (code_point >= kLowFirst && code_point <= kLowLast) {
+      malformed("a \\u escape of a low surrogate without a high one before it");
+    }
+    append_utf8(out, code_point);
+  }
+
+  std::string parse_string(const std::string& what) {
+    if (peek() != '"' || pos_ >= text_.size()) malformed("expected " + what);
+    ++pos_;
+    std::string out;
+    while (true) {
+      if (pos_ >= text_.size()) malformed("unterminated string");
+      const auto c = static_cast<unsigned char>(text_[pos_]);
+      if (c == '"') break;
+      if (c == '\\') {
+        ++pos_;
+        parse_escape(out);
+        continue;
+      }
+      if (c < 0x20) malformed("unescaped control character in a string");
+      if (c < 0x80) {  // a run of plain ASCII, appended at once
+        const std::size_t start = pos_;
+        while (pos_ < text_.size() && is_plain_ascii(text_[pos_])) ++pos_;
+        out.append(text_.substr(start, pos_ - start));
+        continue;
+      }
+      const std::size_t n = utf8_sequence_length(text_, pos_);
+      if (n == 0) malformed("invalid UTF-8 in a string");
+      out.append(text_.substr(pos_, n));
+      pos_ += n;
+    }
+    ++pos_;
+    return out;
+  }
+
+  std::uint64_t parse_uint(const std::string& what) {
+    const char c = peek();
+    if (c != '-' && !is_digit(c)) {
+      format_fail(source_, what + " entries must be non-negative integers, not " + describe_value());
+    }
+    const std::string_view token = scan_number();
+    if (token.find_first_of("-.eE") != std::string_view::npos) {
+      format_fail(source_, what + " entries must be non-negative integers, not " + in_quotes(token));
+    }
+    constexpr std::uint64_t kMax = std::numeric_limits<std::uint64_t>::max();
+    std::uint64_t value = 0;
+    for (char d : token) {
+      const auto digit = static_cast<std::uint64_t>(d - '0');
+      if (value > (kMax - digit) / 10) format_fail(source_, what + " entry " + in_quotes(token) + " overflows 64 bits");
+      value = value * 10 + digit;
+    }
+    return value;
+  }
+
+  std::vector<std::uint64_t> parse_uint_array(const std::string& what) {
+    if (peek() != '[') wrong_type(what, "an array of non-negative integers");
+    ++pos_;
+    std::vector<std::uint64_t> out;
+    if (consume(']')) return out;
+    do {
+      out.push_back(parse_uint(what));
+    } while (consume(','));
+    expect(']', "to close " + what + " (expected ',' or ']')");
+    return out;
+  }
+
+  // ---- the schema ----
+
+  void parse_metadata() {
+    const std::string what = "'__metadata__'";
+    if (peek() != '{') wrong_type(what, "an object of strings");
+    ++pos_;
+    if (consume('}')) return;
+    do {
+      std::string key = parse_string("a key in " + what);
+      expect(':', "after the key " + quoted_name(key) + " in " + what);
+      if (peek() != '"') wrong_type(what + " value of " + quoted_name(key), "a string");
+      std::string value = parse_string("a string");
+      const std::string label = quoted_name(key);
+      if (!header_.metadata.emplace(std::move(key), std::move(value)).second) {
+        format_fail(source_, what + " has a duplicate key " + label);
+      }
+    } while (consume(','));
+    expect('}', "to close " + what + " (expected ',' or '}')");
+  }
+
+  TensorEntry parse_tensor(std::string name) {
+    const std::string who = tensor_label(name);
+    if (peek() != '{') wrong_type(who, "an object with 'dtype', 'shape' and 'data_offsets'");
+    ++pos_;
+    std::array<bool, kFieldNames.size()> seen{};
+    std::string dtype;
+    std::vector<std::uint64_t> shape, offsets;
+    if (!consume('}')) {
+      do {
+        const std::string field = parse_string("a field name of " + who);
+        const auto* found = std::find(kFieldNames.begin(), kFieldNames.end(), field);
+        if (found == kFieldNames.end()) {
+          format_fail(source_, who + " has an unknown field " + quoted_name(field) +
+                                   " (expected 'dtype', 'shape' and 'data_offsets')");
+        }
+        const auto index = static_cast<std::size_t>(found - kFieldNames.begin());
+        if (seen[index]) format_fail(source_, who + " has a duplicate field " + quoted_name(field));
+        seen[index] = true;
+        expect(':', "after the field " + quoted_name(field) + " of " + who);
+        const std::string what = who + ": '" + field + "'";
+        switch (static_cast<Field>(index)) {
+          case Field::dtype:
+            if (peek() != '"') wrong_type(what, "a string");
+            dtype = parse_string("a string");
+            break;
+          case Field::shape: shape = parse_uint_array(what); break;
+          case Field::data_offsets: offsets = parse_uint_array(what); break;
+        }
+      } while (consume(','));
+      expect('}', "to close " + who + " (expected ',' or '}')");
+    }
+    for (std::size_t k = 0; k < kFieldNames.size(); ++k) {
+      if (!seen[k]) format_fail(source_, who + " has no '" + std::string(kFieldNames[k]) + "' field");
+    }
+    return make_entry(std::move(name), who, dtype, shape, offsets);
+  }
+
+  TensorEntry make_entry(std::string name, const std::string& who, const std::string& dtype,
+                         const std::vector<std::uint64_t>& shape, const std::vector<std::uint64_t>& offsets) {
+    TensorEntry entry;
+    entry.dtype = dtype_from_string(dtype, who, source_);
+    for (std::uint64_t s : shape) {
+      if (s > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+        format_fail(source_, who + ": shape entry " + std::to_string(s) + " overflows 64-bit signed sizes");
+      }
+      entry.shape.push_back(static_cast<std::int64_t>(s));
+    }
+    if (offsets.size() != 2) {
+      format_fail(source_, who + ": 'data_offsets' must hold two integers [begin, end], not " +
+                               std::to_string(offsets.size()));
+    }
+    entry.begin = offsets[0];
+    entry.end = offsets[1];
+    entry.name = std::move(name);
+    return entry;
+  }
+
+  std::string_view text_;
+  std::size_t pos_ = 0;
+  const std::string& source_;
+  Header header_;
+};
+
+// ---- reading: the layout of the data buffer ----
+
+// shape × dtype size, or an error if the element or byte count does not fit in 64 bits. The product
+// is checked left to right, like Tensor's constructor, so [2^40, 2^40, 0] is rejected although it
+// holds no elements.
+std::uint64_t data_bytes(const TensorEntry& e, const std::string& source) {
+  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+  std::int64_t count = 1;
+  for (std::int64_t s : e.shape) {
+    if (s != 0 && count > kMax / s) {
+      format_fail(source, tensor_label(e.name) + ": the element count of shape " + shape_string(e.shape) +
+                              " overflows 64 bits");
+    }
+    count *= s;
+  }
+  const auto size = static_cast<std::int64_t>(dtype_size(e.dtype));
+  if (count > kMax / size) {
+    format_fail(source, tensor_label(e.name) + ": the byte count of shape " + shape_string(e.shape) + " of " +
+                            std::string(dtype_string(e.dtype)) + " overflows 64 bits");
+  }
+  return static_cast<std::uint64_t>(count * size);
+}
+
+// Checks each tensor's offsets against its shape and the buffer, then sorts the tensors by offset
+// and requires them to tile [0, buffer_size) exactly: no overlap, no gap, nothing left over (the
+// reference implementation's InvalidOffset and MetadataIncompleteBuffer).
+void check_layout(Header& header, std::uint64_t buffer_size, const std::string& source) {
+  for (TensorEntry& e : header.tensors) {
+    e.nbytes = data_bytes(e, source);
+    const std::string where = tensor_label(e.name) + ": " + offsets_string(e.begin, e.end);
+    if (e.end < e.begin) format_fail(source, where + " end before they begin");
+    if (e.end > buffer_size) {
+      format_fail(source, where + " are out of range: the data buffer holds only " +
+                              std::to_string(buffer_size) + " bytes (is the file truncated?)");
+    }
+    if (e.end - e.begin != e.nbytes) {
+      format_fail(source, where + " span " + std::to_string(e.end - e.begin) + " bytes but shape " +
+                              shape_string(e.shape) + " of " + std::string(dtype_string(e.dtype)) + " needs " +
+                              std::to_string(e.nbytes));
+    }
+  }
+  std::sort(header.tensors.begin(), header.tensors.end(), [](const TensorEntry& a, const TensorEntry& b) {
+    return std::tie(a.begin, a.end, a.name) < std::tie(b.begin, b.end, b.name);
+  });
+  std::uint64_t covered = 0;  // the tensors so far tile [0, covered)
+  const TensorEntry* previous = nullptr;
+  for (const TensorEntry& e : header.tensors) {
+    const std::string what = tensor_label(e.name) + " (" + offsets_string(e.begin, e.end) + ")";
+    if (e.begin < covered) {
+      format_fail(source, what + " overlaps " + tensor_label(previous->name) + " (" +
+                              offsets_string(previous->begin, previous->end) + ")");
+    }
+    if (e.begin > covered) {
+      format_fail(source, "the data buffer has " + std::to_string(e.begin - covered) + " unused bytes before " +
+                              what + ": the tensors must cover it without gaps");
+    }
+    covered = e.end;
+    previous = &e;
+  }
+  if (covered != buffer_size) {
+    format_fail(source, "the data buffer has " + std::to_string(buffer_size - covered) + " unused bytes after " +
+                            (previous ? "the last tensor, " + tensor_label(previous->name) + " (" +
+                                            offsets_string(previous->begin, previous->end) + ")"
+                                      : std::string("the header, which lists no tensors")));
+  }
+}
+
+// ---- reading: where the bytes come from ----
+
+struct FileCloser {
+  void operator()(std::FILE* file) const noexcept { std::fclose(file); }
+};
+using FilePtr = std::unique_ptr<std::FILE, FileCloser>;
+
+std::string errno_text() { return std::generic_category().message(errno); }
+
+[[noreturn]] void truncated(const std::string& source, std::size_t needed, std::uint64_t left,
+                            const std::string& what) {
+  format_fail(source, "file is truncated in the " + what + " (" + std::to_string(needed) + " bytes needed, " +
+                          std::to_string(left) + " left)");
+}
+
+// A file opened for reading that knows how many bytes remain.
+class InputFile {
+ public:
+  explicit InputFile(const std::string& path) : path_(path), file_(std::fopen(path.c_str(), "rb")) {
+    if (!file_) fail(ErrorCode::io_error, path, "cannot open for reading: " + errno_text());
+    std::error_code ec;
+    size_ = std::filesystem::file_size(path, ec);  // also rejects directories and other non-files
+    if (ec) fail(ErrorCode::io_error, path, "cannot read: " + ec.message());
+  }
+
+  std::uint64_t remaining() const { return size_ - offset_; }
+
+  void read(void* dst, std::size_t n, const std::string& what) {
+    if (n > remaining()) truncated(path_, n, remaining(), what);
+    if (n != 0 && std::fread(dst, 1, n, file_.get()) != n) {
+      if (std::ferror(file_.get())) fail(ErrorCode::io_error, path_, "read error in the " + what + ": " + errno_text());
+      format_fail(path_, "file is truncated in the " + what + " (it shrank while being read)");
+    }
+    offset_ += n;
+  }
+
+ private:
+  const std::string& path_;
+  FilePtr file_;
+  std::uint64_t size_ = 0;
+  std::uint64_t offset_ = 0;
+};
+
+// The bytes of a whole file in memory.
+class MemoryInput {
+ public:
+  MemoryInput(std::span<const std::byte> bytes, const std::string& source) : bytes_(bytes), source_(source) {}
+
+  std::uint64_t remaining() const { return bytes_.size() - offset_; }
+
+  void read(void* dst, std::size_t n, const std::string& what) {
+    if (n > remaining()) truncated(source_, n, remaining(), what);
+    if (n != 0) std::memcpy(dst, bytes_.data() + offset_, n);
+    offset_ += n;
+  }
+
+ private:
+  std::span<const std::byte> bytes_;
+  const std::string& source_;
+  std::size_t offset_ = 0;
+};
+
+template <class Input>
+std::uint64_t read_header_length(Input& in, const std::string& source) {
+  std::array<unsigned char, kLengthBytes> bytes{};
+  in.read(bytes.data(), bytes.size(), "header length");
+  std::uint64_t length = 0;
+  for (std::size_t i = bytes.size(); i-- > 0;) length = (length << 8) | bytes[i];  // little-endian
+  if (length > kMaxHeaderBytes) {
+    format_fail(source, "oversized header: its length field says " + std::to_string(length) +
+                            " bytes (the limit is " + std::to_string(kMaxHeaderBytes) + ")");
+  }
+  if (length > in.remaining()) {
+    format_fail(source, "file is truncated in the header: its length field says " + std::to_string(length) +
+                            " bytes but only " + std::to_string(in.remaining()) + " follow");
+  }
+  return length;
+}
+
+// The tensor's storage; an allocation failure names the file and the tensor.
+Tensor allocate(const TensorEntry& e, const std::string& source) {
+  try {
+    return Tensor(e.dtype, e.shape);
+  } catch (const Error& error) {
+    fail(error.code(), source, tensor_label(e.name) + ": " + error.what());
+  }
+}
+
+// Any non-zero byte is true; store 1 so that the bytes are valid C++ bools.
+void normalize_bools(Tensor& tensor) {
+  auto* bytes = static_cast<unsigned char*>(tensor.raw());
+  for (std::int64_t i = 0; i < tensor.numel(); ++i) bytes[i] = bytes[i] != 0 ? 1 : 0;
+}
+
+template <class Input>
+SafetensorsFile read_from(Input& in, const std::string& source) {
+  std::string text(read_header_length(in, source), '\0');
+  in.read(text.data(), text.size(), "header");
+  Header header = HeaderParser(text, source).parse();
+  check_layout(header, in.remaining(), source);  // before allocating anything the header claims
+
+  SafetensorsFile file;
+  file.metadata = std::move(header.metadata);
+  for (TensorEntry& e : header.tensors) {  // in offset order: the data buffer is read front to back
+    Tensor tensor = allocate(e, source);
+    in.read(tensor.raw(), static_cast<std::size_t>(e.nbytes), "data of " + tensor_label(e.name));
+    if (e.dtype == DType::boolean) normalize_bools(tensor);
+    file.tensors.emplace(std::move(e.name), std::move(tensor));
+  }
+  return file;
+}
+
+// ---- writing ----
+
+// Elements to write: any rank, strides in elements (may be zero or negative).
+struct WriteItem {
+  std::string_view name;
+  const std::byte* base = nullptr;
+  DType dtype = DType::f32;
+  std::vector<std::int64_t> sizes;
+  std::vector<std::int64_t> strides;
+  std::uint64_t nbytes = 0;
+};
+
+// Sizes must be non-negative with element and byte counts that fit in 64 bits, and the data
+// non-null when there are elements. Returns the byte count.
+std::uint64_t checked_nbytes(const WriteItem& item, const void* data, const std::string& path) {
+  const std::string who = tensor_label(item.name) + " of shape " + shape_string(item.sizes);
+  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+  std::int64_t count = 1;
+  for (std::int64_t s : item.sizes) {
+    if (s < 0) fail(ErrorCode::invalid_shape, path, "cannot write " + who + ": negative size");
+    if (s != 0 && count > kMax / s) {
+      fail(ErrorCode::size_overflow, path, "cannot write " + who + ": the element count overflows 64 bits");
+    }
+    count *= s;
+  }
+  const auto size = static_cast<std::int64_t>(dtype_size(item.dtype));
+  if (count > kMax / size) {
+    fail(ErrorCode::size_overflow, path, "cannot write " + who + ": the byte count overflows 64 bits");
+  }
+  if (count > 0 && data == nullptr) {
+    fail(ErrorCode::null_pointer, path, "cannot write " + who + " with a null data pointer");
+  }
+  return static_cast<std::uint64_t>(count * size);
+}
+
+void check_names(const std::vector<WriteItem>& items, const std::map<std::string, std::string>& metadata,
+                 const std::string& path) {
+  std::unordered_set<std::string_view> seen;
+  for (const WriteItem& item : items) {
+    if (item.name.empty()) fail(ErrorCode::invalid_argument, path, "a tensor name is empty");
+    if (item.name == kMetadataKey) {
+      fail(ErrorCode::invalid_argument, path, "the tensor name '__metadata__' is reserved for the metadata");
+    }
+    if (!is_valid_utf8(item.name)) {
+      fail(ErrorCode::invalid_argument, path, tensor_label(item.name) + ": the name is not valid UTF-8");
+    }
+    if (!seen.insert(item.name).second) fail(ErrorCode::invalid_argument, path, "duplicate " + tensor_label(item.name));
+  }
+  for (const auto& [key, value] : metadata) {
+    const std::string label = "metadata key " + in_quotes(key, kMaxQuotedName);
+    if (!is_valid_utf8(key)) fail(ErrorCode::invalid_argument, path, label + " is not valid UTF-8");
+    if (!is_valid_utf8(value)) fail(ErrorCode::invalid_argument, path, "the value of " + label + " is not valid UTF-8");
+  }
+}
+
+// How many bytes each byte takes inside a JSON string literal: 1 as itself, 2 as a short escape
+// (\" \\ \b \f \n \r \t), 6 as \u00XX (the other control characters).
+constexpr std::array<std::uint8_t, 256> kJsonEscapedSize = [] {
+  std::array<std::uint8_t, 256> size{};
+  for (std::size_t c = 0; c < size.size(); ++c) size[c] = c < 0x20 ? 6 : 1;
+  for (unsigned char c : {'"', '\\', '\b', '\f', '\n', '\r', '\t'}) size[c] = 2;
+  return size;
+}();
+
+std::size_t json_escaped_size(char ch) { return kJsonEscapedSize[static_cast<unsigned char>(ch)]; }
+
+// A JSON string literal: quotes, backslashes and control characters escaped; UTF-8 kept as is.
+void append_json_string(std::string& out, std::string_view text) {
+  out += '"';
+  for (std::size_t pos = 0; pos < text.size();) {
+    std::size_t end = pos;
+    while (end < text.size() && json_escaped_size(text[end]) == 1) ++end;
+    out.append(text.substr(pos, end - pos));  // the common case: long runs that need no escape
+    pos = end;
+    if (pos == text.size()) break;
+    const char ch = text[pos++];
+    switch (ch) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\b': out += "\\b"; break;
+      case '\f': out += "\\f"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default: {
+        constexpr char kHex[] = "0123456789abcdef";
+        const auto c = static_cast<unsigned char>(ch);
+        out += "\\u00";
+        out += kHex[c >> 4];
+        out += kHex[c & 0xF];
+      }
+    }
+  }
+  out += '"';
+}
+
+// The length of append_json_string's output for `text`.
+std::uint64_t json_string_size(std::string_view text) {
+  std::uint64_t size = 2;  // the quotes
+  for (char ch : text) size += json_escaped_size(ch);
+  return size;
+}
+
+[[noreturn]] void header_too_large(const std::string& path, std::uint64_t at_least) {
+  fail(ErrorCode::invalid_argument, path, "the header would be at least " + std::to_string(at_least) +
+                                              " bytes, over the limit of " + std::to_string(kMaxHeaderBytes) +
+                                              " that readers accept (too many tensors or too much metadata)");
+}
+
+// The header as the reference writer lays it out: compact JSON, "__metadata__" first (omitted when
+// empty), the tensors in order with consecutive offsets, then spaces up to a multiple of 8 bytes.
+// Never longer than readers accept; the names and metadata are measured first, so that a huge one is
+// refused before a header is built around it.
+std::string header_json(const std::vector<WriteItem>& items, const std::map<std::string, std::string>& metadata,
+                        const std::string& path) {
+  std::uint64_t text_bytes = 0;
+  for (const auto& [key, value] : metadata) text_bytes += json_string_size(key) + json_string_size(value);
+  for (const WriteItem& item : items) text_bytes += json_string_size(item.name);
+  if (text_bytes > kMaxHeaderBytes) header_too_large(path, text_bytes);
+
+  constexpr std::size_t kStructureBytes = 128;  // more than the JSON around one tensor's name needs
+  std::string json;
+  json.reserve(text_bytes + kStructureBytes * (items.size() + 1));
+  json += '{';
+  if (!metadata.empty()) {
+    append_json_string(json, kMetadataKey);
+    json += ":{";
+    for (const auto& [key, value] : metadata) {
+      if (json.back() != '{') json += ',';
+      append_json_string(json, key);
+      json += ':';
+      append_json_string(json, value);
+    }
+    json += '}';
+  }
+  std::uint64_t offset = 0;
+  for (const WriteItem& item : items) {
+    if (json.size() > 1) json += ',';
+    append_json_string(json, item.name);
+    json += ":{\"dtype\":\"" + std::string(dtype_string(item.dtype)) + "\",\"shape\":[";
+    for (std::size_t d = 0; d < item.sizes.size(); ++d) json += (d ? "," : "") + std::to_string(item.sizes[d]);
+    if (item.nbytes > std::numeric_limits<std::uint64_t>::max() - offset) {
+      fail(ErrorCode::size_overflow, path, "the tensors' total byte count overflows 64 bits");
+    }
+    json += "],\"data_offsets\":[" + std::to_string(offset) + "," + std::to_string(offset + item.nbytes) + "]}";
+    offset += item.nbytes;
+  }
+  json += '}';
+  json.append((kHeaderAlignment - json.size() % kHeaderAlignment) % kHeaderAlignment, ' ');
+  if (json.size() > kMaxHeaderBytes) header_too_large(path, json.size());
+  return json;
+}
+
+// A file written under a temporary name beside `path` and renamed over it by commit(), so that a
+// failed write leaves no partial file. Every failure is an io_error naming `path`.
+class AtomicOutputFile {
+ public:
+  explicit AtomicOutputFile(const std::string& path) : path_(path) {
+    std::random_device random;
+    int error = 0;
+    for (int attempt = 0; attempt < kMaxTempFileAttempts && !file_; ++attempt) {
+      temp_ = path + ".tmp-" + std::to_string((std::uint64_t{random()} << 32) | random());
+      file_.reset(std::fopen(temp_.c_str(), "wbx"));  // "x": never clobber an existing file
+      error = errno;
+      if (!file_ && error != EEXIST) break;
+    }
+    if (!file_) {
+      fail(ErrorCode::io_error, path, "cannot open for writing (as " + in_quotes(temp_, kMaxQuotedName) +
+                                          "): " + std::generic_category().message(error));
+    }
+  }
+  AtomicOutputFile(const AtomicOutputFile&) = delete;
+  AtomicOutputFile& operator=(const AtomicOutputFile&) = delete;
+  ~AtomicOutputFile() {
+    if (committed_) return;
+    file_.reset();
+    std::remove(temp_.c_str());
+  }
+
+  void write(const void* data, std::size_t n) {
+    if (n != 0 && std::fwrite(data, 1, n, file_.get()) != n) {
+      fail(ErrorCode::io_error, path_, "write failed: " + errno_text());
+    }
+  }
+
+  // Flushes, closes (a full disk often shows up only here) and renames over `path`.
+  void commit() {
+    if (std::fclose(file_.release()) != 0) fail(ErrorCode::io_error, path_, "write failed on close: " + errno_text());
+    if (std::rename(temp_.c_str(), path_.c_str()) != 0) {
+      fail(ErrorCode::io_error, path_, "cannot replace with the written file: " + errno_text());
+    }
+    committed_ = true;
+  }
+
+ private:
+  const std::string& path_;
+  std::string temp_;
+  FilePtr file_;
+  bool committed_ = false;
+};
+
+bool is_c_contiguous(const WriteItem& item) {
+  std::int64_t expected = 1;
+  for (std::size_t d = item.sizes.size(); d-- > 0;) {
+    if (item.sizes[d] != 1 && item.strides[d] != expected) return false;
+    expected *= item.sizes[d];
+  }
+  return true;
+}
+
+// Writes the elements in logical C order. Contiguous data that needs no conversion is written
+// directly; anything else (strided views, bools to normalise to 0/1) goes through a bounded buffer.
+void write_elements(AtomicOutputFile& out, const WriteItem& item) {
+  const std::size_t size = dtype_size(item.dtype);
+  const auto count = static_cast<std::int64_t>(item.nbytes / size);
+  if (count == 0) return;
+  if (is_c_contiguous(item) && item.dtype != DType::boolean) {
+    out.write(item.base, static_cast<std::size_t>(item.nbytes));
+    return;
+  }
+  std::vector<std::byte> chunk(std::min(kWriteChunkBytes / size, static_cast<std::size_t>(count)) * size);
+  std::vector<std::int64_t> idx(item.sizes.size(), 0);
+  std::size_t filled = 0;
+  for (std::int64_t flat = 0; flat < count; ++flat) {
+    std::int64_t offset = 0;
+    for (std::size_t d = 0; d < idx.size(); ++d) offset += idx[d] * item.strides[d];
+    const std::byte* src = item.base + offset * static_cast<std::int64_t>(size);
+    if (item.dtype == DType::boolean) {
+      chunk[filled] = std::byte{static_cast<unsigned char>(*src != std::byte{0} ? 1 : 0)};
+    } else {
+      std::memcpy(chunk.data() + filled, src, size);
+    }
+    filled += size;
+    if (filled == chunk.size()) {
+      out.write(chunk.data(), filled);
+      filled = 0;
+    }
+    for (std::size_t d = idx.size(); d-- > 0;) {  // odometer increment, last dimension fastest
+      if (++idx[d] < item.sizes[d]) break;
+      idx[d] = 0;
+    }
+  }
+  out.write(chunk.data(), filled);
+}
+
+void write_items(const std::string& path, const std::vector<WriteItem>& items,
+                 const std::map<std::string, std::string>& metadata) {
+  check_names(items, metadata, path);
+  const std::string header = header_json(items, metadata, path);
+  std::array<unsigned char, kLengthBytes> length{};
+  for (std::size_t i = 0; i < length.size(); ++i) length[i] = static_cast<unsigned char>(header.size() >> (8 * i));
+
+  AtomicOutputFile out(path);
+  out.write(length.data(), length.size());
+  out.write(header.data(), header.size());
+  for (const WriteItem& item : items) write_elements(out, item);
+  out.commit();
+}
+
+}  // namespace
+
+SafetensorsFile read_safetensors(const std::string& path) {
+  InputFile in(path);
+  return read_from(in, path);
+}
+
+SafetensorsFile parse_safetensors(std::span<const std::byte> bytes, const std::string& source_name) {
+  MemoryInput in(bytes, source_name);
+  return read_from(in, source_name);
+}
+
+void write_safetensors(const std::string& path, const std::vector<std::pair<std::string, ConstTensorView>>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  std::vector<WriteItem> items;
+  items.reserve(tensors.size());
+  for (const auto& [name, view] : tensors) {
+    const auto rank = static_cast<std::size_t>(view.rank());
+    WriteItem item{name, static_cast<const std::byte*>(view.data()), view.dtype(),
+                   std::vector<std::int64_t>(view.sizes().begin(), view.sizes().begin() + rank),
+                   std::vector<std::int64_t>(view.strides().begin(), view.strides().begin() + rank)};
+    item.nbytes = checked_nbytes(item, view.data(), path);
+    items.push_back(std::move(item));
+  }
+  write_items(path, items, metadata);
+}
+
+void write_safetensors(const std::string& path, const SafetensorsFile& file) {
+  std::vector<WriteItem> items;
+  items.reserve(file.tensors.size());
+  for (const auto& [name, tensor] : file.tensors) {
+    // A default-constructed Tensor has rank 0 but no element; a rank-0 tensor in a file has one.
+    if (tensor.raw() == nullptr) {
+      fail(ErrorCode::invalid_argument, path,
+           "cannot write " + tensor_label(name) + ": it is a default-constructed (empty) Tensor");
+    }
+    WriteItem item{name, static_cast<const std::byte*>(tensor.raw()), tensor.dtype(), tensor.shape(),
+                   std::vector<std::int64_t>(tensor.shape().size())};
+    std::int64_t stride = 1;
+    for (std::size_t d = item.sizes.size(); d-- > 0;) {
+      item.strides[d] = stride;
+      stride *= item.sizes[d];
+    }
+    item.nbytes = tensor.nbytes();
+    items.push_back(std::move(item));
+  }
+  write_items(path, items, file.metadata);
+}
+
+}  // namespace attnkit
