@@ -16,7 +16,7 @@ cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=Debug -DATTNKIT_SANITIZE=ON -DAT
 cmake --build build-sanitize -j"$jobs"
 ctest --test-dir build-sanitize --output-on-failure -j"$jobs"
 
-echo "== ThreadSanitizer build: the thread pool and the thread-count tests of both kernels"
+echo "== ThreadSanitizer build: the thread pool and the thread-count tests of the kernels and the module"
 # GCC 12's TSan runtime aborts with "unexpected memory mapping" on kernels that randomise mmap with
 # more bits than it expects (vm.mmap_rnd_bits > 28). Without address randomisation it always works, so
 # the build (whose test discovery runs the binaries) and the tests run under `setarch -R` wherever
@@ -25,5 +25,5 @@ echo "== ThreadSanitizer build: the thread pool and the thread-count tests of bo
 no_aslr=()
 if setarch "$(uname -m)" -R true 2>/dev/null; then no_aslr=(setarch "$(uname -m)" -R); fi
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DATTNKIT_TSAN=ON -DATTNKIT_WERROR=ON
-"${no_aslr[@]}" cmake --build build-tsan -j"$jobs" --target test_core test_reference test_cpu
+"${no_aslr[@]}" cmake --build build-tsan -j"$jobs" --target test_core test_reference test_cpu test_mha
 "${no_aslr[@]}" ctest --test-dir build-tsan --output-on-failure --no-tests=error -j"$jobs" -R 'ThreadPool|ThreadCount'

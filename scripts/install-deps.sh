@@ -4,7 +4,7 @@ set -euo pipefail
 packages=(
   g++ cmake make              # C++20 compiler and build
   libgtest-dev libgmock-dev  # GoogleTest, for the tests
-  libopenblas-dev pkg-config # OpenBLAS, the hand-written baseline `attnkit bench` compares against
+  libopenblas-dev pkg-config # OpenBLAS: the module's projections and the bench's baseline
 )
 if [ "$(id -u)" -ne 0 ]; then
   echo "install-deps: run as root (apt-get); skipping, assuming these are installed: ${packages[*]}" >&2
