@@ -30,7 +30,7 @@ using testing::Rng;
 
 // The kernel under test. Pointing it at Kernel::reference checks this harness itself: the float64
 // reference must pass every test here with room to spare.
-constexpr Kernel kKernelUnderTest = Kernel::reference;
+constexpr Kernel kKernelUnderTest = Kernel::fast;
 
 constexpr double kFloor = 1e-7;  // absolute, relative to max(1, |reference gradient|), as for the forward
 // The naive kernel is checked too, so that a mistake in it cannot loosen the rule unseen: its RMS
