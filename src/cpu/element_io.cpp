@@ -20,6 +20,7 @@ float bf16_bits_to_float(std::uint16_t bits) { return std::bit_cast<float>(std::
 
 void load_row_part(ConstTensorView t, std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t c0, float* out,
                    std::int64_t count) {
+  if (count == 0) return;  // an empty row may have no storage at all (a null data pointer)
   const auto* base = element_address(t, b, h, i, c0);
   const std::int64_t step = t.stride(3) * static_cast<std::int64_t>(dtype_size(t.dtype()));
   switch (t.dtype()) {
@@ -62,6 +63,7 @@ void load_row_part(ConstTensorView t, std::int64_t b, std::int64_t h, std::int64
 
 void store_row_part(const float* in, TensorView t, std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t c0,
                     std::int64_t count) {
+  if (count == 0) return;  // an empty row may have no storage at all (a null data pointer)
   auto* base = element_address(t, b, h, i, c0);
   const std::int64_t step = t.stride(3) * static_cast<std::int64_t>(dtype_size(t.dtype()));
   switch (t.dtype()) {
