@@ -7,6 +7,7 @@
 
 #include "attnkit/targets.hpp"
 #include "core/parallel_for.hpp"
+#include "cpu/call_scratch.hpp"
 #include "cpu/element_io.hpp"
 #include "cpu/kernels.hpp"
 
@@ -14,9 +15,6 @@ namespace attnkit::cpu {
 namespace {
 
 constexpr std::int64_t kPadding = kMaxTileCols;  // d_k, d_v padded to whole tiles of every target
-
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
-std::int64_t round_up(std::int64_t a, std::int64_t b) { return ceil_div(a, b) * b; }
 
 BackwardPlan make_plan(const detail::Problem& p, const detail::BackwardIO& io) {
   const detail::Sizes& s = p.sizes;
@@ -41,13 +39,6 @@ BackwardPlan make_plan(const detail::Problem& p, const detail::BackwardIO& io) {
     plan.keep_scale = static_cast<float>(1.0 / (1.0 - p.options->dropout_p));
   }
   return plan;
-}
-
-// Grow-only scratch of the calling thread: no per-call page faults once warm.
-template <class T>
-T* scratch(std::vector<T>& buffer, std::int64_t count) {
-  if (buffer.size() < static_cast<std::size_t>(count)) buffer.resize(static_cast<std::size_t>(count));
-  return buffer.data();
 }
 
 bool all_finite(const float* x, std::int64_t count) {

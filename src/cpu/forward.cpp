@@ -7,6 +7,7 @@
 
 #include "attnkit/targets.hpp"
 #include "core/parallel_for.hpp"
+#include "cpu/call_scratch.hpp"
 #include "cpu/element_io.hpp"
 #include "cpu/kernels.hpp"
 #include "cpu/softmax_merge.hpp"
@@ -15,8 +16,6 @@ namespace attnkit::cpu {
 namespace {
 
 constexpr std::int64_t kValuePadding = 16;  // d_v is padded to a multiple of every target's tile width
-
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
 ForwardPlan make_plan(const detail::Problem& p, const detail::ForwardOutputs& outputs) {
   const detail::Sizes& s = p.sizes;
@@ -35,12 +34,6 @@ ForwardPlan make_plan(const detail::Problem& p, const detail::ForwardOutputs& ou
   plan.scale = static_cast<float>(p.scale);
   plan.softcap = static_cast<float>(p.options->softcap);
   return plan;
-}
-
-// Grow-only scratch of the calling thread for partials and row log-sum-exps: no per-call page faults.
-float* scratch(std::vector<float>& buffer, std::int64_t count) {
-  if (buffer.size() < static_cast<std::size_t>(count)) buffer.resize(static_cast<std::size_t>(count));
-  return buffer.data();
 }
 
 // Merges an item's split partials in split order and finalizes its rows.

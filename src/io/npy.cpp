@@ -28,10 +28,14 @@
 #include <vector>
 
 #include "attnkit/error.hpp"
+#include "io/file_common.hpp"
 
 namespace attnkit {
 
 namespace {
+
+using io::errno_text, io::fail, io::FilePtr, io::format_fail, io::in_quotes, io::InputFile, io::normalize_bools,
+    io::printable;
 
 // Elements are copied byte for byte between memory and little-endian files; a big-endian host would
 // need byte swapping, which this file does not implement.
@@ -49,37 +53,8 @@ constexpr std::uint64_t kMaxHeaderLength = std::uint64_t{1} << 20;
 constexpr std::size_t kHeaderAlignment = 64;      // numpy's ARRAY_ALIGN: data starts 64-byte aligned
 constexpr std::size_t kGrowthAxisMaxDigits = 21;  // numpy >= 1.24 leaves room to rewrite shape[0] in place
 constexpr std::size_t kWriteChunkBytes = std::size_t{1} << 20;  // gather buffer for strided writes
-constexpr std::size_t kMaxQuotedChars = 40;       // longest piece of file text echoed in a message
 
 // ---- error messages ----
-
-[[noreturn]] void fail(ErrorCode code, const std::string& path, const std::string& problem) {
-  throw Error(code, path + ": " + problem);
-}
-
-[[noreturn]] void format_fail(const std::string& path, const std::string& problem) {
-  fail(ErrorCode::format_error, path, problem);
-}
-
-// File text made safe to print: control and non-ASCII bytes as \xNN, long text cut short.
-std::string printable(std::string_view text) {
-  std::string out;
-  for (std::size_t i = 0; i < std::min(text.size(), kMaxQuotedChars); ++i) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    if (c >= 0x20 && c < 0x7F) {
-      out += static_cast<char>(c);
-    } else {
-      constexpr char kHex[] = "0123456789abcdef";
-      out += "\\x";
-      out += kHex[c >> 4];
-      out += kHex[c & 0xF];
-    }
-  }
-  if (text.size() > kMaxQuotedChars) out += "...";
-  return out;
-}
-
-std::string in_quotes(std::string_view text) { return "'" + printable(text) + "'"; }
 
 // A shape as Python prints a tuple: "()", "(5,)", "(2, 3)". numpy writes exactly this.
 std::string shape_repr(std::span<const std::int64_t> shape) {
@@ -146,46 +121,6 @@ DType dtype_from_descr(const std::string& descr, const std::string& path) {
 }
 
 // ---- reading: the file ----
-
-struct FileCloser {
-  void operator()(std::FILE* file) const noexcept { std::fclose(file); }
-};
-using FilePtr = std::unique_ptr<std::FILE, FileCloser>;
-
-std::string errno_text() { return std::generic_category().message(errno); }
-
-// A file opened for reading that knows how many bytes remain, so that every length read from the
-// file is checked before it is used.
-class InputFile {
- public:
-  explicit InputFile(const std::string& path) : path_(path), file_(std::fopen(path.c_str(), "rb")) {
-    if (!file_) fail(ErrorCode::io_error, path, "cannot open for reading: " + errno_text());
-    std::error_code ec;
-    size_ = std::filesystem::file_size(path, ec);  // also rejects directories and other non-files
-    if (ec) fail(ErrorCode::io_error, path, "cannot read: " + ec.message());
-  }
-
-  std::uint64_t remaining() const { return size_ - offset_; }
-
-  // Reads exactly `n` bytes of the part named `what`.
-  void read(void* dst, std::size_t n, const std::string& what) {
-    if (n > remaining()) {
-      format_fail(path_, "file is truncated in the " + what + " (" + std::to_string(n) + " bytes needed, " +
-                             std::to_string(remaining()) + " left)");
-    }
-    if (std::fread(dst, 1, n, file_.get()) != n) {
-      if (std::ferror(file_.get())) fail(ErrorCode::io_error, path_, "read error in the " + what + ": " + errno_text());
-      format_fail(path_, "file is truncated in the " + what + " (it shrank while being read)");
-    }
-    offset_ += n;
-  }
-
- private:
-  const std::string& path_;
-  FilePtr file_;
-  std::uint64_t size_ = 0;
-  std::uint64_t offset_ = 0;
-};
 
 void read_magic(InputFile& in, const std::string& path) {
   std::array<char, kMagic.size()> bytes{};
@@ -427,12 +362,6 @@ void check_data_size(std::uint64_t needed, std::uint64_t available, const Header
   }
 }
 
-// numpy reads any non-zero byte as True; store 1 so that the bytes are valid C++ bools.
-void normalize_bools(Tensor& tensor) {
-  auto* bytes = static_cast<unsigned char*>(tensor.raw());
-  for (std::int64_t i = 0; i < tensor.numel(); ++i) bytes[i] = bytes[i] != 0 ? 1 : 0;
-}
-
 // ---- writing ----
 
 // The header dict exactly as numpy 2 writes it (keys sorted, trailing ", ", growth spaces).
@@ -506,15 +435,6 @@ std::int64_t element_count(const std::vector<std::int64_t>& sizes) {
   return count;
 }
 
-bool is_c_contiguous(const StridedSource& src) {
-  std::int64_t expected = 1;
-  for (std::size_t d = src.sizes.size(); d-- > 0;) {
-    if (src.sizes[d] != 1 && src.strides[d] != expected) return false;
-    expected *= src.sizes[d];
-  }
-  return true;
-}
-
 // One element converted to its file representation: bf16 widens to f32 (exactly), bools become 0/1.
 void store_file_element(const std::byte* src, DType dtype, std::byte* dst) {
   if (dtype == DType::bf16) {
@@ -536,7 +456,7 @@ void write_elements(OutputFile& out, const StridedSource& src) {
   const std::size_t in_size = dtype_size(src.dtype);
   const std::size_t out_size = dtype_size(file_dtype_of(src.dtype));
   if (count == 0) return;
-  if (is_c_contiguous(src) && src.dtype != DType::bf16 && src.dtype != DType::boolean) {
+  if (io::is_c_contiguous(src.sizes, src.strides) && src.dtype != DType::bf16 && src.dtype != DType::boolean) {
     out.write(src.base, static_cast<std::size_t>(count) * in_size);
     return;
   }

@@ -35,10 +35,14 @@
 #include <vector>
 
 #include "attnkit/error.hpp"
+#include "io/file_common.hpp"
 
 namespace attnkit {
 
 namespace {
+
+using io::errno_text, io::fail, io::FilePtr, io::format_fail, io::in_quotes, io::InputFile, io::kMaxQuotedChars,
+    io::normalize_bools, io::printable, io::truncated;
 
 // Elements are copied byte for byte between memory and little-endian files; a big-endian host would
 // need byte swapping, which this file does not implement.
@@ -51,41 +55,10 @@ constexpr std::uint64_t kMaxHeaderBytes = 100'000'000;
 constexpr std::size_t kHeaderAlignment = 8;  // writers pad the header so that the data starts 8-byte aligned
 constexpr std::string_view kMetadataKey = "__metadata__";
 constexpr std::size_t kWriteChunkBytes = std::size_t{1} << 20;  // gather buffer for strided writes
-constexpr std::size_t kMaxQuotedChars = 40;  // longest piece of header text echoed in a message
 constexpr std::size_t kMaxQuotedName = 200;  // longest tensor name or key echoed in a message
 constexpr int kMaxTempFileAttempts = 16;     // fresh random temporary names tried before giving up
 
 // ---- error messages ----
-
-[[noreturn]] void fail(ErrorCode code, const std::string& source, const std::string& problem) {
-  throw Error(code, source + ": " + problem);
-}
-
-[[noreturn]] void format_fail(const std::string& source, const std::string& problem) {
-  fail(ErrorCode::format_error, source, problem);
-}
-
-// Text made safe to print: control and non-ASCII bytes as \xNN, long text cut short.
-std::string printable(std::string_view text, std::size_t limit) {
-  std::string out;
-  for (std::size_t i = 0; i < std::min(text.size(), limit); ++i) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    if (c >= 0x20 && c < 0x7F) {
-      out += static_cast<char>(c);
-    } else {
-      constexpr char kHex[] = "0123456789abcdef";
-      out += "\\x";
-      out += kHex[c >> 4];
-      out += kHex[c & 0xF];
-    }
-  }
-  if (text.size() > limit) out += "...";
-  return out;
-}
-
-std::string in_quotes(std::string_view text, std::size_t limit = kMaxQuotedChars) {
-  return "'" + printable(text, limit) + "'";
-}
 
 std::string tensor_label(std::string_view name) { return "tensor " + in_quotes(name, kMaxQuotedName); }
 
@@ -577,47 +550,6 @@ void check_layout(Header& header, std::uint64_t buffer_size, const std::string& 
 
 // ---- reading: where the bytes come from ----
 
-struct FileCloser {
-  void operator()(std::FILE* file) const noexcept { std::fclose(file); }
-};
-using FilePtr = std::unique_ptr<std::FILE, FileCloser>;
-
-std::string errno_text() { return std::generic_category().message(errno); }
-
-[[noreturn]] void truncated(const std::string& source, std::size_t needed, std::uint64_t left,
-                            const std::string& what) {
-  format_fail(source, "file is truncated in the " + what + " (" + std::to_string(needed) + " bytes needed, " +
-                          std::to_string(left) + " left)");
-}
-
-// A file opened for reading that knows how many bytes remain.
-class InputFile {
- public:
-  explicit InputFile(const std::string& path) : path_(path), file_(std::fopen(path.c_str(), "rb")) {
-    if (!file_) fail(ErrorCode::io_error, path, "cannot open for reading: " + errno_text());
-    std::error_code ec;
-    size_ = std::filesystem::file_size(path, ec);  // also rejects directories and other non-files
-    if (ec) fail(ErrorCode::io_error, path, "cannot read: " + ec.message());
-  }
-
-  std::uint64_t remaining() const { return size_ - offset_; }
-
-  void read(void* dst, std::size_t n, const std::string& what) {
-    if (n > remaining()) truncated(path_, n, remaining(), what);
-    if (n != 0 && std::fread(dst, 1, n, file_.get()) != n) {
-      if (std::ferror(file_.get())) fail(ErrorCode::io_error, path_, "read error in the " + what + ": " + errno_text());
-      format_fail(path_, "file is truncated in the " + what + " (it shrank while being read)");
-    }
-    offset_ += n;
-  }
-
- private:
-  const std::string& path_;
-  FilePtr file_;
-  std::uint64_t size_ = 0;
-  std::uint64_t offset_ = 0;
-};
-
 // The bytes of a whole file in memory.
 class MemoryInput {
  public:
@@ -661,12 +593,6 @@ Tensor allocate(const TensorEntry& e, const std::string& source) {
   } catch (const Error& error) {
     fail(error.code(), source, tensor_label(e.name) + ": " + error.what());
   }
-}
-
-// Any non-zero byte is true; store 1 so that the bytes are valid C++ bools.
-void normalize_bools(Tensor& tensor) {
-  auto* bytes = static_cast<unsigned char*>(tensor.raw());
-  for (std::int64_t i = 0; i < tensor.numel(); ++i) bytes[i] = bytes[i] != 0 ? 1 : 0;
 }
 
 template <class Input>
@@ -888,22 +814,13 @@ class AtomicOutputFile {
   bool committed_ = false;
 };
 
-bool is_c_contiguous(const WriteItem& item) {
-  std::int64_t expected = 1;
-  for (std::size_t d = item.sizes.size(); d-- > 0;) {
-    if (item.sizes[d] != 1 && item.strides[d] != expected) return false;
-    expected *= item.sizes[d];
-  }
-  return true;
-}
-
 // Writes the elements in logical C order. Contiguous data that needs no conversion is written
 // directly; anything else (strided views, bools to normalise to 0/1) goes through a bounded buffer.
 void write_elements(AtomicOutputFile& out, const WriteItem& item) {
   const std::size_t size = dtype_size(item.dtype);
   const auto count = static_cast<std::int64_t>(item.nbytes / size);
   if (count == 0) return;
-  if (is_c_contiguous(item) && item.dtype != DType::boolean) {
+  if (io::is_c_contiguous(item.sizes, item.strides) && item.dtype != DType::boolean) {
     out.write(item.base, static_cast<std::size_t>(item.nbytes));
     return;
   }

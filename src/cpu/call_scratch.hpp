@@ -1,0 +1,20 @@
+// Sizes and per-call buffers shared by the fast kernels' plans (forward.cpp, backward.cpp).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace attnkit::cpu {
+
+inline std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+inline std::int64_t round_up(std::int64_t a, std::int64_t b) { return ceil_div(a, b) * b; }
+
+// Grow-only scratch of the calling thread (the vector is thread_local at the call site): once warm,
+// a call touches no fresh pages.
+template <class T>
+T* scratch(std::vector<T>& buffer, std::int64_t count) {
+  if (buffer.size() < static_cast<std::size_t>(count)) buffer.resize(static_cast<std::size_t>(count));
+  return buffer.data();
+}
+
+}  // namespace attnkit::cpu

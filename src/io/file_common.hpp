@@ -1,0 +1,113 @@
+// What the file readers and writers (.npy, .safetensors) share: their error messages, a read-only
+// file that checks every length against what remains, and small element helpers.
+#pragma once
+
+#include <algorithm>
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+#include "attnkit/error.hpp"
+#include "attnkit/tensor.hpp"
+
+namespace attnkit::io {
+
+inline constexpr std::size_t kMaxQuotedChars = 40;  // longest piece of file text echoed in a message
+
+[[noreturn]] inline void fail(ErrorCode code, const std::string& source, const std::string& problem) {
+  throw Error(code, source + ": " + problem);
+}
+
+[[noreturn]] inline void format_fail(const std::string& source, const std::string& problem) {
+  fail(ErrorCode::format_error, source, problem);
+}
+
+[[noreturn]] inline void truncated(const std::string& source, std::size_t needed, std::uint64_t left,
+                                   const std::string& what) {
+  format_fail(source, "file is truncated in the " + what + " (" + std::to_string(needed) + " bytes needed, " +
+                          std::to_string(left) + " left)");
+}
+
+// Text made safe to print: control and non-ASCII bytes as \xNN, long text cut short.
+inline std::string printable(std::string_view text, std::size_t limit = kMaxQuotedChars) {
+  std::string out;
+  for (std::size_t i = 0; i < std::min(text.size(), limit); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x20 && c < 0x7F) {
+      out += static_cast<char>(c);
+    } else {
+      constexpr char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 0xF];
+    }
+  }
+  if (text.size() > limit) out += "...";
+  return out;
+}
+
+inline std::string in_quotes(std::string_view text, std::size_t limit = kMaxQuotedChars) {
+  return "'" + printable(text, limit) + "'";
+}
+
+struct FileCloser {
+  void operator()(std::FILE* file) const noexcept { std::fclose(file); }
+};
+using FilePtr = std::unique_ptr<std::FILE, FileCloser>;
+
+inline std::string errno_text() { return std::generic_category().message(errno); }
+
+// A file opened for reading that knows how many bytes remain, so that every length read from the
+// file is checked before it is used.
+class InputFile {
+ public:
+  explicit InputFile(const std::string& path) : path_(path), file_(std::fopen(path.c_str(), "rb")) {
+    if (!file_) fail(ErrorCode::io_error, path, "cannot open for reading: " + errno_text());
+    std::error_code ec;
+    size_ = std::filesystem::file_size(path, ec);  // also rejects directories and other non-files
+    if (ec) fail(ErrorCode::io_error, path, "cannot read: " + ec.message());
+  }
+
+  std::uint64_t remaining() const { return size_ - offset_; }
+
+  // Reads exactly `n` bytes of the part named `what`.
+  void read(void* dst, std::size_t n, const std::string& what) {
+    if (n > remaining()) truncated(path_, n, remaining(), what);
+    if (n != 0 && std::fread(dst, 1, n, file_.get()) != n) {
+      if (std::ferror(file_.get())) fail(ErrorCode::io_error, path_, "read error in the " + what + ": " + errno_text());
+      format_fail(path_, "file is truncated in the " + what + " (it shrank while being read)");
+    }
+    offset_ += n;
+  }
+
+ private:
+  const std::string& path_;
+  FilePtr file_;
+  std::uint64_t size_ = 0;
+  std::uint64_t offset_ = 0;
+};
+
+// Files may hold any non-zero byte for true; store 1 so that the bytes are valid C++ bools.
+inline void normalize_bools(Tensor& tensor) {
+  auto* bytes = static_cast<unsigned char*>(tensor.raw());
+  for (std::int64_t i = 0; i < tensor.numel(); ++i) bytes[i] = bytes[i] != 0 ? 1 : 0;
+}
+
+// Whether elements of these sizes and strides (in elements) lie in C order without gaps.
+inline bool is_c_contiguous(const std::vector<std::int64_t>& sizes, const std::vector<std::int64_t>& strides) {
+  std::int64_t expected = 1;
+  for (std::size_t d = sizes.size(); d-- > 0;) {
+    if (sizes[d] != 1 && strides[d] != expected) return false;
+    expected *= sizes[d];
+  }
+  return true;
+}
+
+}  // namespace attnkit::io
