@@ -4,6 +4,7 @@
 #include "attnkit/attention.hpp"
 #include "attnkit/dtype.hpp"
 #include "attnkit/error.hpp"
+#include "attnkit/kv_cache.hpp"
 #include "attnkit/mha.hpp"
 #include "attnkit/npy.hpp"
 #include "attnkit/options.hpp"

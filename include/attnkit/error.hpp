@@ -22,6 +22,7 @@ enum class ErrorCode {
   unsupported,       // a valid request this build cannot serve (e.g. a kernel not compiled in)
   io_error,          // a file could not be opened, read or written
   format_error,      // a file's contents are malformed (truncated, bad header, unsupported layout)
+  capacity_exceeded, // a fixed-size resource is full: a KV cache's sequences, a sequence's length, the block pool
 };
 
 // Stable lower-case name of a code, as printed by the CLI ("invalid_shape").

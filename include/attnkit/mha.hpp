@@ -16,9 +16,11 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "attnkit/kv_cache.hpp"
 #include "attnkit/options.hpp"
 #include "attnkit/tensor.hpp"
 
@@ -80,6 +82,12 @@ struct MultiHeadAttentionOutput {
   std::optional<Tensor> weights;   // when need_weights: [B, n, m] or [B, H, n, m], float32
 };
 
+// Options of a decoding step (forward_cached). Attention over the cache is always causal.
+struct CachedForwardOptions {
+  Window window{};  // sliding window around each new token's position
+  Kernel kernel = Kernel::automatic;
+};
+
 struct MultiHeadAttentionGradients {
   Tensor d_query, d_key, d_value;           // like the inputs, float32
   std::map<std::string, Tensor> d_weights;  // keyed by parameter name, float32, in the stored layout
@@ -112,6 +120,17 @@ class MultiHeadAttention {
   MultiHeadAttentionOutput forward(ConstTensorView query, ConstTensorView key, ConstTensorView value,
                                    const MultiHeadAttentionOptions& options = {},
                                    MultiHeadAttentionContext* context = nullptr) const;
+
+  // Incremental decoding, self-attention through a KV cache: x holds the next t tokens of B
+  // sequences, [B, t, E] (or [t, B, E]; unbatched [t, E] for one sequence), entry b continuing
+  // sequences[b] of `cache`. Their keys and values are projected, rotated (RoPE) at positions
+  // length .. length + t − 1 of each sequence, and appended; then each new token attends over its
+  // sequence's cached tokens up to itself, and the result is projected out: [B, t, E] like x.
+  // Sequences of different lengths go in one call. The cache's num_kv_heads and head_dim (and
+  // value_dim) must be the module's. On any error (a full cache included) nothing is appended.
+  // t = 1 is a decoding step; a whole prompt in one call is its prefill.
+  Tensor forward_cached(ConstTensorView x, KVCache& cache, std::span<const KVCache::SequenceId> sequences,
+                        const CachedForwardOptions& options = {}) const;
 
   // Gradients of a loss given d_out = ∂L/∂out, from the context of the forward call.
   MultiHeadAttentionGradients backward(const MultiHeadAttentionContext& context, ConstTensorView d_out) const;

@@ -14,6 +14,7 @@ const char* error_code_name(ErrorCode code) noexcept {
     case ErrorCode::unsupported: return "unsupported";
     case ErrorCode::io_error: return "io_error";
     case ErrorCode::format_error: return "format_error";
+    case ErrorCode::capacity_exceeded: return "capacity_exceeded";
   }
   return "unknown";
 }

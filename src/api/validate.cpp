@@ -342,6 +342,53 @@ Problem validate_forward(ConstTensorView q, ConstTensorView k, ConstTensorView v
   return p;
 }
 
+Problem validate_cached_forward(ConstTensorView q, ConstTensorView k_pool, ConstTensorView v_pool, const CachedKeys& cached,
+                                int64_t m, TensorView out, const AttentionOptions& options, const std::optional<TensorView>& lse,
+                                ForwardOutputs& outputs) {
+  check_rank("q", q, 4, "[batch, heads, n, d_k]");
+  if (!is_floating(q.dtype())) fail(ErrorCode::invalid_dtype, describe("q", q) + ": attention takes f64, f32, f16 or bf16");
+  check_view_basics("q", q);
+  Problem p;
+  Sizes& s = p.sizes;
+  s.batch = q.size(0);
+  s.q_heads = q.size(1);
+  s.n = q.size(2);
+  s.d_k = q.size(3);
+  s.kv_heads = k_pool.size(1);
+  s.m = m;
+  s.d_v = v_pool.size(3);
+  const std::string all = " (" + describe("q", q) + ", cache of " + std::to_string(s.kv_heads) + " KV heads, d_k " +
+                          std::to_string(k_pool.size(3)) + ", d_v " + std::to_string(s.d_v) + ")";
+  if (k_pool.size(3) != s.d_k) {
+    fail(ErrorCode::invalid_shape, "q: key dimension " + std::to_string(s.d_k) + " does not match the cache's " +
+                                       std::to_string(k_pool.size(3)) + all);
+  }
+  if (s.q_heads % s.kv_heads != 0) {
+    fail(ErrorCode::invalid_shape, "q: query heads " + std::to_string(s.q_heads) + " must be a multiple of the cache's " +
+                                       std::to_string(s.kv_heads) + " key/value heads (GQA/MQA)" + all);
+  }
+  p.q = q;
+  p.k = k_pool;
+  p.v = v_pool;
+  p.scale = resolve_scale(options, s);
+  check_scalar_options(options, s);
+  check_alibi(options, s);
+  p.options = &options;
+  p.cached = &cached;
+
+  check_same_dtype("out", out, q);
+  check_output("out", out, {s.batch, s.q_heads, s.n, s.d_v}, "[B, Hq, n, d_v]");
+  std::vector<ByteSpan> spans = {span_of("out", out)};
+  if (lse) {
+    if (lse->dtype() != DType::f32) fail(ErrorCode::invalid_dtype, describe("lse", *lse) + ": lse is always f32");
+    check_output("lse", *lse, {s.batch, s.q_heads, s.n}, "[B, Hq, n]");
+    spans.push_back(span_of("lse", *lse));
+  }
+  check_no_overlap(spans, {span_of("q", q), span_of("the cache's keys", k_pool), span_of("the cache's values", v_pool)});
+  outputs = ForwardOutputs{out, lse, std::nullopt};
+  return p;
+}
+
 Problem validate_backward(ConstTensorView q, ConstTensorView k, ConstTensorView v, const BackwardIO& io,
                           const AttentionOptions& options) {
   Problem p = make_problem(q, k, v, options);

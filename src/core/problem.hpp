@@ -24,6 +24,17 @@ struct Sizes {
 
 enum class MaskKind : std::uint8_t { none, keep, additive };
 
+// Keys and values of a KV cache (attnkit/kv_cache.hpp), read in place: k and v are the cache's block
+// pools [blocks, Hkv, block_size, d], and key j of batch entry b is row j % block_size of block
+// block_table[b · blocks_per_sequence + j / block_size]. Entry b has lengths[b] keys (m is the
+// largest), and under Causal::bottom_right its queries align with its own last key.
+struct CachedKeys {
+  const std::int64_t* block_table = nullptr;
+  std::int64_t blocks_per_sequence = 0;
+  std::int64_t block_size = 0;
+  const std::int64_t* lengths = nullptr;
+};
+
 struct Problem {
   Sizes sizes;
   ConstTensorView q, k, v;
@@ -31,6 +42,10 @@ struct Problem {
   MaskKind mask_kind = MaskKind::none;
   ConstTensorView mask;      // rank 4, broadcast dimensions have stride 0
   const AttentionOptions* options = nullptr;
+  const CachedKeys* cached = nullptr;  // set only by attention over a KV cache (forward only)
+
+  // Keys that exist for batch entry b: m, or the cached sequence's length.
+  std::int64_t key_count(std::int64_t b) const { return cached != nullptr ? cached->lengths[b] : sizes.m; }
 };
 
 struct ForwardOutputs {

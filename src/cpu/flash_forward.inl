@@ -59,10 +59,10 @@ void score_tile(const ForwardWorkspace& ws, std::int64_t tile, std::int64_t cols
 constexpr std::int64_t kPrefetchRows = 8;  // how far ahead of use key rows are requested
 constexpr std::int64_t kCacheLine = 64;
 
-void prefetch_row(const ConstTensorView& t, const ItemCoordinates& item, std::int64_t row) {
+void prefetch_row(const ConstTensorView& t, StoredRow at, std::int64_t kv_head) {
   if (t.stride(3) != 1) return;
   const auto* begin = static_cast<const char*>(t.data()) +
-                      (item.batch * t.stride(0) + item.kv_head * t.stride(1) + row * t.stride(2)) *
+                      (at.outer * t.stride(0) + kv_head * t.stride(1) + at.row * t.stride(2)) *
                           static_cast<std::int64_t>(dtype_size(t.dtype()));
   const std::int64_t bytes = t.size(3) * static_cast<std::int64_t>(dtype_size(t.dtype()));
   for (std::int64_t offset = 0; offset < bytes; offset += kCacheLine) __builtin_prefetch(begin + offset);
@@ -73,19 +73,21 @@ void prefetch_row(const ConstTensorView& t, const ItemCoordinates& item, std::in
 // vectors along the feature dimension, one accumulator per row, summed across lanes at the end.
 void score_tile_from_key_rows(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordinates& item,
                               std::int64_t j0, std::int64_t width, std::int64_t cols, float scale) {
-  const ConstTensorView& keys = plan.problem->k;
+  const detail::Problem& p = *plan.problem;
+  const ConstTensorView& keys = p.k;
   const bool direct = keys.dtype() == DType::f32 && keys.stride(3) == 1;
   const std::int64_t vector_end = ws.d_k / kLanes * kLanes;
   for (std::int64_t j = 0; j < width; ++j) {
     // Decoding streams K and V from memory once: ask for rows ahead of use, so that their latency
     // overlaps the arithmetic (the hardware prefetcher alone left single-thread decode latency-bound).
-    if (direct && j + kPrefetchRows < width) prefetch_row(keys, item, j0 + j + kPrefetchRows);
-    prefetch_row(plan.problem->v, item, j0 + j);
+    const StoredRow at = stored_row(p, item.batch, j0 + j);
+    if (direct && j + kPrefetchRows < width) prefetch_row(keys, stored_row(p, item.batch, j0 + j + kPrefetchRows), item.kv_head);
+    prefetch_row(p.v, at, item.kv_head);
     const float* k = ws.key_rows;
     if (direct) {
-      k = keys.at<float>({item.batch, item.kv_head, j0 + j, 0});
+      k = keys.at<float>({at.outer, item.kv_head, at.row, 0});
     } else {
-      load_row_f32(keys, item.batch, item.kv_head, j0 + j, ws.key_rows, ws.d_k);
+      load_row_f32(keys, at.outer, item.kv_head, at.row, ws.key_rows, ws.d_k);
     }
     Vec acc[kTileRows];
     for (Vec& a : acc) a = Isa::zero();
@@ -150,12 +152,13 @@ void pack_keys(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordina
     const float* rows[kTileCols];
     for (std::int64_t t = 0; t < kTileCols; ++t) {
       const std::int64_t j = p0 + t;
+      const StoredRow at = j < width ? stored_row(*plan.problem, item.batch, j0 + j) : StoredRow{};
       if (j >= width) {
         rows[t] = ws.zero_row;
       } else if (in_place) {
-        rows[t] = keys.at<float>({item.batch, item.kv_head, j0 + j, 0});
+        rows[t] = keys.at<float>({at.outer, item.kv_head, at.row, 0});
       } else {
-        load_row_f32(keys, item.batch, item.kv_head, j0 + j, ws.key_rows + t * ws.d_k, ws.d_k);
+        load_row_f32(keys, at.outer, item.kv_head, at.row, ws.key_rows + t * ws.d_k, ws.d_k);
         rows[t] = ws.key_rows + t * ws.d_k;
       }
     }
@@ -171,7 +174,8 @@ bool pack_values(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordi
   for (std::int64_t j = 0; j < cols; ++j) {
     float* row = ws.v + j * ws.d_v;
     if (j < width) {
-      load_row_f32(plan.problem->v, item.batch, item.kv_head, j0 + j, row, d_v);
+      const StoredRow at = stored_row(*plan.problem, item.batch, j0 + j);
+      load_row_f32(plan.problem->v, at.outer, item.kv_head, at.row, row, d_v);
     } else {
       std::fill(row, row + d_v, 0.0f);
     }
@@ -317,7 +321,10 @@ void run_item(const ForwardPlan& plan, std::int64_t item_index, std::int64_t spl
   std::fill(ws.row_max, ws.row_max + ws.rows, kMinusInf);
   std::fill(ws.row_sum, ws.row_sum + ws.rows, 0.0f);
   std::fill(ws.acc, ws.acc + ws.rows * ws.d_v, 0.0f);
-  stream_key_blocks(plan, ws, item, KeyRange{split_begin(plan, split), split_end(plan, split)});
+  // Keys past the entry's own count (a cached sequence shorter than m) are never touched: they may
+  // lie in blocks the sequence does not hold.
+  const std::int64_t key_end = std::min(split_end(plan, split), plan.problem->key_count(item.batch));
+  stream_key_blocks(plan, ws, item, KeyRange{split_begin(plan, split), std::max(key_end, split_begin(plan, split))});
 
   for (std::int64_t r = 0; r < plan.group * item.queries; ++r) {
     const float* acc = ws.acc + r * ws.d_v;

@@ -24,7 +24,7 @@ void bias_and_mask_row(const detail::Problem& p, float softcap, std::int64_t bat
   const Vec minus_inf = Isa::set1(kMinusInf);
   const Vec first = Isa::set1(static_cast<float>(first_rel)), last = Isa::set1(static_cast<float>(last_rel));
   const Vec cap = Isa::set1(softcap), inv_cap = Isa::set1(capped ? 1 / softcap : 0);
-  const Vec slope = Isa::set1(info.alibi_slope), pos = Isa::set1(static_cast<float>(info.query + causal_shift(p) - j0));
+  const Vec slope = Isa::set1(info.alibi_slope), pos = Isa::set1(static_cast<float>(info.position - j0));
   for (std::int64_t c0 = 0; c0 < cols; c0 += kLanes) {
     Vec s = Isa::load(scores + c0);
     const Vec key = Isa::iota(static_cast<float>(c0));  // j − j0

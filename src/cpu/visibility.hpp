@@ -12,33 +12,43 @@ namespace attnkit::cpu {
 
 // What one row of a work item is: which query, and which keys it may see.
 struct RowInfo {
-  std::int64_t head = 0;     // query head
-  std::int64_t query = 0;    // query index i
+  std::int64_t head = 0;      // query head
+  std::int64_t query = 0;     // query index i
+  std::int64_t position = 0;  // aligned query position i' (shared/DESIGN.md), for the window and ALiBi
   std::int64_t first = 0;    // first visible key (inclusive)
   std::int64_t last = -1;    // last visible key (inclusive); last < first: no visible key
   float alibi_slope = 0.0f;
 };
 
-// The aligned query position is i + causal_shift (shared/DESIGN.md: bottom-right aligns the last
-// query with the last key).
-inline std::int64_t causal_shift(const detail::Problem& p) {
-  return p.options->causal == Causal::bottom_right ? p.sizes.m - p.sizes.n : 0;
-}
-
+// The aligned query position is i + (keys − n) under bottom-right alignment (shared/DESIGN.md: the
+// last query meets the last key), where keys is m or, for a KV cache, the entry's own length.
 inline RowInfo make_row_info(const detail::Problem& p, std::int64_t batch, std::int64_t head, std::int64_t query) {
   const AttentionOptions& o = *p.options;
+  const std::int64_t keys = p.key_count(batch);
   RowInfo info;
   info.head = head;
   info.query = query;
-  const std::int64_t pos = query + causal_shift(p);
+  info.position = query + (o.causal == Causal::bottom_right ? keys - p.sizes.n : 0);
+  const std::int64_t pos = info.position;
   info.first = 0;
-  info.last = p.sizes.m - 1;
+  info.last = keys - 1;
   if (o.causal != Causal::none) info.last = std::min(info.last, pos);
   if (o.window.left >= 0) info.first = std::max(info.first, pos - o.window.left);
   if (o.window.right >= 0) info.last = std::min(info.last, pos + o.window.right);
   if (!o.key_lengths.empty()) info.last = std::min(info.last, o.key_lengths[static_cast<std::size_t>(batch)] - 1);
   info.alibi_slope = o.alibi_slopes.empty() ? 0.0f : o.alibi_slopes[static_cast<std::size_t>(head)];
   return info;
+}
+
+// Where key (and value) row j of batch entry b is stored: index [b, ·, j] of k and v, or, for a KV
+// cache, row j % block_size of the block its block table lists.
+struct StoredRow {
+  std::int64_t outer, row;  // indices of the view's dimensions 0 and 2
+};
+inline StoredRow stored_row(const detail::Problem& p, std::int64_t batch, std::int64_t j) {
+  if (p.cached == nullptr) return {batch, j};
+  const detail::CachedKeys& c = *p.cached;
+  return {c.block_table[batch * c.blocks_per_sequence + j / c.block_size], j % c.block_size};
 }
 
 struct KeyRange {

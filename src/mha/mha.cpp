@@ -6,9 +6,11 @@
 // strided [B, H, S, d] view, without a copy in either direction.
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "attnkit/attention.hpp"
 #include "attnkit/error.hpp"
+#include "attnkit/kv_cache.hpp"
 #include "attnkit/mha.hpp"
 #include "mha/layout.hpp"
 #include "mha/linear.hpp"
@@ -80,6 +82,28 @@ struct Weights {
   }
 };
 
+// One input projection (which: 0 query, 1 key, 2 value) of a [B, S, in] input: [B, S, rows].
+Tensor project(const std::map<std::string, Tensor>& params, const mha::Layout& layout, bool bias, int which,
+               const Tensor& input, Weights& weights) {
+  const mha::Layout::Projection p = layout.projection(which);
+  const std::int64_t batch = input.shape()[0], seq = input.shape()[1];
+  Tensor projected(DType::f32, {batch, seq, p.rows});
+  const float* b = bias ? weights.get(params, "in_proj_bias") + p.bias_offset : nullptr;
+  mha::linear(input.data<float>(), batch * seq, p.in, weights.get(params, p.weight) + p.first_row * p.in, p.rows, b,
+              projected.data<float>());
+  return projected;
+}
+
+// The output projection of the concatenated heads [B, S, H·d]: [B, S, E].
+Tensor project_out(const std::map<std::string, Tensor>& params, const MultiHeadAttentionConfig& c,
+                   const mha::Layout& layout, const Tensor& attention, Weights& weights) {
+  const std::int64_t batch = attention.shape()[0], seq = attention.shape()[1];
+  Tensor out(DType::f32, {batch, seq, c.embed_dim});
+  mha::linear(attention.data<float>(), batch * seq, layout.q_width(), weights.get(params, "out_proj.weight"),
+              c.embed_dim, c.bias ? weights.get(params, "out_proj.bias") : nullptr, out.data<float>());
+  return out;
+}
+
 AttentionOptions attention_options(const MultiHeadAttentionOptions& o, const std::optional<ConstTensorView>& mask) {
   AttentionOptions a;
   a.causal = o.causal;
@@ -117,16 +141,9 @@ MultiHeadAttentionOutput MultiHeadAttention::forward(ConstTensorView query, Cons
   ctx.options = options;
   ctx.unbatched = qs.unbatched;
   Weights weights;
-  const float* bias = c.bias ? weights.get(parameters_, "in_proj_bias") : nullptr;
-  Tensor* projected[3] = {&ctx.q, &ctx.k, &ctx.v};
-  const Tensor* inputs[3] = {&ctx.query, &ctx.key, &ctx.value};
-  for (int which = 0; which < 3; ++which) {
-    const mha::Layout::Projection p = layout.projection(which);
-    const std::int64_t rows = batch * (which == 0 ? n : m);
-    *projected[which] = Tensor(DType::f32, {batch, which == 0 ? n : m, p.rows});
-    mha::linear(inputs[which]->data<float>(), rows, p.in, weights.get(parameters_, p.weight) + p.first_row * p.in, p.rows,
-                bias != nullptr ? bias + p.bias_offset : nullptr, projected[which]->data<float>());
-  }
+  ctx.q = project(parameters_, layout, c.bias, 0, ctx.query, weights);
+  ctx.k = project(parameters_, layout, c.bias, 1, ctx.key, weights);
+  ctx.v = project(parameters_, layout, c.bias, 2, ctx.value, weights);
   if (c.rope) {
     mha::apply_rope(ctx.q.data<float>(), batch, n, c.num_heads, d, options.query_position, *c.rope, false);
     mha::apply_rope(ctx.k.data<float>(), batch, m, c.num_kv_heads, d, options.key_position, *c.rope, false);
@@ -148,11 +165,7 @@ MultiHeadAttentionOutput MultiHeadAttention::forward(ConstTensorView query, Cons
                    heads_view(ctx.v, c.num_kv_heads, d), heads_view(ctx.attention, c.num_heads, d),
                    attention_options(options, mask), extras);
 
-  // Output projection.
-  Tensor out(DType::f32, {batch, n, c.embed_dim});
-  mha::linear(ctx.attention.data<float>(), batch * n, layout.q_width(), weights.get(parameters_, "out_proj.weight"),
-              c.embed_dim, c.bias ? weights.get(parameters_, "out_proj.bias") : nullptr, out.data<float>());
-  result.out = to_caller_layout(out, qs, c.batch_first, query.dtype());
+  result.out = to_caller_layout(project_out(parameters_, c, layout, ctx.attention, weights), qs, c.batch_first, query.dtype());
 
   if (options.need_weights) {
     if (options.average_attn_weights) {  // mean over heads, summed in head order
@@ -172,6 +185,45 @@ MultiHeadAttentionOutput MultiHeadAttention::forward(ConstTensorView query, Cons
     }
   }
   return result;
+}
+
+Tensor MultiHeadAttention::forward_cached(ConstTensorView x, KVCache& cache, std::span<const KVCache::SequenceId> sequences,
+                                         const CachedForwardOptions& options) const {
+  const MultiHeadAttentionConfig& c = config_;
+  const mha::Layout layout(c);
+  const InputShape xs = input_shape("x", x, c.batch_first, c.embed_dim);
+  const std::int64_t batch = xs.batch, t = xs.seq, d = c.head_dim;
+  if (static_cast<std::int64_t>(sequences.size()) != batch) {
+    fail(ErrorCode::invalid_shape, "sequences: " + std::to_string(sequences.size()) + " listed, but x " + x.shape_string() +
+                                       " holds " + std::to_string(batch) + (xs.unbatched ? " (unbatched)" : ""));
+  }
+  const KVCacheConfig& cc = cache.config();
+  if (cc.num_kv_heads != c.num_kv_heads || cc.head_dim != d || cc.value_dim != d) {
+    fail(ErrorCode::invalid_shape, "cache: " + std::to_string(cc.num_kv_heads) + " KV heads with head_dim " +
+                                       std::to_string(cc.head_dim) + " and value_dim " + std::to_string(cc.value_dim) +
+                                       ", but the module has " + std::to_string(c.num_kv_heads) + " of dimension " +
+                                       std::to_string(d));
+  }
+  std::vector<std::int64_t> positions;  // of each sequence's first new token; raises for unknown ones
+  for (KVCache::SequenceId id : sequences) positions.push_back(cache.length(id));
+
+  const Tensor input = as_batch_major(x, c.batch_first);
+  Weights weights;
+  Tensor q = project(parameters_, layout, c.bias, 0, input, weights);
+  Tensor k = project(parameters_, layout, c.bias, 1, input, weights);
+  const Tensor v = project(parameters_, layout, c.bias, 2, input, weights);
+  if (c.rope) {
+    mha::apply_rope(q.data<float>(), batch, t, c.num_heads, d, positions, *c.rope, false);
+    mha::apply_rope(k.data<float>(), batch, t, c.num_kv_heads, d, positions, *c.rope, false);
+  }
+  cache.append(sequences, heads_view(k, c.num_kv_heads, d), heads_view(v, c.num_kv_heads, d));
+
+  Tensor attention(DType::f32, {batch, t, layout.q_width()});
+  CachedAttentionOptions a;
+  a.window = options.window;
+  a.kernel = options.kernel;
+  attnkit::attend(cache, sequences, heads_view(q, c.num_heads, d), heads_view(attention, c.num_heads, d), a);
+  return to_caller_layout(project_out(parameters_, c, layout, attention, weights), xs, c.batch_first, x.dtype());
 }
 
 MultiHeadAttentionGradients MultiHeadAttention::backward(const MultiHeadAttentionContext& ctx, ConstTensorView d_out) const {

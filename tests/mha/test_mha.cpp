@@ -1790,5 +1790,159 @@ TEST(MultiHeadAttentionThreadCount, ForwardAndBackwardAreBitwiseIdenticalForAnyT
   set_num_threads(0);
 }
 
+// ---- decoding with a KV cache (forward_cached) ----
+
+// A generation schedule: each sequence's prompt goes in on its own (prefill), then every step feeds
+// `t` more tokens to all sequences that still have them, in one batched call over sequences of
+// different lengths. The output rows must equal the float64 composition's causal forward over each
+// whole sequence: the cache, its RoPE positions and the per-sequence causal alignment all have to be
+// right for that.
+struct DecodeCase {
+  std::string name;
+  MultiHeadAttentionConfig config;
+  KVCacheLayout layout = KVCacheLayout::contiguous;
+  std::int64_t block_size = 3;
+  std::vector<int64_t> prompts, totals;  // tokens per sequence: prompt, and in all
+  std::vector<int64_t> steps;            // tokens per decode call, repeated from the last
+  Window window{};
+};
+
+void PrintTo(const DecodeCase& c, std::ostream* os) { *os << c.name; }
+
+class MultiHeadAttentionDecode : public ::testing::TestWithParam<DecodeCase> {};
+
+TEST_P(MultiHeadAttentionDecode, EqualsTheFullCausalForwardOfEachSequence) {
+  ATTNKIT_TRACE_SEED();
+  const DecodeCase& c = GetParam();
+  Rng rng(salt_of(c.name));
+  MultiHeadAttention module(c.config, 5);
+  randomize(module, rng);
+  const Dims dm = dims_of(c.config);
+  const Params p = params_from_state(module.state_dict(), dm);
+  const int64_t count = static_cast<int64_t>(c.totals.size()), E = dm.E;
+  int64_t longest = 0;
+  for (int64_t total : c.totals) longest = std::max(longest, total);
+  KVCache cache({.num_kv_heads = dm.Hkv, .head_dim = dm.d, .max_sequences = count + 1, .max_sequence_length = longest,
+                 .layout = c.layout, .block_size = c.block_size});
+  std::vector<KVCache::SequenceId> ids;
+  for (int64_t b = 0; b < count; ++b) ids.push_back(cache.add_sequence());
+  std::vector<Vec> tokens, outputs(at(count));  // [total, E] per sequence, inputs and the module's outputs
+  for (int64_t b = 0; b < count; ++b) tokens.push_back(random_values(rng, c.totals[at(b)] * E, 1.0, DType::f32));
+  const InputLayout layout = layout_of(c.config, false);
+  CachedForwardOptions o;
+  o.window = c.window;
+
+  // Prefill, one sequence at a time.
+  for (int64_t b = 0; b < count; ++b) {
+    const int64_t t = c.prompts[at(b)];
+    const Tensor x = to_caller(slice(tokens[at(b)], 0, t * E), 1, t, E, layout, DType::f32);
+    const Tensor y = module.forward_cached(x.view(), cache, std::span(&ids[at(b)], 1), o);
+    const Vec rows = from_caller(y, 1, t, E, layout);
+    outputs[at(b)].insert(outputs[at(b)].end(), rows.begin(), rows.end());
+  }
+  // Decode steps over every sequence with tokens left.
+  for (std::size_t step = 0;; ++step) {
+    const int64_t t = c.steps[std::min(step, c.steps.size() - 1)];
+    std::vector<int64_t> active;
+    for (int64_t b = 0; b < count; ++b)
+      if (cache.length(ids[at(b)]) + t <= c.totals[at(b)]) active.push_back(b);
+    if (active.empty()) break;
+    const int64_t B = static_cast<int64_t>(active.size());
+    Vec x_rows;
+    std::vector<KVCache::SequenceId> batch;
+    for (int64_t b : active) {
+      const Vec next = slice(tokens[at(b)], cache.length(ids[at(b)]) * E, t * E);
+      x_rows.insert(x_rows.end(), next.begin(), next.end());
+      batch.push_back(ids[at(b)]);
+    }
+    const Tensor y = module.forward_cached(to_caller(x_rows, B, t, E, layout, DType::f32).view(), cache, batch, o);
+    const Vec rows = from_caller(y, B, t, E, layout);
+    for (int64_t i = 0; i < B; ++i) {
+      Vec& out = outputs[at(active[at(i)])];
+      out.insert(out.end(), rows.begin() + i * t * E, rows.begin() + (i + 1) * t * E);
+    }
+  }
+
+  for (int64_t b = 0; b < count; ++b) {
+    SCOPED_TRACE("sequence " + std::to_string(b) + " of " + std::to_string(c.totals[at(b)]) + " tokens");
+    const int64_t total = c.totals[at(b)];
+    ASSERT_EQ(cache.length(ids[at(b)]), total) << "the schedule must feed every token";
+    Sequences x;
+    x.B = 1;
+    x.n = x.m = total;
+    x.xq = x.xk = x.xv = tokens[at(b)];
+    MultiHeadAttentionOptions full;
+    full.causal = Causal::top_left;  // n = m: the same as bottom-right
+    full.window = c.window;
+    const CompositionForward f = composition_forward(dm, p, x, full, false);
+    expect_close("decoded outputs", outputs[at(b)], f.y);
+  }
+}
+
+// clang-format off
+INSTANTIATE_TEST_SUITE_P(
+    Cases, MultiHeadAttentionDecode,
+    ::testing::Values(
+        DecodeCase{.name = "contiguous_gqa_rope", .config = {.embed_dim = 24, .num_heads = 4, .num_kv_heads = 2, .rope = RopeConfig{}},
+                   .prompts = {5, 1, 9}, .totals = {12, 8, 14}, .steps = {1}},
+        DecodeCase{.name = "paged_gqa_rope", .config = {.embed_dim = 24, .num_heads = 4, .num_kv_heads = 2, .rope = RopeConfig{}},
+                   .layout = KVCacheLayout::paged, .prompts = {5, 1, 9}, .totals = {12, 8, 14}, .steps = {1}},
+        DecodeCase{.name = "paged_mqa_interleaved_rope_chunks",
+                   .config = {.embed_dim = 20, .num_heads = 2, .num_kv_heads = 1,
+                              .rope = RopeConfig{.base = 500.0, .layout = RopeLayout::interleaved}},
+                   .layout = KVCacheLayout::paged, .block_size = 4, .prompts = {2, 7}, .totals = {11, 16}, .steps = {3, 1}},
+        DecodeCase{.name = "contiguous_seq_first_no_rope", .config = {.embed_dim = 12, .num_heads = 3, .batch_first = false},
+                   .prompts = {1, 4, 2, 6}, .totals = {9, 7, 10, 6}, .steps = {2, 1}},
+        DecodeCase{.name = "paged_window_long", .config = {.embed_dim = 16, .num_heads = 4, .num_kv_heads = 2, .rope = RopeConfig{}},
+                   .layout = KVCacheLayout::paged, .block_size = 16, .prompts = {150, 3}, .totals = {160, 140}, .steps = {1},
+                   .window = {20, 0}},
+        DecodeCase{.name = "paged_long_prompt_past_two_key_blocks",
+                   .config = {.embed_dim = 16, .num_heads = 2, .rope = RopeConfig{}},
+                   .layout = KVCacheLayout::paged, .block_size = 8, .prompts = {270, 40}, .totals = {275, 45}, .steps = {1}}),
+    [](const ::testing::TestParamInfo<DecodeCase>& info) { return info.param.name; });
+// clang-format on
+
+TEST(MultiHeadAttentionDecodeErrors, RaiseNamingTheArgumentAndLeaveTheCacheUnchanged) {
+  ATTNKIT_TRACE_SEED();
+  Rng rng(31);
+  MultiHeadAttention module({.embed_dim = 8, .num_heads = 2, .num_kv_heads = 1}, 1);
+  KVCache cache({.num_kv_heads = 1, .head_dim = 4, .max_sequences = 2, .max_sequence_length = 5});
+  const KVCache::SequenceId a = cache.add_sequence(), b = cache.add_sequence();
+  const Tensor three = testing::random_tensor(rng, {1, 3, 8}, DType::f32);
+  const Tensor pair = testing::random_tensor(rng, {2, 1, 8}, DType::f32);
+  (void)module.forward_cached(three.view(), cache, std::span(&a, 1));
+  const Tensor keys_before = cache.keys(a);
+
+  // The cache is full for `a` after 5 tokens: 3 more would need 6.
+  expect_error([&] { (void)module.forward_cached(three.view(), cache, std::span(&a, 1)); }, ErrorCode::capacity_exceeded,
+               "max_sequence_length", "past the limit");
+  const KVCache::SequenceId both[] = {a, b}, twice[] = {b, b};
+  expect_error([&] { (void)module.forward_cached(pair.view(), cache, twice); }, ErrorCode::invalid_argument, "twice",
+               "a sequence twice");
+  expect_error([&] { (void)module.forward_cached(pair.view(), cache, std::span(&a, 1)); }, ErrorCode::invalid_shape,
+               "sequences", "two rows, one sequence");
+  expect_error([&] { (void)module.forward_cached(pair.view(), cache, std::span<const KVCache::SequenceId>(both, 1)); },
+               ErrorCode::invalid_shape, "sequences", "two rows, one sequence listed");
+  const KVCache::SequenceId unknown = 99;
+  expect_error([&] { (void)module.forward_cached(three.view(), cache, std::span(&unknown, 1)); }, ErrorCode::invalid_argument,
+               "sequence 99", "unknown sequence");
+  const Tensor wide = testing::random_tensor(rng, {1, 1, 9}, DType::f32);
+  expect_error([&] { (void)module.forward_cached(wide.view(), cache, std::span(&a, 1)); }, ErrorCode::invalid_shape, "x",
+               "wrong width");
+  KVCache other({.num_kv_heads = 2, .head_dim = 4, .max_sequences = 1, .max_sequence_length = 5});
+  const KVCache::SequenceId c = other.add_sequence();
+  expect_error([&] { (void)module.forward_cached(three.view(), other, std::span(&c, 1)); }, ErrorCode::invalid_shape, "cache",
+               "a cache of other heads");
+  EXPECT_EQ(cache.length(a), 3);
+  EXPECT_EQ(cache.length(b), 0);
+  EXPECT_EQ(other.length(c), 0);
+  EXPECT_TRUE(testing::bitwise_equal(cache.keys(a), keys_before));
+  // Both sequences step once together: a has room for 2 more, b for 5.
+  const Tensor y = module.forward_cached(pair.view(), cache, both);
+  EXPECT_EQ(y.shape(), (std::vector<int64_t>{2, 1, 8}));
+  EXPECT_EQ(cache.length(a), 4);
+  EXPECT_EQ(cache.length(b), 1);
+}
+
 }  // namespace
 }  // namespace attnkit

@@ -1,0 +1,130 @@
+// attnkit — a key/value cache for incremental decoding, and attention over it.
+//
+// A decoder that generates token by token keeps the keys and values of every earlier token, so that
+// each new token costs one row of projections and one pass over the cache. The cache holds them for
+// many sequences at once, each with its own length:
+//
+//   contiguous  each sequence owns a slot of max_sequence_length rows, reserved at creation;
+//   paged       sequences take fixed-size blocks from one shared pool as they grow, listed in a
+//               per-sequence block table (as in vLLM's PagedAttention), so short and long sequences
+//               share the memory; a freed sequence's blocks return to the pool.
+//
+// All memory is allocated when the cache is made. Appending past a sequence's limit or past the
+// pool raises Error(capacity_exceeded) and leaves the cache as it was: nothing is reallocated in the
+// decode loop and nothing is half-written.
+//
+// attend() runs the new queries of several sequences over their cached keys in one call, each
+// sequence aligned bottom-right with its own length (the last query sees every cached key), reading
+// the blocks in place through the fast kernel's decode path.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "attnkit/options.hpp"
+#include "attnkit/tensor.hpp"
+
+namespace attnkit {
+
+enum class KVCacheLayout : std::uint8_t { contiguous, paged };
+
+struct KVCacheConfig {
+  std::int64_t num_kv_heads = 0;
+  std::int64_t head_dim = 0;             // d_k of the keys
+  std::int64_t value_dim = 0;            // d_v of the values; 0: head_dim
+  std::int64_t max_sequences = 1;        // sequences alive at once
+  std::int64_t max_sequence_length = 0;  // tokens one sequence may hold
+  KVCacheLayout layout = KVCacheLayout::contiguous;
+  std::int64_t block_size = 16;  // paged: tokens per block
+  std::int64_t num_blocks = 0;   // paged: blocks in the shared pool; 0: enough for every sequence at full length
+  DType dtype = DType::f32;      // storage: f32, f16 or bf16 (appended values are rounded to it)
+};
+
+class KVCache {
+ public:
+  using SequenceId = std::int64_t;
+
+  // Validates the configuration and allocates all storage (Error(out_of_memory) if it cannot).
+  explicit KVCache(const KVCacheConfig& config);
+
+  const KVCacheConfig& config() const { return config_; }
+
+  // A new, empty sequence. Error(capacity_exceeded) when max_sequences are alive.
+  SequenceId add_sequence();
+  // Forgets the sequence; its slot or blocks are reused by later sequences. Unknown ids are errors.
+  void free_sequence(SequenceId sequence);
+  bool contains(SequenceId sequence) const;
+  std::vector<SequenceId> sequences() const;  // alive, in creation order
+  std::int64_t length(SequenceId sequence) const;
+
+  // Paged: blocks not held by any sequence. Contiguous: 0.
+  std::int64_t free_blocks() const;
+  // How many more tokens the sequence can take now: up to its limit, and (paged) what the free
+  // blocks plus the room left in its last block allow.
+  std::int64_t room(SequenceId sequence) const;
+
+  // Appends t new tokens: keys [Hkv, t, d_k] and values [Hkv, t, d_v], any floating dtype and strides.
+  void append(SequenceId sequence, ConstTensorView keys, ConstTensorView values);
+  // The same for several sequences at once: keys [B, Hkv, t, d_k], values [B, Hkv, t, d_v], entry b
+  // going to sequences[b]. Either every sequence grows by t or, on any error, none does.
+  void append(std::span<const SequenceId> sequences, ConstTensorView keys, ConstTensorView values);
+
+  // Copies of a sequence's cached keys [Hkv, length, d_k] and values [Hkv, length, d_v], in the
+  // storage dtype (for inspection and tests; attend reads the cache in place).
+  Tensor keys(SequenceId sequence) const;
+  Tensor values(SequenceId sequence) const;
+
+  // Where the kernels find the storage; see src/mha/kv_cache.cpp.
+  struct Storage {
+    ConstTensorView keys, values;  // [blocks, Hkv, block_size, d]: a contiguous slot is one block
+    std::int64_t block_size = 0;
+    std::int64_t blocks_per_sequence = 0;
+  };
+  Storage storage() const;
+  // Row b of the block table: the blocks of `sequence`, in order (unused entries are −1).
+  std::span<const std::int64_t> block_table(SequenceId sequence) const;
+
+ private:
+  struct Sequence {
+    SequenceId id = 0;
+    std::int64_t length = 0;
+    std::int64_t table_row = 0;  // its row of the block table
+  };
+  const Sequence& find(SequenceId sequence, const char* what) const;
+  Sequence& find(SequenceId sequence, const char* what);
+  std::int64_t blocks_for(std::int64_t tokens) const;
+
+  KVCacheConfig config_;
+  std::int64_t blocks_ = 0, block_size_ = 0, blocks_per_sequence_ = 0;
+  Tensor keys_, values_;                 // [blocks, Hkv, block_size, d]
+  std::vector<Sequence> alive_;          // in creation order
+  std::vector<std::int64_t> free_list_;  // blocks (or slots) not in use, taken from the back
+  std::vector<std::int64_t> tables_;     // [max_sequences, blocks_per_sequence]; −1 where no block is held
+  std::vector<std::int64_t> free_rows_;  // table rows not in use
+  SequenceId next_id_ = 0;
+};
+
+// Options of attention over the cache. It is always causal, aligned bottom-right per sequence: the
+// queries are the sequence's newest tokens. There is no mask, key_lengths or dropout: the cache's
+// lengths say which keys exist, and decoding is inference.
+struct CachedAttentionOptions {
+  std::optional<double> scale;              // default 1/sqrt(d_k)
+  Window window;                            // around the query's position, as in AttentionOptions
+  std::span<const float> alibi_slopes;      // one per query head, or empty
+  double softcap = 0.0;
+  Kernel kernel = Kernel::automatic;        // fast reads the blocks in place; reference gathers them
+  std::optional<TensorView> lse;            // [B, Hq, n] f32, if wanted
+};
+
+// out[b] = attention(q[b], cached keys and values of sequences[b]) for q [B, Hq, n, d_k] and out
+// [B, Hq, n, d_v] (one floating dtype, any strides; the cache's dtype may differ). Query i of entry
+// b sits at position p = length(sequences[b]) − n + i, the queries being the sequence's last n
+// tokens, already appended, and sees the cached keys j <= p (within the window). A query with
+// p < 0 (a sequence shorter than n) sees nothing and gives zeros. Hq must be a multiple of the
+// cache's Hkv; a sequence may appear only once.
+void attend(const KVCache& cache, std::span<const KVCache::SequenceId> sequences, ConstTensorView q, TensorView out,
+            const CachedAttentionOptions& options = {});
+
+}  // namespace attnkit
