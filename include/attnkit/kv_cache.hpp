@@ -37,7 +37,7 @@ struct KVCacheConfig {
   std::int64_t max_sequences = 1;        // sequences alive at once
   std::int64_t max_sequence_length = 0;  // tokens one sequence may hold
   KVCacheLayout layout = KVCacheLayout::contiguous;
-  std::int64_t block_size = 16;  // paged: tokens per block
+  std::int64_t block_size = 16;  // paged: tokens per block, a power of two
   std::int64_t num_blocks = 0;   // paged: blocks in the shared pool; 0: enough for every sequence at full length
   DType dtype = DType::f32;      // storage: f32, f16 or bf16 (appended values are rounded to it)
 };

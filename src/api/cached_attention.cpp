@@ -2,6 +2,7 @@
 // batch, then either runs the fast kernel on the cache in place or, for Kernel::reference, gathers
 // each sequence and runs the float64 reference on it.
 #include <algorithm>
+#include <bit>
 #include <cstddef>
 #include <cstring>
 #include <string>
@@ -90,7 +91,10 @@ void attend(const KVCache& cache, std::span<const KVCache::SequenceId> sequences
   a.alibi_slopes = options.alibi_slopes;
   a.softcap = options.softcap;
   a.kernel = options.kernel;
-  const detail::CachedKeys cached{table.data(), storage.blocks_per_sequence, storage.block_size, lengths.data()};
+  // Paged block sizes are powers of two (the cache checks); a contiguous slot is the sequence's only
+  // block, so any shift past its length maps every key into it.
+  const int shift = storage.blocks_per_sequence == 1 ? 62 : std::countr_zero(static_cast<std::uint64_t>(storage.block_size));
+  const detail::CachedKeys cached{table.data(), storage.blocks_per_sequence, shift, lengths.data()};
   const std::int64_t m = lengths.empty() ? 0 : *std::max_element(lengths.begin(), lengths.end());
   detail::ForwardOutputs outputs;
   const detail::Problem problem =

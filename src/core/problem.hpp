@@ -25,13 +25,14 @@ struct Sizes {
 enum class MaskKind : std::uint8_t { none, keep, additive };
 
 // Keys and values of a KV cache (attnkit/kv_cache.hpp), read in place: k and v are the cache's block
-// pools [blocks, Hkv, block_size, d], and key j of batch entry b is row j % block_size of block
-// block_table[b · blocks_per_sequence + j / block_size]. Entry b has lengths[b] keys (m is the
-// largest), and under Causal::bottom_right its queries align with its own last key.
+// pools [blocks, Hkv, 2^block_shift, d], and key j of batch entry b is row j mod 2^block_shift of
+// block block_table[b · blocks_per_sequence + (j >> block_shift)] (a shift, not a division: it runs
+// for every key row). Entry b has lengths[b] keys (m is the largest), and under
+// Causal::bottom_right its queries align with its own last key.
 struct CachedKeys {
   const std::int64_t* block_table = nullptr;
   std::int64_t blocks_per_sequence = 0;
-  std::int64_t block_size = 0;
+  int block_shift = 0;
   const std::int64_t* lengths = nullptr;
 };
 

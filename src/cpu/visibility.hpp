@@ -41,14 +41,14 @@ inline RowInfo make_row_info(const detail::Problem& p, std::int64_t batch, std::
 }
 
 // Where key (and value) row j of batch entry b is stored: index [b, ·, j] of k and v, or, for a KV
-// cache, row j % block_size of the block its block table lists.
+// cache, its row of the block its block table lists.
 struct StoredRow {
   std::int64_t outer, row;  // indices of the view's dimensions 0 and 2
 };
 inline StoredRow stored_row(const detail::Problem& p, std::int64_t batch, std::int64_t j) {
   if (p.cached == nullptr) return {batch, j};
   const detail::CachedKeys& c = *p.cached;
-  return {c.block_table[batch * c.blocks_per_sequence + j / c.block_size], j % c.block_size};
+  return {c.block_table[batch * c.blocks_per_sequence + (j >> c.block_shift)], j & ((std::int64_t{1} << c.block_shift) - 1)};
 }
 
 struct KeyRange {

@@ -5,6 +5,7 @@
 #include "attnkit/kv_cache.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <tuple>
 #include <string>
 #include <vector>
@@ -49,6 +50,9 @@ void check_config(const KVCacheConfig& c) {
   }
   if (c.layout == KVCacheLayout::paged) {
     positive("block_size", c.block_size);
+    if (!std::has_single_bit(static_cast<std::uint64_t>(c.block_size))) {  // the kernel finds rows with a shift
+      fail(ErrorCode::invalid_argument, "KVCacheConfig.block_size: must be a power of two (8, 16, 32, ...), got " + str(c.block_size));
+    }
     if (c.num_blocks < 0) fail(ErrorCode::invalid_argument, "KVCacheConfig.num_blocks: must be >= 0 (0 = enough for every sequence at full length), got " + str(c.num_blocks));
   }
 }

@@ -1801,7 +1801,7 @@ struct DecodeCase {
   std::string name;
   MultiHeadAttentionConfig config;
   KVCacheLayout layout = KVCacheLayout::contiguous;
-  std::int64_t block_size = 3;
+  std::int64_t block_size = 2;
   std::vector<int64_t> prompts, totals;  // tokens per sequence: prompt, and in all
   std::vector<int64_t> steps;            // tokens per decode call, repeated from the last
   Window window{};
