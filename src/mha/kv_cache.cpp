@@ -5,6 +5,9 @@
 #include "attnkit/kv_cache.hpp"
 
 #include <algorithm>
+#include <array>
+#include <cstddef>
+#include <exception>
 #include <bit>
 #include <tuple>
 #include <string>
@@ -20,7 +23,7 @@ namespace {
 
 std::string str(std::int64_t x) { return std::to_string(x); }
 
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return a / b + (a % b != 0); }  // no overflow near INT64_MAX
 
 // a · b · ..., or an error naming what overflowed.
 std::int64_t checked_product(std::initializer_list<std::int64_t> factors, const char* what) {
@@ -80,6 +83,27 @@ void check_new_rows(const KVCacheConfig& c, std::int64_t count, ConstTensorView 
   }
 }
 
+// dst[at, :] = src[from, :] for rank-4 views whose last dimensions match, rounded once to dst's dtype:
+// through float32 for f32/f16/bf16 sources, element by element through double for f64 ones (f64 →
+// f32 → bf16 would round twice and can land one unit off).
+void copy_row(ConstTensorView src, std::array<std::int64_t, 3> from, TensorView dst, std::array<std::int64_t, 3> at) {
+  const std::int64_t width = dst.size(3);
+  if (src.dtype() != DType::f64) {
+    thread_local std::vector<float> row;
+    row.resize(static_cast<std::size_t>(width));
+    cpu::load_row(src, from[0], from[1], from[2], row.data(), width);
+    cpu::store_row_part(row.data(), dst, at[0], at[1], at[2], 0, width);
+    return;
+  }
+  for (std::int64_t c = 0; c < width; ++c) {
+    const double x = *src.at<double>({from[0], from[1], from[2], c});
+    store_from_double(static_cast<std::byte*>(dst.data()) +
+                          (at[0] * dst.stride(0) + at[1] * dst.stride(1) + at[2] * dst.stride(2) + c * dst.stride(3)) *
+                              static_cast<std::int64_t>(dtype_size(dst.dtype())),
+                      dst.dtype(), x);
+  }
+}
+
 // A sequence's first `length` rows of a pool [blocks, Hkv, block_size, d], as [Hkv, length, d].
 Tensor gather(ConstTensorView pool, const std::int64_t* table, std::int64_t block_size, std::int64_t length) {
   const std::int64_t heads = pool.size(1), width = pool.size(3);
@@ -115,8 +139,15 @@ KVCache::KVCache(const KVCacheConfig& config) : config_(config) {
   checked_product({c.max_sequences, blocks_per_sequence_, 8}, "the block table's byte size");
   keys_ = Tensor(c.dtype, {blocks_, c.num_kv_heads, block_size_, c.head_dim});
   values_ = Tensor(c.dtype, {blocks_, c.num_kv_heads, block_size_, c.value_dim});
-  tables_.assign(static_cast<std::size_t>(c.max_sequences * blocks_per_sequence_), -1);
-  alive_.reserve(static_cast<std::size_t>(c.max_sequences));
+  try {  // the bookkeeping, sized once: later pushes never exceed these sizes, so never reallocate
+    tables_.assign(static_cast<std::size_t>(c.max_sequences * blocks_per_sequence_), -1);
+    alive_.reserve(static_cast<std::size_t>(c.max_sequences));
+    free_list_.reserve(static_cast<std::size_t>(blocks_));
+    free_rows_.reserve(static_cast<std::size_t>(c.max_sequences));
+  } catch (const std::exception&) {  // bad_alloc, or length_error past the vector's limit
+    fail(ErrorCode::out_of_memory, "KVCacheConfig: cannot allocate the block tables of " + str(c.max_sequences) + " sequences × " +
+                                       str(blocks_per_sequence_) + " blocks");
+  }
   // Taken from the back: blocks and table rows are handed out in increasing order at first.
   for (std::int64_t b = blocks_ - 1; b >= 0; --b) free_list_.push_back(b);
   for (std::int64_t r = c.max_sequences - 1; r >= 0; --r) free_rows_.push_back(r);
@@ -221,7 +252,6 @@ void KVCache::append(std::span<const SequenceId> sequences, ConstTensorView keys
                                            " are free (KVCacheConfig.num_blocks); free a sequence first");
   }
 
-  std::vector<float> row(static_cast<std::size_t>(std::max(config_.head_dim, config_.value_dim)));
   TensorView key_pool = keys_.view(), value_pool = values_.view();
   for (std::int64_t b = 0; b < count; ++b) {
     Sequence& s = *targets[static_cast<std::size_t>(b)];
@@ -236,10 +266,8 @@ void KVCache::append(std::span<const SequenceId> sequences, ConstTensorView keys
       const std::int64_t position = s.length + token;
       const std::int64_t block = table[position / block_size_], slot = position % block_size_;
       for (std::int64_t g = 0; g < config_.num_kv_heads; ++g) {
-        cpu::load_row(keys, b, g, token, row.data(), config_.head_dim);
-        cpu::store_row_part(row.data(), key_pool, block, g, slot, 0, config_.head_dim);
-        cpu::load_row(values, b, g, token, row.data(), config_.value_dim);
-        cpu::store_row_part(row.data(), value_pool, block, g, slot, 0, config_.value_dim);
+        copy_row(keys, {b, g, token}, key_pool, {block, g, slot});
+        copy_row(values, {b, g, token}, value_pool, {block, g, slot});
       }
     }
     s.length += t;

@@ -19,6 +19,7 @@ namespace {
 // Fixed block sizes: each block is one BLAS call on one of our threads.
 constexpr std::int64_t kRowBlock = 64;
 constexpr std::int64_t kFeatureBlock = 64;
+constexpr std::int64_t kFewRows = 4;  // up to this many rows, linear reads the weights by matrix-vector products
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
@@ -35,12 +36,35 @@ void hold_blas_to_one_thread() {
   std::call_once(once, [] { openblas_set_num_threads(1); });
 }
 
+// A few rows (a decoding step): the weights are read once and dominate. sgemm would pack them for
+// reuse that never comes (at one row it streamed them at a quarter of sgemv's rate here), and
+// blocks of rows would leave one thread doing everything; so blocks of output features, each a
+// matrix-vector product per row, spread over the threads.
+void linear_few_rows(const float* x, std::int64_t rows, std::int64_t in, const float* w, std::int64_t out,
+                     const float* b, float* y) {
+  detail::parallel_for(ceil_div(out, kFeatureBlock), [&](std::int64_t block) {
+    const std::int64_t o0 = block * kFeatureBlock, count = std::min(kFeatureBlock, out - o0);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      float* y_row = y + r * out + o0;
+      if (b != nullptr) {
+        std::copy(b + o0, b + o0 + count, y_row);
+      } else {
+        std::fill(y_row, y_row + count, 0.0f);
+      }
+      if (in == 0) continue;
+      cblas_sgemv(CblasRowMajor, CblasNoTrans, blas_int(count), blas_int(in), 1.0f, w + o0 * in, blas_int(in),
+                  x + r * in, 1, 1.0f, y_row, 1);
+    }
+  });
+}
+
 }  // namespace
 
 void linear(const float* x, std::int64_t rows, std::int64_t in, const float* w, std::int64_t out, const float* b,
             float* y) {
   if (rows == 0 || out == 0) return;
   hold_blas_to_one_thread();
+  if (rows <= kFewRows) return linear_few_rows(x, rows, in, w, out, b, y);
   detail::parallel_for(ceil_div(rows, kRowBlock), [&](std::int64_t block) {
     const std::int64_t r0 = block * kRowBlock, count = std::min(kRowBlock, rows - r0);
     float* y_rows = y + r0 * out;

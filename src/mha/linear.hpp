@@ -1,5 +1,6 @@
 // The module's projections, y = x·Wᵀ + b, and their gradients, in float32 through OpenBLAS. Rows (or,
-// for weight gradients, output features) are cut into blocks of a fixed size and the blocks spread
+// for weight gradients and for a decoding step's few rows, output features) are cut into blocks of a
+// fixed size and the blocks spread
 // over attnkit's thread pool, with OpenBLAS itself held to one thread: the two pools never compete
 // for the cores, and results do not depend on the thread count.
 #pragma once

@@ -1,7 +1,8 @@
 // `attnkit bench`: not its timings (benchmarks are programs, never timed tests) but what its figures
 // rest on: the two baselines compute attention correctly (against the float64 reference), the case
-// list and FLOP counts are the documented ones (the backward's 2.5× the forward's), --json prints
-// parseable lines with the documented keys, and bad usage exits 2.
+// list and FLOP counts are the documented ones (the backward's 2.5× the forward's, the module's
+// projections and causal attention), --json prints parseable lines with the documented keys, and bad
+// usage exits 2.
 #include <gtest/gtest.h>
 
 #include <cctype>
@@ -17,6 +18,7 @@
 #include "bench/blas_attention.hpp"
 #include "bench/cases.hpp"
 #include "bench/json_line.hpp"
+#include "bench/module_cases.hpp"
 #include "bench/naive_attention.hpp"
 #include "cli.hpp"
 #include "cli/cli_runner.hpp"
@@ -187,6 +189,78 @@ TEST(BenchCases, FlopsAndBytesFollowTheDesignNotes) {
   EXPECT_DOUBLE_EQ(c.kv_bytes(), 8.0 * 4096 * (128 + 128) * 2);  // K and V of 8 KV heads, 2 bytes each
 }
 
+// ---- module cases (issue 5) ----
+
+TEST(BenchModuleCases, FullListIsTheIssuesLayer) {
+  attnkit::bench::CaseSelection sel;
+  sel.threads = {1, 2};
+  const auto cases = attnkit::bench::select_module_cases(sel);
+  // prefill n = 2048; decode m in {4096, 32768} × {paged, contiguous}; each on 2 thread counts
+  ASSERT_EQ(cases.size(), std::size_t{(1 + 2 * 2) * 2});
+  std::map<std::string, int> names;
+  for (const auto& c : cases) {
+    ++names[c.name];
+    EXPECT_EQ(c.layer.embed_dim, 4096) << c.name;
+    EXPECT_EQ(c.layer.num_heads, 32) << c.name;
+    EXPECT_EQ(c.layer.num_kv_heads, 8) << c.name;
+    EXPECT_EQ(c.layer.head_dim, 128) << c.name;
+    if (c.kind == attnkit::bench::ModuleKind::prefill) {
+      EXPECT_EQ(c.layout, attnkit::KVCacheLayout::contiguous);
+      EXPECT_EQ(c.context, 0);
+    } else {
+      EXPECT_EQ(c.tokens, 1) << "a decode step is one token";
+    }
+  }
+  EXPECT_EQ(names, (std::map<std::string, int>{{"mha_prefill_f32_n2048_e4096", 2},
+                                               {"mha_decode_f32_m4096_e4096_paged", 2},
+                                               {"mha_decode_f32_m4096_e4096_contiguous", 2},
+                                               {"mha_decode_f32_m32768_e4096_paged", 2},
+                                               {"mha_decode_f32_m32768_e4096_contiguous", 2}}));
+  EXPECT_EQ(cases.front().kind, attnkit::bench::ModuleKind::prefill) << "prefill first, then decode";
+}
+
+TEST(BenchModuleCases, QuickIsASmallerLayerAndSizesOverride) {
+  attnkit::bench::CaseSelection sel;
+  sel.quick = true;
+  sel.threads = {1};
+  std::vector<std::string> names;
+  for (const auto& c : attnkit::bench::select_module_cases(sel)) {
+    names.push_back(c.name);
+    EXPECT_EQ(c.layer.embed_dim, 1024);
+    EXPECT_EQ(c.layer.num_heads, 8);
+    EXPECT_EQ(c.layer.num_kv_heads, 2);
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"mha_prefill_f32_n256_e1024", "mha_decode_f32_m1024_e1024_paged",
+                                             "mha_decode_f32_m1024_e1024_contiguous"}));
+  sel.sizes = {40};
+  sel.dims = {8};  // not the module's: d belongs to the layer
+  sel.filter = "mha_decode";
+  const auto decode = attnkit::bench::select_module_cases(sel);
+  ASSERT_EQ(decode.size(), 2u);
+  EXPECT_EQ(decode[0].name, "mha_decode_f32_m40_e1024_paged");
+  EXPECT_EQ(decode[0].context, 40);
+  EXPECT_EQ(decode[0].layer.head_dim, 128);
+}
+
+TEST(BenchModuleCases, FlopsAndBytesFollowTheIssue) {
+  attnkit::bench::ModuleCase c;
+  c.layer = {4096, 32, 8, 128};
+  c.kind = attnkit::bench::ModuleKind::prefill;
+  c.tokens = 2048;
+  const double n = 2048, e = 4096, hd = 32 * 128, kvd = 8 * 128;
+  const double projections = 2 * n * e * (hd + 2 * kvd) + 2 * n * hd * e;
+  EXPECT_DOUBLE_EQ(c.attention_flops(), 4 * n * n * 128 * 32 / 2);  // causal: halved
+  EXPECT_DOUBLE_EQ(c.flops(), projections + c.attention_flops());
+  EXPECT_DOUBLE_EQ(c.bytes(), 0.0) << "a prefill is reported against the FMA peak only";
+
+  c.kind = attnkit::bench::ModuleKind::decode;
+  c.tokens = 1;
+  c.context = 32768;
+  EXPECT_DOUBLE_EQ(c.attention_flops(), 4.0 * 32768 * 128 * 32);
+  EXPECT_DOUBLE_EQ(c.flops(), 2 * e * (hd + 2 * kvd) + 2 * hd * e + c.attention_flops());
+  EXPECT_DOUBLE_EQ(c.bytes(), (e * (hd + 2 * kvd) + hd * e) * 4 + 32768.0 * kvd * 2 * 4);  // weights, K and V
+}
+
 TEST(BenchJson, StringsAreEscaped) {
   EXPECT_EQ(attnkit::bench::json_quoted("a\"b\\c\n"), "\"a\\\"b\\\\c\\u000a\"");
 }
@@ -328,8 +402,9 @@ TEST(BenchCommand, JsonLinesCarryTheDocumentedKeys) {
   ASSERT_EQ(r.code, kOk) << r.err;
   const std::vector<JsonObject> lines = json_lines(r.out);
   // ceilings + forward (2 causal × 2 threads × 2 dtypes) + backward (--quick: f32, not causal, 2 threads)
-  // + decode (2 threads × 2 dtypes) + peak memory
-  ASSERT_EQ(lines.size(), 1u + 8u + 2u + 4u + 1u) << r.out;
+  // + decode (2 threads × 2 dtypes) + module (prefill and 2 decode layouts, --sizes 24, × 2 threads)
+  // + peak memory
+  ASSERT_EQ(lines.size(), 1u + 8u + 2u + 4u + 6u + 1u) << r.out;
 
   const JsonObject& ceilings = lines.front();
   EXPECT_EQ(text_of(ceilings, "kind"), "ceilings");
@@ -341,10 +416,16 @@ TEST(BenchCommand, JsonLinesCarryTheDocumentedKeys) {
   for (const JsonValue& v : fma) EXPECT_GT(std::get<double>(v.value), 0.0);
 
   const bool openblas = std::get<bool>(ceilings.at("openblas").value);
-  int forward = 0, backward = 0, decode = 0;
+  int forward = 0, backward = 0, decode = 0, module = 0;
   for (std::size_t i = 1; i + 1 < lines.size(); ++i) {
     const JsonObject& o = lines[i];
     SCOPED_TRACE(text_of(o, "name"));
+    if (text_of(o, "kind").starts_with("mha_")) {  // checked in detail by ModuleLinesCarryTheDocumentedKeys
+      ++module;
+      EXPECT_EQ(number_of(o, text_of(o, "kind") == "mha_decode" ? "m" : "n"), 24.0) << "--sizes sets n and m";
+      EXPECT_EQ(number_of(o, "d"), 128.0) << "--dims is not the module's";
+      continue;
+    }
     for (const char* key : {"name", "direction", "batch", "heads", "kv_heads", "n", "m", "d", "causal", "dtype",
                             "threads", "seconds", "gflops", "fraction_of_peak", "kernel", "speedup_vs_naive"}) {
       EXPECT_TRUE(o.count(key)) << key;
@@ -378,6 +459,7 @@ TEST(BenchCommand, JsonLinesCarryTheDocumentedKeys) {
   EXPECT_EQ(forward, 8);
   EXPECT_EQ(backward, 2);
   EXPECT_EQ(decode, 4);
+  EXPECT_EQ(module, 6);
   EXPECT_EQ(text_of(lines.back(), "kind"), "peak_memory");
   EXPECT_FALSE(text_of(lines.back(), "skipped").empty()) << "--quick never runs the 65536-long call";
 }
@@ -420,8 +502,69 @@ TEST(BenchCommand, BackwardLinesCarryDirectionAndVsForward) {
   EXPECT_EQ(text_of(full_lines[1], "dtype"), "bf16");
 }
 
+// The quick module cases, as the help documents their lines: the layer, tokens/s and the attention
+// share, which must be a share of the module's own time.
+TEST(BenchCommand, ModuleLinesCarryTheDocumentedKeys) {
+  const Result r = cli({"bench", "--quick", "--filter", "mha_", "--threads", "1", "--repeat", "1", "--copy-mib", "4",
+                        "--json"});
+  ASSERT_EQ(r.code, kOk) << r.err;
+  const std::vector<JsonObject> lines = json_lines(r.out);
+  ASSERT_EQ(lines.size(), 4u) << r.out;  // ceilings, prefill, decode paged and contiguous; no peak memory
+  EXPECT_EQ(text_of(lines[1], "name"), "mha_prefill_f32_n256_e1024");
+  EXPECT_EQ(text_of(lines[2], "name"), "mha_decode_f32_m1024_e1024_paged");
+  EXPECT_EQ(text_of(lines[3], "name"), "mha_decode_f32_m1024_e1024_contiguous");
+  for (std::size_t i = 1; i < lines.size(); ++i) {
+    const JsonObject& o = lines[i];
+    SCOPED_TRACE(text_of(o, "name"));
+    for (const char* key : {"kind", "direction", "name", "batch", "embed_dim", "heads", "kv_heads", "d", "n", "m",
+                            "causal", "dtype", "layout", "threads", "seconds", "runs", "tokens_per_second", "flops",
+                            "gflops", "fraction_of_peak", "kernel", "attention_seconds", "attention_share"}) {
+      EXPECT_TRUE(o.count(key)) << key;
+    }
+    const bool decode = text_of(o, "kind") == "mha_decode";
+    EXPECT_EQ(text_of(o, "kind"), decode ? "mha_decode" : "mha_prefill");
+    EXPECT_EQ(text_of(o, "direction"), "forward");
+    EXPECT_EQ(text_of(o, "dtype"), "f32");
+    EXPECT_EQ(number_of(o, "embed_dim"), 1024.0);
+    EXPECT_EQ(number_of(o, "heads"), 8.0);
+    EXPECT_EQ(number_of(o, "kv_heads"), 2.0);
+    EXPECT_EQ(number_of(o, "d"), 128.0);
+    EXPECT_EQ(number_of(o, "threads"), 1.0);
+    EXPECT_FALSE(text_of(o, "kernel").empty());
+    const double seconds = number_of(o, "seconds"), share = number_of(o, "attention_share");
+    EXPECT_GT(seconds, 0.0);
+    EXPECT_GT(number_of(o, "tokens_per_second"), 0.0);
+    EXPECT_NEAR(number_of(o, "tokens_per_second") * seconds / number_of(o, "n"), 1.0, 1e-4);  // 6 digits
+    EXPECT_GT(number_of(o, "fraction_of_peak"), 0.0);
+    EXPECT_GT(number_of(o, "attention_seconds"), 0.0);
+    EXPECT_GT(share, 0.0);
+    EXPECT_LE(share, 1.0) << "attention alone takes longer than the whole module";
+    EXPECT_EQ(o.count("bytes"), decode ? 1u : 0u);
+    EXPECT_EQ(o.count("gbytes_per_s"), decode ? 1u : 0u);
+    EXPECT_EQ(o.count("fraction_of_bandwidth"), decode ? 1u : 0u);
+    if (decode) {
+      EXPECT_EQ(number_of(o, "n"), 1.0);
+      EXPECT_EQ(number_of(o, "m"), 1024.0);
+      EXPECT_GT(number_of(o, "gbytes_per_s"), 0.0);
+      EXPECT_GT(number_of(o, "fraction_of_bandwidth"), 0.0);
+      const bool paged = text_of(o, "layout") == "paged";
+      EXPECT_EQ(text_of(o, "layout"), paged ? "paged" : "contiguous");
+      if (paged) {
+        EXPECT_EQ(number_of(o, "block_size"), 16.0);
+      } else {
+        EXPECT_EQ(o.count("block_size"), 0u);
+      }
+    } else {
+      EXPECT_EQ(number_of(o, "n"), 256.0);
+      EXPECT_EQ(number_of(o, "m"), 256.0);
+      EXPECT_EQ(text_of(o, "layout"), "contiguous");
+    }
+  }
+}
+
 TEST(BenchCommand, FilterSelectsByName) {
-  const Result r = cli(tiny_run("1", {"--json", "--filter", "decode_f32"}));
+  // (a substring: "decode_f32" alone would also select mha_decode_f32_m24_e1024_paged and _contiguous)
+  const Result r = cli(tiny_run("1", {"--json", "--filter", "decode_f32_m24_d"}));
   ASSERT_EQ(r.code, kOk) << r.err;
   const std::vector<JsonObject> lines = json_lines(r.out);
   ASSERT_EQ(lines.size(), 2u) << r.out;  // ceilings and one decode case; peak memory is not selected
@@ -447,11 +590,33 @@ TEST(BenchCommand, TextTableNamesTheColumns) {
   EXPECT_EQ(cells[7], "-") << line.str();
 }
 
+TEST(BenchCommand, ModuleTableNamesTheColumns) {
+  const Result r = cli(tiny_run("1", {"--filter", "mha_"}));
+  ASSERT_EQ(r.code, kOk) << r.err;
+  for (const char* part : {"module prefill", "module decode", "tokens/s", "attn share", "of peak", "of bandw.",
+                           "mha_prefill_f32_n24_e1024 ", "mha_decode_f32_m24_e1024_paged ",
+                           "mha_decode_f32_m24_e1024_contiguous "}) {
+    EXPECT_NE(r.out.find(part), std::string::npos) << part << " in:\n" << r.out;
+  }
+  // A decode row: case threads seconds tokens/s GB/s of-bandw. attn-share kernel, every figure measured.
+  const std::size_t row = r.out.find("mha_decode_f32_m24_e1024_paged ");
+  ASSERT_NE(row, std::string::npos);
+  std::istringstream line(r.out.substr(row, r.out.find('\n', row) - row));
+  std::vector<std::string> cells;
+  for (std::string cell; line >> cell;) cells.push_back(cell);
+  ASSERT_EQ(cells.size(), 8u) << line.str();
+  for (std::size_t i = 1; i < cells.size(); ++i) EXPECT_NE(cells[i], "-") << line.str();
+  EXPECT_EQ(cells[6].back(), '%') << "attn share is a percentage: " << line.str();
+}
+
 TEST(BenchCommand, HelpListsFlagsAndAnExample) {
   const Result r = cli({"bench", "--help"});
   EXPECT_EQ(r.code, kOk);
   for (const char* part : {"--quick", "--json", "--filter", "--repeat", "--threads", "--sizes", "bwd_",
-                           "vs fwd", "vs_forward", "2.5", "env -u OPENBLAS_CORETYPE", "attnkit bench --quick"}) {
+                           "vs fwd", "vs_forward", "2.5", "env -u OPENBLAS_CORETYPE", "attnkit bench --quick",
+                           "mha_prefill_f32_n2048_e4096", "mha_decode_f32_m{4096,32768}_e4096_paged",
+                           "mha_prefill_f32_n256_e1024", "tokens/s", "attn share", "tokens_per_second",
+                           "attention_share", "fraction_of_bandwidth", "1 - share"}) {
     EXPECT_NE(r.out.find(part), std::string::npos) << part;
   }
   EXPECT_NE(cli({"--help"}).out.find("bench"), std::string::npos) << "listed among the commands";

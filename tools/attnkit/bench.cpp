@@ -1,8 +1,9 @@
-// `attnkit bench`: times attnkit::forward on the cases of issue 3 and attnkit::backward on the same
-// shapes (issue 4), and reports each as ratios measured in the same run: a fraction of this
-// machine's ceilings (FMA peak, copy bandwidth), a speed-up over two f32 forward baselines (a naive
-// kernel and an OpenBLAS composition) and, for the backward, its rate over the forward's. The
-// pieces live in bench/.
+// `attnkit bench`: times attnkit::forward on the cases of issue 3, attnkit::backward on the same
+// shapes (issue 4) and one MultiHeadAttention layer's prefill and decode step through a KV cache
+// (issue 5), and reports each as ratios measured in the same run: a fraction of this machine's
+// ceilings (FMA peak, copy bandwidth), a speed-up over two f32 forward baselines (a naive kernel and
+// an OpenBLAS composition), for the backward its rate over the forward's, and for the module the
+// share of its time spent in attention. The pieces live in bench/.
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -20,6 +21,8 @@
 #include "bench/case_runner.hpp"
 #include "bench/cases.hpp"
 #include "bench/ceilings.hpp"
+#include "bench/module_cases.hpp"
+#include "bench/module_runner.hpp"
 #include "bench/peak_memory.hpp"
 #include "bench/report.hpp"
 #include "commands.hpp"
@@ -40,8 +43,8 @@ constexpr std::size_t kDefaultCopyMiB = 256;  // per buffer: far beyond any cach
 
 constexpr std::string_view kHelp = R"(Usage: attnkit bench [--quick] [--json] [--filter TEXT] [options]
 
-Times attnkit::forward and attnkit::backward and reports every case as ratios
-measured in the same run, since absolute times on a shared machine are noise:
+Times attnkit::forward, attnkit::backward and the MultiHeadAttention module, and reports every
+case as ratios measured in the same run, since absolute times on a shared machine are noise:
   - the machine's ceilings, measured first: peak f32 FMA rate (a register-only loop on 1 and all
     threads), peak bf16 dot-product rate (vdpbf16ps, only on CPUs with avx512_bf16) and memory
     bandwidth (a 2 x 256 MiB copy, read + write bytes);
@@ -50,8 +53,15 @@ measured in the same run, since absolute times on a shared machine are noise:
 Cases: forward (fwd_*), batch 1, 8 heads, n = m in {512, 1024, 2048, 8192}, d in {64, 128}, causal
 and not, f32 and bf16; backward (bwd_*) on the same shapes, timing attnkit::backward alone (one
 forward call before it gives out and lse); decode, 1 query, 32 query heads over 8 KV heads,
-m in {4096, 32768}, d = 128; each on 1 thread and on all. Last, the extra memory of one
-n = m = 65536, d = 64 call with the fast kernel.
+m in {4096, 32768}, d = 128. Module cases (mha_*): one MultiHeadAttention layer through
+forward_cached and a KVCache, as an inference engine runs it, with E = 4096, 32 heads over 8 KV
+heads, d = 128, f32 weights, no bias, RoPE (Llama-like):
+  mha_prefill_f32_n2048_e4096                    2048 new tokens into an empty sequence
+                                                 (contiguous cache), each timed call on a fresh one
+  mha_decode_f32_m{4096,32768}_e4096_paged       one new token after m cached tokens (paged:
+  mha_decode_f32_m{4096,32768}_e4096_contiguous  blocks of 16), the caches flushed before each step
+each also timing attnkit::attend alone on the same cache, shapes and threads. Every case runs on
+1 thread and on all. Last, the extra memory of one n = m = 65536, d = 64 call with the fast kernel.
 
 Columns: seconds (median), GFLOP/s (4·n·m·d per head, halved for causal; backward 2.5 times the
 forward's), of peak (share of the FMA peak at that thread count), GB/s and of bandw. (decode: K and
@@ -61,16 +71,32 @@ timed for it when --filter left it out), vs naive and vs BLAS (speed-up over eac
 cases against the f32 baselines; "-" for the backward, the baselines are forward-only), kernel
 (the kernel attnkit ran).
 
+Module columns: seconds (median call), tokens/s (new tokens per second: n / seconds for a prefill,
+1 / seconds for a decode step), GFLOP/s and of peak (prefill: the projections
+2·n·E·(H + 2·Hkv)·d + 2·n·H·d·E plus causal attention 2·n²·d per query head, over the FMA peak),
+GB/s and of bandw. (decode: the f32 weights E·(H + 2·Hkv)·d + H·d·E plus K and V of the m cached
+tokens, 2·m·Hkv·d, read once, over the copy bandwidth), attn share (attnkit::attend alone over the
+module's time, both medians of this run: n queries over the n cached tokens for a prefill, 1 query
+over the m cached tokens for a decode step; the rest, 1 - share, is the projections, RoPE, appending
+to the cache and the module's copies).
+
 Flags:
   --quick           a ~30-second subset: n = m in {256, 512}, d = 64, one backward case
-                    (bwd_f32_n256_d64), decode m = 4096, 3 repeats
+                    (bwd_f32_n256_d64), decode m = 4096, 3 repeats; module cases on a smaller
+                    layer (E = 1024, 8 heads over 2 KV heads, d = 128): mha_prefill_f32_n256_e1024
+                    and mha_decode_f32_m1024_e1024_{paged,contiguous}
   --json            one JSON object per line: "ceilings", then one per case (with "direction":
-                    "forward" or "backward", and "vs_forward" for the backward), then "peak_memory"
-  --filter TEXT     only cases whose name contains TEXT (e.g. fwd_f32_n1024, bwd, causal, decode)
+                    "forward" or "backward", and "vs_forward" for the backward), then one per
+                    module case ("kind": "mha_prefill" or "mha_decode", with "embed_dim", "layout",
+                    "tokens_per_second", "attention_seconds" and "attention_share"; decode also
+                    "bytes", "gbytes_per_s" and "fraction_of_bandwidth"), then "peak_memory"
+  --filter TEXT     only cases whose name contains TEXT (e.g. fwd_f32_n1024, bwd, causal, decode,
+                    mha_, mha_decode, paged)
   --repeat N        timed calls per measurement after the warm-up (default 5, --quick 3)
   --threads LIST    thread counts, e.g. 1,2 (default: 1 and all hardware threads)
-  --sizes LIST      sequence lengths instead of the defaults: n = m for forward cases, m for decode
-  --dims LIST       head dimensions d instead of the defaults
+  --sizes LIST      sequence lengths instead of the defaults: n = m for forward cases, m for decode,
+                    n for mha_prefill and m for mha_decode
+  --dims LIST       head dimensions d instead of the defaults (not for mha_ cases: d is the layer's)
   --copy-mib N      size of each bandwidth buffer in MiB (default 256; keep it far beyond the caches)
   --kernel K        the kernel to time: auto (default), fast or reference (the float64 oracle)
   --no-naive        skip the naive baseline (it takes minutes per case at n = 8192)
@@ -86,6 +112,7 @@ Examples:
   attnkit bench --json --filter fwd_f32_n8192 > bench.jsonl
   attnkit bench --filter bwd_f32_n1024 --threads 1 --no-naive
   attnkit bench --sizes 4096 --dims 128 --threads 2 --no-naive
+  attnkit bench --filter mha_ --no-naive --no-openblas
 
 Exit codes: 0 success, 1 a library error, 2 bad usage (including a filter that matches nothing).
 )";
@@ -233,17 +260,23 @@ int bench_main(const CommandArgs& words, std::ostream& out) {
   }
   const Request r = parse_request(args);
   const std::vector<BenchCase> cases = bench::select_cases(r.selection);
+  const std::vector<bench::ModuleCase> module_cases = bench::select_module_cases(r.selection);
   const bench::RunInfo info = run_info(r);
   const bool memory_selected = bench::matches_filter(bench::peak_memory_case(1).name, r.selection.filter);
-  if (cases.empty() && !memory_selected) {
+  if (cases.empty() && module_cases.empty() && !memory_selected) {
     throw UsageError("--filter '" + r.selection.filter + "' matches no case (names look like fwd_f32_n1024_d64_causal, "
-                     "bwd_bf16_n1024_d64, decode_bf16_m4096_d128, peak_memory_n65536_d64)");
+                     "bwd_bf16_n1024_d64, decode_bf16_m4096_d128, mha_prefill_f32_n2048_e4096, "
+                     "mha_decode_f32_m4096_e4096_paged, peak_memory_n65536_d64)");
   }
 
   bench::Report report(out, r.json);
   report.machine(info, bench::measure_ceilings({r.selection.threads, r.repeats, r.copy_mib}));
-  bench::CaseRunner runner({{r.repeats, r.budget_seconds}, r.kernel, r.naive, r.openblas});
-  for (const BenchCase& c : cases) report.result(runner.run(c));
+  {
+    bench::CaseRunner runner({{r.repeats, r.budget_seconds}, r.kernel, r.naive, r.openblas});
+    for (const BenchCase& c : cases) report.result(runner.run(c));
+  }  // the runner's cache evictor is freed before the module runner makes its own
+  bench::ModuleRunner modules({{r.repeats, r.budget_seconds}, r.kernel});
+  for (const bench::ModuleCase& c : module_cases) report.module_result(modules.run(c));
   if (auto memory = peak_memory(r, info)) report.peak_memory(*memory);
   return kExitOk;
 }

@@ -10,23 +10,9 @@
 #include "bench/attnkit_threads.hpp"
 #include "bench/blas_attention.hpp"
 #include "bench/naive_attention.hpp"
+#include "bench/random_inputs.hpp"
 
 namespace attnkit::bench {
-
-namespace {
-
-constexpr std::uint32_t kInputSeed = 20240603;  // fixed, so every run times the same numbers
-constexpr float kInputRange = 1.0f;             // inputs uniform in [-1, 1]: logits of order 1
-
-Tensor random_f32(std::mt19937& rng, std::vector<std::int64_t> shape) {
-  Tensor t(DType::f32, std::move(shape));
-  std::uniform_real_distribution<float> uniform(-kInputRange, kInputRange);
-  float* p = t.data<float>();
-  for (std::int64_t i = 0; i < t.numel(); ++i) p[i] = uniform(rng);
-  return t;
-}
-
-}  // namespace
 
 // f32 inputs of one case, written (so every page is touched) before anything is timed. Outputs are
 // Tensors, whose storage is zero-filled on allocation. d_out, the backward's upstream gradient, is

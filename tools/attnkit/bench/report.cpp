@@ -51,7 +51,7 @@ constexpr std::size_t kNumberWidth = 10;
 constexpr std::size_t kThreadsWidth = 8;
 
 // The heading of a case table.
-const char* section_title(CaseKind kind) {
+std::string section_title(CaseKind kind) {
   switch (kind) {
     case CaseKind::forward:
       return "forward: batch 1, 8 heads, n = m; GFLOP/s counts 4·n·m·d per head, halved for causal\n";
@@ -62,6 +62,33 @@ const char* section_title(CaseKind kind) {
       return "decode: 1 query per head, 32 query heads over 8 KV heads; GB/s counts K and V bytes read once\n";
   }
   return "";
+}
+
+// Column widths of the module tables: decode names carry the cache layout.
+constexpr std::size_t kModuleNameWidth = 40;
+constexpr std::size_t kShareWidth = 12;
+
+std::string layer_text(const ModuleLayer& l) {
+  return "layer: E = " + std::to_string(l.embed_dim) + ", " + std::to_string(l.num_heads) + " heads over " +
+         std::to_string(l.num_kv_heads) + " KV heads, d = " + std::to_string(l.head_dim) +
+         ", f32 weights, no bias, RoPE\n";
+}
+
+// The heading of a module table: the layer's sizes, what the figures count and what attn share is.
+std::string module_title(const ModuleCase& c) {
+  if (c.kind == ModuleKind::prefill) {
+    return "module prefill: MultiHeadAttention::forward_cached of n tokens into an empty sequence "
+           "(contiguous cache)\n" +
+           layer_text(c.layer) +
+           "GFLOP/s counts the projections 2·n·E·(H + 2·Hkv)·d + 2·n·H·d·E and causal attention 2·n²·d "
+           "per head;\nattn share: attnkit::attend alone (n queries over the n cached tokens) over the module's "
+           "time\n";
+  }
+  return "module decode: one token per MultiHeadAttention::forward_cached step after m cached tokens (paged:\n"
+         "blocks of " + std::to_string(kPagedBlockSize) + " tokens), the caches flushed before each step\n" +
+         layer_text(c.layer) +
+         "GB/s counts the weights, E·(H + 2·Hkv)·d + H·d·E, and K and V of the m tokens, f32, read once;\n"
+         "attn share: attnkit::attend alone (1 query over the m cached tokens) over the step's time\n";
 }
 
 // The JSON "kind" of a case line.
@@ -111,6 +138,21 @@ Figures figures_of(const CaseResult& r, const Ceilings& ceilings) {
     f.forward_gflops = c.forward_counterpart().flops() / r.forward->median_seconds / kGiga;
     f.vs_forward = ratio(f.gflops, f.forward_gflops);
   }
+  return f;
+}
+
+ModuleFigures figures_of(const ModuleResult& r, const Ceilings& ceilings) {
+  const ModuleCase& c = r.module_case;
+  const double seconds = r.timing.median_seconds;
+  ModuleFigures f;
+  f.tokens_per_second = static_cast<double>(c.tokens) / seconds;
+  f.gflops = c.flops() / seconds / kGiga;
+  f.fraction_of_peak = ratio(f.gflops, ceilings.fma_for(c.threads));
+  if (c.kind == ModuleKind::decode) {
+    f.gbytes_per_s = c.bytes() / seconds / kGiga;
+    f.fraction_of_bandwidth = ratio(f.gbytes_per_s, ceilings.copy_for(c.threads));
+  }
+  f.attention_share = r.attention.median_seconds / seconds;
   return f;
 }
 
@@ -175,15 +217,11 @@ void Report::text_result(const CaseResult& r, const Figures& f) {
   const BenchCase& c = r.bench_case;
   const bool decode = c.kind == CaseKind::decode;
   const bool backward = c.kind == CaseKind::backward;
-  if (section_ != c.kind) {
-    section_ = c.kind;
-    out_ << '\n'
-         << section_title(c.kind) << pad_right("case", kNameWidth) << pad_left("threads", kThreadsWidth)
-         << pad_left("seconds", kNumberWidth) << pad_left("GFLOP/s", kNumberWidth) << pad_left("of peak", kNumberWidth)
-         << (decode ? pad_left("GB/s", kNumberWidth) + pad_left("of bandw.", kNumberWidth) : "")
-         << (backward ? pad_left("vs fwd", kNumberWidth) : "") << pad_left("vs naive", kNumberWidth)
-         << pad_left("vs BLAS", kNumberWidth) << "  kernel\n";
-  }
+  section(section_title(c.kind) + pad_right("case", kNameWidth) + pad_left("threads", kThreadsWidth) +
+          pad_left("seconds", kNumberWidth) + pad_left("GFLOP/s", kNumberWidth) + pad_left("of peak", kNumberWidth) +
+          (decode ? pad_left("GB/s", kNumberWidth) + pad_left("of bandw.", kNumberWidth) : "") +
+          (backward ? pad_left("vs fwd", kNumberWidth) : "") + pad_left("vs naive", kNumberWidth) +
+          pad_left("vs BLAS", kNumberWidth) + "  kernel\n");
   out_ << pad_right(c.name, kNameWidth) << pad_left(std::to_string(c.threads), kThreadsWidth)
        << pad_left(format("%.4g", r.timing.median_seconds), kNumberWidth)
        << pad_left(format("%.1f", f.gflops), kNumberWidth)
@@ -227,6 +265,68 @@ void Report::json_result(const CaseResult& r, const Figures& f) const {
   } else {
     line.text("openblas_note", r.openblas_note);
   }
+  out_ << line.str() << '\n';
+}
+
+void Report::section(const std::string& heading) {
+  if (heading == section_) return;
+  section_ = heading;
+  out_ << '\n' << heading;
+}
+
+void Report::module_result(const ModuleResult& r) {
+  const ModuleFigures f = figures_of(r, ceilings_);
+  if (json_) {
+    json_module_result(r, f);
+  } else {
+    text_module_result(r, f);
+  }
+  out_.flush();
+}
+
+void Report::text_module_result(const ModuleResult& r, const ModuleFigures& f) {
+  const ModuleCase& c = r.module_case;
+  const bool decode = c.kind == ModuleKind::decode;
+  section(module_title(c) + pad_right("case", kModuleNameWidth) + pad_left("threads", kThreadsWidth) +
+          pad_left("seconds", kNumberWidth) + pad_left("tokens/s", kNumberWidth) +
+          (decode ? pad_left("GB/s", kNumberWidth) + pad_left("of bandw.", kNumberWidth)
+                  : pad_left("GFLOP/s", kNumberWidth) + pad_left("of peak", kNumberWidth)) +
+          pad_left("attn share", kShareWidth) + "  kernel\n");
+  out_ << pad_right(c.name, kModuleNameWidth) << pad_left(std::to_string(c.threads), kThreadsWidth)
+       << pad_left(format("%.4g", r.timing.median_seconds), kNumberWidth)
+       << pad_left(format("%.1f", f.tokens_per_second), kNumberWidth);
+  if (decode) {
+    out_ << pad_left(cell(f.gbytes_per_s, "%.1f"), kNumberWidth)
+         << pad_left(cell(percent(f.fraction_of_bandwidth), "%.1f%%"), kNumberWidth);
+  } else {
+    out_ << pad_left(format("%.1f", f.gflops), kNumberWidth)
+         << pad_left(cell(percent(f.fraction_of_peak), "%.1f%%"), kNumberWidth);
+  }
+  out_ << pad_left(format("%.1f%%", f.attention_share * kPercent), kShareWidth) << "  " << r.kernel << '\n';
+}
+
+void Report::json_module_result(const ModuleResult& r, const ModuleFigures& f) const {
+  const ModuleCase& c = r.module_case;
+  const ModuleLayer& l = c.layer;
+  const bool decode = c.kind == ModuleKind::decode;
+  JsonLine line;
+  line.text("kind", decode ? "mha_decode" : "mha_prefill").text("direction", "forward").text("name", c.name);
+  line.integer("batch", 1).integer("embed_dim", l.embed_dim).integer("heads", l.num_heads);
+  line.integer("kv_heads", l.num_kv_heads).integer("d", l.head_dim);
+  line.integer("n", c.tokens).integer("m", decode ? c.context : c.tokens).boolean("causal", true);
+  line.text("dtype", "f32").text("layout", layout_name(c.layout));
+  if (c.layout == KVCacheLayout::paged) line.integer("block_size", kPagedBlockSize);
+  line.integer("threads", c.threads);
+  line.number("seconds", r.timing.median_seconds).integer("runs", static_cast<std::int64_t>(r.timing.samples.size()));
+  line.number("tokens_per_second", f.tokens_per_second);
+  line.number("flops", c.flops()).number("gflops", f.gflops);
+  optional_number(line, "fraction_of_peak", f.fraction_of_peak);
+  line.text("kernel", r.kernel);
+  if (decode) {
+    line.number("bytes", c.bytes()).number("gbytes_per_s", *f.gbytes_per_s);
+    optional_number(line, "fraction_of_bandwidth", f.fraction_of_bandwidth);
+  }
+  line.number("attention_seconds", r.attention.median_seconds).number("attention_share", f.attention_share);
   out_ << line.str() << '\n';
 }
 

@@ -1,5 +1,5 @@
 // What the benchmark prints: a readable table, or with --json one JSON object per line (a
-// "ceilings" line first, then one line per case, then "peak_memory"). Each case is reported as
+// "ceilings" line first, then one line per case and per module case, then "peak_memory"). Each case is reported as
 // ratios measured in the same run: a fraction of the machine's ceilings and a speed-up over the
 // baselines; absolute times on a shared machine are noise (shared/DESIGN.md).
 #pragma once
@@ -12,6 +12,7 @@
 #include "bench/blas_attention.hpp"
 #include "bench/case_runner.hpp"
 #include "bench/ceilings.hpp"
+#include "bench/module_runner.hpp"
 #include "bench/peak_memory.hpp"
 
 namespace attnkit::bench {
@@ -42,11 +43,24 @@ struct Figures {
 
 Figures figures_of(const CaseResult& result, const Ceilings& ceilings);
 
+// The ratios of one module case.
+struct ModuleFigures {
+  double tokens_per_second = 0;                 // new tokens per second of the module's median call
+  double gflops = 0;
+  std::optional<double> fraction_of_peak;       // of the f32 FMA peak at this thread count
+  std::optional<double> gbytes_per_s;           // decode: weights and K and V bytes read per second
+  std::optional<double> fraction_of_bandwidth;  // decode: of the copy bandwidth at this thread count
+  double attention_share = 0;                   // attnkit::attend alone over the module, both medians
+};
+
+ModuleFigures figures_of(const ModuleResult& result, const Ceilings& ceilings);
+
 class Report {
  public:
   Report(std::ostream& out, bool json) : out_(out), json_(json) {}
   void machine(const RunInfo& info, const Ceilings& ceilings);  // call first
   void result(const CaseResult& result);
+  void module_result(const ModuleResult& result);
   void peak_memory(const PeakMemoryResult& result);
 
  private:
@@ -54,11 +68,14 @@ class Report {
   void json_machine(const RunInfo& info) const;
   void text_result(const CaseResult& result, const Figures& f);
   void json_result(const CaseResult& result, const Figures& f) const;
+  void text_module_result(const ModuleResult& result, const ModuleFigures& f);
+  void json_module_result(const ModuleResult& result, const ModuleFigures& f) const;
+  void section(const std::string& heading);  // prints the table's heading unless it was the last one
 
   std::ostream& out_;
   bool json_;
   Ceilings ceilings_;
-  std::optional<CaseKind> section_;  // the table whose header was printed last
+  std::string section_;  // the heading of the table printed last
 };
 
 }  // namespace attnkit::bench
