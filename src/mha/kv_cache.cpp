@@ -130,8 +130,10 @@ KVCache::KVCache(const KVCacheConfig& config) : config_(config) {
     blocks_ = c.max_sequences;
   } else {
     block_size_ = c.block_size;
-    blocks_per_sequence_ = ceil_div(c.max_sequence_length, c.block_size);
-    blocks_ = c.num_blocks > 0 ? c.num_blocks : checked_product({c.max_sequences, blocks_per_sequence_}, "the default block count");
+    const std::int64_t blocks_at_full_length = ceil_div(c.max_sequence_length, c.block_size);
+    blocks_ = c.num_blocks > 0 ? c.num_blocks : checked_product({c.max_sequences, blocks_at_full_length}, "the default block count");
+    // No sequence can hold more blocks than the pool has, whatever its length limit says.
+    blocks_per_sequence_ = std::min(blocks_at_full_length, blocks_);
   }
   const std::int64_t elem = static_cast<std::int64_t>(dtype_size(c.dtype));
   checked_product({blocks_, c.num_kv_heads, block_size_, c.head_dim, elem}, "the key pool's byte size");
