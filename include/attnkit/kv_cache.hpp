@@ -78,7 +78,7 @@ class KVCache {
 
   // Where the kernels find the storage; see src/mha/kv_cache.cpp.
   struct Storage {
-    ConstTensorView keys, values;  // [blocks, Hkv, block_size, d]: a contiguous slot is one block
+    ConstTensorView keys, values;  // [blocks, Hkv, block_size, d] (strided): a contiguous slot is one block
     std::int64_t block_size = 0;
     std::int64_t blocks_per_sequence = 0;
   };
@@ -98,7 +98,7 @@ class KVCache {
 
   KVCacheConfig config_;
   std::int64_t blocks_ = 0, block_size_ = 0, blocks_per_sequence_ = 0;
-  Tensor keys_, values_;                 // [blocks, Hkv, block_size, d]
+  Tensor keys_, values_;                 // [Hkv, blocks, block_size, d], seen as [blocks, Hkv, block_size, d]
   std::vector<Sequence> alive_;          // in creation order
   std::vector<std::int64_t> free_list_;  // blocks (or slots) not in use, taken from the back
   std::vector<std::int64_t> tables_;     // [max_sequences, blocks_per_sequence]; −1 where no block is held

@@ -104,6 +104,13 @@ void copy_row(ConstTensorView src, std::array<std::int64_t, 3> from, TensorView 
   }
 }
 
+// The pools are stored head-major, [Hkv, blocks, block_size, d], and seen as [blocks, Hkv, block_size,
+// d]: one head's blocks lie together, so a sequence whose blocks were taken in order reads each head
+// as one stream, as a contiguous cache does (block-major storage measured 1.1-1.4x slower at decode:
+// the hardware prefetchers ran into the other heads' rows past every block).
+TensorView pool(Tensor& t) { return t.view().permuted({1, 0, 2, 3}); }
+ConstTensorView pool(const Tensor& t) { return t.view().permuted({1, 0, 2, 3}); }
+
 // A sequence's first `length` rows of a pool [blocks, Hkv, block_size, d], as [Hkv, length, d].
 Tensor gather(ConstTensorView pool, const std::int64_t* table, std::int64_t block_size, std::int64_t length) {
   const std::int64_t heads = pool.size(1), width = pool.size(3);
@@ -139,8 +146,8 @@ KVCache::KVCache(const KVCacheConfig& config) : config_(config) {
   checked_product({blocks_, c.num_kv_heads, block_size_, c.head_dim, elem}, "the key pool's byte size");
   checked_product({blocks_, c.num_kv_heads, block_size_, c.value_dim, elem}, "the value pool's byte size");
   checked_product({c.max_sequences, blocks_per_sequence_, 8}, "the block table's byte size");
-  keys_ = Tensor(c.dtype, {blocks_, c.num_kv_heads, block_size_, c.head_dim});
-  values_ = Tensor(c.dtype, {blocks_, c.num_kv_heads, block_size_, c.value_dim});
+  keys_ = Tensor(c.dtype, {c.num_kv_heads, blocks_, block_size_, c.head_dim});
+  values_ = Tensor(c.dtype, {c.num_kv_heads, blocks_, block_size_, c.value_dim});
   try {  // the bookkeeping, sized once: later pushes never exceed these sizes, so never reallocate
     tables_.assign(static_cast<std::size_t>(c.max_sequences * blocks_per_sequence_), -1);
     alive_.reserve(static_cast<std::size_t>(c.max_sequences));
@@ -254,7 +261,7 @@ void KVCache::append(std::span<const SequenceId> sequences, ConstTensorView keys
                                            " are free (KVCacheConfig.num_blocks); free a sequence first");
   }
 
-  TensorView key_pool = keys_.view(), value_pool = values_.view();
+  TensorView key_pool = pool(keys_), value_pool = pool(values_);
   for (std::int64_t b = 0; b < count; ++b) {
     Sequence& s = *targets[static_cast<std::size_t>(b)];
     std::int64_t* table = tables_.data() + s.table_row * blocks_per_sequence_;
@@ -278,15 +285,15 @@ void KVCache::append(std::span<const SequenceId> sequences, ConstTensorView keys
 
 Tensor KVCache::keys(SequenceId sequence) const {
   const Sequence& s = find(sequence, "keys");
-  return gather(keys_.view(), tables_.data() + s.table_row * blocks_per_sequence_, block_size_, s.length);
+  return gather(pool(keys_), tables_.data() + s.table_row * blocks_per_sequence_, block_size_, s.length);
 }
 
 Tensor KVCache::values(SequenceId sequence) const {
   const Sequence& s = find(sequence, "values");
-  return gather(values_.view(), tables_.data() + s.table_row * blocks_per_sequence_, block_size_, s.length);
+  return gather(pool(values_), tables_.data() + s.table_row * blocks_per_sequence_, block_size_, s.length);
 }
 
-KVCache::Storage KVCache::storage() const { return Storage{keys_.view(), values_.view(), block_size_, blocks_per_sequence_}; }
+KVCache::Storage KVCache::storage() const { return Storage{pool(keys_), pool(values_), block_size_, blocks_per_sequence_}; }
 
 std::span<const std::int64_t> KVCache::block_table(SequenceId sequence) const {
   const Sequence& s = find(sequence, "block_table");
