@@ -61,18 +61,23 @@ struct AccuracyRecord : ::testing::Environment {
 
 // RMS errors of one input's out against the float64 reference (on the same, possibly rounded,
 // inputs): the fast kernel's on each target, in supported_targets() order, and the naive float32
-// kernel's. lse is checked on the way, to 1e-5 relative.
+// kernel's. lse is checked on the way, to 1e-5 relative, or, when the logits reach `logit_scale`,
+// to 16 float32 roundings of that (lse inherits the rounding of the largest logits: ~1e-3 near 1e4).
 struct OutputErrors {
   std::vector<double> fast;  // per target
   double naive, floor;
+  // When the logits reach logit_scale: the output error one float32 rounding of the largest logits
+  // can cause, 2⁻²⁴ · logit_scale · max(1, |v|); 0 otherwise.
+  double logit_rounding = 0;
   double limit() const { return 2 * naive + floor; }  // the rule of shared/DESIGN.md
 };
-OutputErrors output_errors(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& options) {
+OutputErrors output_errors(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& options,
+                           double logit_scale = 0) {
   auto wide = [](const Tensor& t) { return Tensor::converted(t.view(), DType::f64); };
   const ForwardResult exact = testing::run_forward(wide(q), wide(k), wide(v), with_kernel(options, Kernel::reference));
   const Tensor naive = Tensor::converted(testing::naive_f32_forward(q, k, v, options).view(), q.dtype());
   OutputErrors e{{}, testing::rms_diff(Tensor::converted(naive.view(), DType::f64), exact.out),
-                 kFloor * std::max(1.0, max_abs(exact.out))};
+                 kFloor * std::max(1.0, max_abs(exact.out)), 0x1p-24 * logit_scale * std::max(1.0, max_abs(v))};
   for_each_target([&](Target) {
     const ForwardResult fast = testing::run_forward(q, k, v, with_kernel(options, Kernel::fast), q.dtype());
     e.fast.push_back(testing::rms_diff(Tensor::converted(fast.out.view(), DType::f64), exact.out));
@@ -83,7 +88,7 @@ OutputErrors output_errors(const Tensor& q, const Tensor& k, const Tensor& v, co
       if (std::isnan(want) || std::isinf(want)) {
         ASSERT_TRUE((std::isnan(want) && std::isnan(got)) || want == got) << "lse " << i << ": " << got << " vs " << want;
       } else {
-        ASSERT_NEAR(got, want, 1e-5 * std::max(1.0f, std::fabs(want))) << "lse " << i;
+        ASSERT_NEAR(got, want, std::max(1e-5 * std::max(1.0f, std::fabs(want)), 16 * 0x1p-24 * logit_scale)) << "lse " << i;
       }
     }
   });
@@ -100,8 +105,10 @@ void expect_accurate(const Tensor& q, const Tensor& k, const Tensor& v, const At
 }
 
 // The rule applied to the median of several inputs, for inputs whose error is set by the rounding of
-// a few large logits (see FastOptions.Float32WithOutliers and LogitsNearTenThousand): each input's
-// error must still stay within 4× the largest naive error.
+// a few large logits (see FastOptions.Float32WithOutliers and LogitsNearTenThousand). Each input's
+// error must still stay within 4× the largest naive error, or within what one rounding of its
+// largest logits can cause when that is more: near 1e4 the ratio to the largest naive error has a
+// long tail (median 1, 8.5 at worst over 250 seeds), while a broken input is off by orders more.
 void expect_median_accurate(const std::vector<OutputErrors>& inputs) {
   ASSERT_FALSE(inputs.empty());
   double largest_naive = 0;
@@ -111,7 +118,8 @@ void expect_median_accurate(const std::vector<OutputErrors>& inputs) {
     std::vector<double> used;  // fraction of the limit
     for (const OutputErrors& e : inputs) {
       used.push_back(e.fast[t] / e.limit());
-      EXPECT_LE(e.fast[t], 4 * largest_naive + e.floor) << "an input far off: fast " << e.fast[t] << ", naive f32 " << e.naive;
+      EXPECT_LE(e.fast[t], std::max(4 * largest_naive, e.logit_rounding) + e.floor)
+          << "an input far off: fast " << e.fast[t] << ", naive f32 " << e.naive;
     }
     std::sort(used.begin(), used.end());
     EXPECT_LE(used[used.size() / 2], 1.0) << "median over " << inputs.size() << " inputs of fast error / (2 × naive + floor)";
@@ -270,7 +278,7 @@ TEST(FastForward, LogitsNearTenThousand) {
       float constant = static_cast<float>(shift);  // every logit moves by ±1e4
       AttentionOptions o;
       o.mask = ConstTensorView(&constant, DType::f32, {1, 1, 1, 1}, {0, 0, 0, 0});
-      inputs.push_back(output_errors(q, k, v, o));
+      inputs.push_back(output_errors(q, k, v, o, 2e4));  // |q·k·scale| stays below 1e4 here, plus the shift
     }
     expect_median_accurate(inputs);
   }
