@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds and runs every test twice: an optimised build with warnings as errors, then a debug build
 # under AddressSanitizer + UndefinedBehaviorSanitizer; then the multi-threaded tests a third time,
-# under ThreadSanitizer. This is the README's test command and CI's.
+# under ThreadSanitizer; last, the Python package's tests (scripts/check-python.sh: pip install .
+# into a virtual environment, then pytest). This is the README's test command and CI's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
@@ -27,3 +28,6 @@ if setarch "$(uname -m)" -R true 2>/dev/null; then no_aslr=(setarch "$(uname -m)
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DATTNKIT_TSAN=ON -DATTNKIT_WERROR=ON
 "${no_aslr[@]}" cmake --build build-tsan -j"$jobs" --target test_core test_reference test_cpu test_mha test_kv_cache
 "${no_aslr[@]}" ctest --test-dir build-tsan --output-on-failure --no-tests=error -j"$jobs" -R 'ThreadPool|ThreadCount|AttendDeterminism'
+
+echo "== Python package: pip install . into build-python/venv, then pytest"
+bash scripts/check-python.sh

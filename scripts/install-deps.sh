@@ -5,6 +5,7 @@ packages=(
   g++ cmake make              # C++20 compiler and build
   libgtest-dev libgmock-dev  # GoogleTest, for the tests
   libopenblas-dev pkg-config # OpenBLAS: the module's projections and the bench's baseline
+  python3-venv python3-dev   # the Python package: a virtual environment (with pip), and Python.h
 )
 if [ "$(id -u)" -ne 0 ]; then
   echo "install-deps: run as root (apt-get); skipping, assuming these are installed: ${packages[*]}" >&2

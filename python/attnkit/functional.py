@@ -1,0 +1,457 @@
+"""attnkit.functional: scaled dot-product attention on numpy arrays and torch CPU tensors.
+
+The arguments are checked and shaped here, in Python: leading dimensions broadcast and are
+flattened into attnkit's [B, H, n, d] views (without a copy whenever their strides allow it), the
+mask is brought to attnkit's rank-4 broadcasting form, the outputs are allocated in the caller's
+framework. Then one C++ call (``attnkit._core.sdpa``) runs the kernel with the GIL released.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import os
+import sys
+
+import numpy as np
+
+from . import _core
+
+__all__ = ["scaled_dot_product_attention"]
+
+
+# ---- the two kinds of arrays: numpy and torch --------------------------------------------------
+
+
+class _Numpy:
+    """numpy arrays: float16, float32, float64 (numpy has no bfloat16)."""
+
+    name = "numpy.ndarray"
+    float_dtypes = ("float16", "float32", "float64")
+
+    @staticmethod
+    def owns(x):
+        return isinstance(x, np.ndarray)
+
+    @staticmethod
+    def dtype_name(x):
+        return x.dtype.name
+
+    @staticmethod
+    def is_bool(x):
+        return x.dtype == np.bool_
+
+    @staticmethod
+    def prepare(x, name):
+        # The kernels read native-endian elements; a byte-swapped array is converted (a copy).
+        if x.dtype.byteorder not in ("=", "|"):
+            x = x.astype(x.dtype.newbyteorder("="))
+        return x
+
+    @staticmethod
+    def broadcast_to(x, shape):
+        return x if tuple(x.shape) == tuple(shape) else np.broadcast_to(x, shape)
+
+    @staticmethod
+    def reshape(x, shape):
+        return x.reshape(shape)  # a view when the strides allow it, else a copy
+
+    @staticmethod
+    def empty(shape, like):
+        return np.empty(shape, dtype=like.dtype)
+
+    @staticmethod
+    def empty_float32(shape, like):
+        return np.empty(shape, dtype=np.float32)
+
+
+class _Torch:
+    """torch CPU tensors: float16, bfloat16, float32, float64."""
+
+    name = "torch.Tensor"
+    float_dtypes = ("float16", "bfloat16", "float32", "float64")
+
+    def __init__(self, torch):
+        self.torch = torch
+
+    def owns(self, x):
+        return isinstance(x, self.torch.Tensor)
+
+    @staticmethod
+    def dtype_name(x):
+        return str(x.dtype).removeprefix("torch.")
+
+    def is_bool(self, x):
+        return x.dtype == self.torch.bool
+
+    def prepare(self, x, name):
+        if x.device.type != "cpu":
+            raise ValueError(f"{name}: attnkit runs on the CPU; got a tensor on {x.device}")
+        if x.layout != self.torch.strided:
+            raise TypeError(f"{name}: expected a dense (strided) tensor, got layout {x.layout}")
+        # Gradients come with attnkit's autograd Function; this call computes values only.
+        return x.detach().resolve_neg()
+
+    @staticmethod
+    def broadcast_to(x, shape):
+        return x if tuple(x.shape) == tuple(shape) else x.expand(shape)
+
+    @staticmethod
+    def reshape(x, shape):
+        return x.reshape(shape)  # a view when the strides allow it, else a copy
+
+    def empty(self, shape, like):
+        return self.torch.empty(shape, dtype=like.dtype)
+
+    def empty_float32(self, shape, like):
+        return self.torch.empty(shape, dtype=self.torch.float32)
+
+
+_NUMPY = _Numpy()
+
+
+def _kind_of(x):
+    """The kind (numpy or torch) of an array, or None. torch is never imported here: a torch
+    tensor can only exist when the caller has imported torch already."""
+    if isinstance(x, np.ndarray):
+        return _NUMPY
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(x, torch.Tensor):
+        return _Torch(torch)
+    return None
+
+
+def _type_name(x):
+    t = type(x)
+    return t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
+
+
+# ---- shapes ------------------------------------------------------------------------------------
+
+
+def _broadcast(shapes, what):
+    try:
+        return tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        listed = ", ".join(str(list(s)) for s in shapes)
+        raise ValueError(f"{what}: {listed} do not broadcast (each dimension must match or be 1)") from None
+
+
+class _Layout:
+    """How the caller's [..., L, E] arrays map onto attnkit's [B, H, n, d].
+
+    Dimensions before the last two broadcast against each other as in torch (whose math path
+    uses matmul). For rank >= 4, dimension -3 is the heads and the dimensions before it are the
+    batch, flattened into B. A 3-D input [N, L, E] is N batch entries of one head, except with
+    enable_gqa, where torch groups over dimension -3 and so it counts heads (B = 1). A 2-D input
+    [L, E] is one batch entry of one head."""
+
+    def __init__(self, q, k, v, enable_gqa):
+        for name, x in (("query", q), ("key", k), ("value", v)):
+            if x.ndim < 2:
+                raise ValueError(f"{name}: expected at least 2 dimensions [..., L, E], got shape {list(x.shape)}")
+        shapes = f"(query {list(q.shape)}, key {list(k.shape)}, value {list(v.shape)})"
+        self.L, self.E = int(q.shape[-2]), int(q.shape[-1])
+        self.S, Ek = int(k.shape[-2]), int(k.shape[-1])
+        Sv, self.Ev = int(v.shape[-2]), int(v.shape[-1])
+        if Ek != self.E:
+            raise ValueError(f"key: embedding size {Ek} does not match query's E = {self.E} {shapes}")
+        if Sv != self.S:
+            raise ValueError(f"value: {Sv} positions, but key has S = {self.S} {shapes}")
+
+        rank = max(q.ndim, k.ndim, v.ndim)
+        lead = [(1,) * (rank - x.ndim) + tuple(int(d) for d in x.shape[:-2]) for x in (q, k, v)]
+        self.has_heads = rank >= 4 or (rank == 3 and enable_gqa)
+        if self.has_heads:
+            self.batch = _broadcast([ld[:-1] for ld in lead], "query, key, value: batch dimensions")
+            Hq, Hk, Hv = (ld[-1] for ld in lead)
+        else:
+            self.batch = _broadcast(lead, "query, key, value: batch dimensions")
+            Hq = Hk = Hv = 1
+
+        if enable_gqa:
+            if Hk != Hv:
+                raise ValueError(
+                    f"key, value: enable_gqa needs as many key heads as value heads, got {Hk} and {Hv} {shapes}"
+                )
+            if (Hk == 0 and Hq != 0) or (Hk != 0 and Hq % Hk != 0):
+                raise ValueError(f"query: {Hq} heads is not a multiple of key's {Hk} heads (enable_gqa=True) {shapes}")
+            self.Hq, self.Hkv = Hq, Hk
+        else:
+            try:
+                self.Hq = int(np.broadcast_shapes((Hq,), (Hk,), (Hv,))[0])
+            except ValueError:
+                raise ValueError(
+                    f"key: {Hk} heads do not match query's {Hq} heads; pass enable_gqa=True for "
+                    f"grouped-query attention {shapes}"
+                ) from None
+            # Equal key and value heads stay as they are: one shared head is attnkit's MQA.
+            self.Hkv = Hk if Hk == Hv else self.Hq
+        self.B = math.prod(self.batch)
+        self.out_lead = self.batch + ((self.Hq,) if self.has_heads else ())
+
+    def to4(self, kind, x, heads, rows, width):
+        """x [..., rows, width] as [B, heads, rows, width], broadcasting its leading dimensions."""
+        full = self.batch + ((heads,) if self.has_heads else ()) + (rows, width)
+        x = kind.reshape(x, (1,) * (len(full) - x.ndim) + tuple(x.shape))
+        x = kind.broadcast_to(x, full)
+        return kind.reshape(x, (self.B, heads, rows, width))
+
+    def mask4(self, kind, mask):
+        """attn_mask broadcastable to [..., L, S] as attnkit's [B|1, Hq|1, L|1, S|1]."""
+        target = self.out_lead + (self.L, self.S)
+        shape = tuple(int(d) for d in mask.shape)
+        extra = len(shape) - len(target)
+        if extra > 0 and all(d == 1 for d in shape[:extra]):
+            shape = shape[extra:]
+        padded = (1,) * (len(target) - len(shape)) + shape
+        if len(padded) != len(target) or any(m not in (1, t) for m, t in zip(padded, target, strict=True)):
+            raise ValueError(
+                f"attn_mask: shape {list(mask.shape)} does not broadcast to the attention scores' "
+                f"shape {list(target)} = [..., L, S] (each dimension must match or be 1)"
+            )
+        mask = kind.reshape(mask, padded)
+        n_batch = len(self.batch)
+        heads = padded[n_batch] if self.has_heads else 1
+        rows, cols = padded[-2], padded[-1]
+        if all(d == 1 for d in padded[:n_batch]):
+            return kind.reshape(mask, (1, heads, rows, cols))
+        full = self.batch + ((heads,) if self.has_heads else ()) + (rows, cols)
+        return kind.reshape(kind.broadcast_to(mask, full), (self.B, heads, rows, cols))
+
+
+# ---- options -----------------------------------------------------------------------------------
+
+
+def _window(window):
+    if window is None:
+        return -1, -1
+    try:
+        left, right = window
+    except (TypeError, ValueError):
+        raise TypeError(f"window: expected (left, right), got {window!r}") from None
+
+    def side(x):
+        if x is None:
+            return -1
+        try:
+            return operator.index(x)
+        except TypeError:
+            raise TypeError(f"window: sides are ints (or None for unbounded), got {window!r}") from None
+
+    return side(left), side(right)
+
+
+def _numbers(values, name, count, kind_name, to_numpy):
+    """A 1-D list of numbers from a sequence, numpy array or torch tensor."""
+    if values is None:
+        return []
+    array = to_numpy(values)
+    if array.ndim > 1 and array.size != count:
+        raise ValueError(f"{name}: expected {count} values ({kind_name}), got shape {list(array.shape)}")
+    array = array.reshape(-1)
+    if array.size != count:
+        raise ValueError(f"{name}: expected {count} values ({kind_name}), got {array.size}")
+    return array
+
+
+def _to_numpy(values):
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(values, torch.Tensor):
+        values = values.detach().cpu()
+        if values.is_floating_point():
+            values = values.double()
+        return values.numpy()
+    return np.asarray(values)
+
+
+def _alibi_slopes(alibi_slopes, heads):
+    array = _numbers(alibi_slopes, "alibi_slopes", heads, "one per query head", _to_numpy)
+    if len(array) and array.dtype.kind not in "fiu":
+        raise TypeError(f"alibi_slopes: expected real numbers, got dtype {array.dtype}")
+    return [float(x) for x in array]
+
+
+def _key_lengths(key_lengths, batch):
+    array = _numbers(key_lengths, "key_lengths", batch, "one per batch entry", _to_numpy)
+    if len(array) and array.dtype.kind not in "iu":
+        raise TypeError(f"key_lengths: expected integers, got dtype {array.dtype}")
+    return [int(x) for x in array]
+
+
+def _seed(seed, dropout_p):
+    if seed is None:
+        # Only drawn when dropout is on, so calls without dropout never touch the system's entropy.
+        return int.from_bytes(os.urandom(8), "little") if dropout_p > 0 else 0
+    try:
+        seed = operator.index(seed)
+    except TypeError:
+        raise TypeError(f"seed: expected an int in [0, 2**64), got {seed!r}") from None
+    if not 0 <= seed < 2**64:
+        raise ValueError(f"seed: expected an int in [0, 2**64), got {seed}")
+    return seed
+
+
+def _float_or_none(x, name):
+    return None if x is None else _float(x, name)
+
+
+def _float(x, name):
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name}: expected a float, got {x!r}") from None
+
+
+# ---- the function ------------------------------------------------------------------------------
+
+
+def scaled_dot_product_attention(
+    query,
+    key,
+    value,
+    attn_mask=None,
+    dropout_p=0.0,
+    is_causal=False,
+    scale=None,
+    enable_gqa=False,
+    *,
+    causal_alignment="top_left",
+    window=None,
+    alibi_slopes=None,
+    softcap=None,
+    key_lengths=None,
+    seed=None,
+    return_lse=False,
+):
+    """Exact scaled dot-product attention, ``softmax(query·keyᵀ·scale + bias)·value``.
+
+    The positional signature and meaning of ``torch.nn.functional.scaled_dot_product_attention``,
+    plus attnkit's extras as keyword arguments. Takes numpy arrays or torch CPU tensors (not mixed)
+    of any strides, read in place without a copy, and returns the same kind: a new contiguous array
+    or tensor of the query's dtype.
+
+    Shapes (leading dimensions broadcast, as in torch):
+        query ``[..., Hq, L, E]``, key ``[..., Hkv, S, E]``, value ``[..., Hkv, S, Ev]``
+        → output ``[..., Hq, L, Ev]``.
+    For rank ≥ 4, dimension −3 holds the heads and the dimensions before it the batch. A 3-D
+    input ``[N, L, E]`` is N batch entries of one head (with ``enable_gqa``, N counts heads, as
+    torch groups over dimension −3); a 2-D input ``[L, E]`` is one sequence.
+
+    Dtypes: float32, float16 and bfloat16 (torch only: numpy has no bfloat16) run attnkit's fast
+    kernel, which computes in float32 and rounds the output once; float64 runs the float64
+    reference kernel. query, key and value share one dtype.
+
+    Args:
+        query, key, value: the inputs, all numpy arrays or all torch CPU tensors. Tensors that
+            require grad are read detached: the result carries no gradient (yet).
+        attn_mask: broadcastable to ``[..., L, S]``: bool, where True means the key takes part in
+            attention (torch's meaning), or floating (any float dtype), added to the scores.
+            ``-inf`` masks a key outright.
+        dropout_p: probability of dropping each attention weight, in [0, 1); kept weights are
+            scaled by 1/(1 − dropout_p). Dropout is applied whenever ``dropout_p > 0``, as in torch.
+        is_causal: key j is visible to query i when j ≤ i (``causal_alignment="top_left"``, torch's
+            meaning) or j ≤ i + S − L (``"bottom_right"``). May be combined with ``attn_mask``.
+        scale: the factor applied to ``query·keyᵀ``; default ``1/sqrt(E)``; must be finite and > 0.
+        enable_gqa: grouped-query attention: Hq must be a multiple of Hkv, and query head h reads
+            key/value head ``h // (Hq // Hkv)``. Without it, head counts must match or be 1.
+
+    Keyword-only extras:
+        causal_alignment: ``"top_left"`` (default) or ``"bottom_right"`` (FlashAttention ≥ 2.1,
+            KV-cache decoding; with L > S the first L − S rows see no key). Only with
+            ``is_causal=True``; it also sets the aligned position i' that ``window`` and
+            ``alibi_slopes`` use: i' = i + S − L under bottom-right alignment, i otherwise.
+        window: ``(left, right)``: keys ``i' − left ≤ j ≤ i' + right`` stay visible; a side of
+            ``-1`` or ``None`` is unbounded.
+        alibi_slopes: one float per query head (Hq of them; 1 when there is no head dimension):
+            subtracts ``slope_h·|i' − j|`` from the scores. Used as float32.
+        softcap: ``softcap·tanh(s/softcap)`` on the scaled scores; ``None`` or 0 is off.
+        key_lengths: one int per batch entry (the batch dimensions flattened, C order, or an
+            array of the batch shape): keys at and after ``key_lengths[b]`` are padding.
+        seed: the dropout stream (an int in [0, 2**64)): the same seed keeps the same weights, on
+            any thread count. ``None`` (the default) draws a fresh seed from ``os.urandom`` on every
+            call, like torch's unseeded dropout. attnkit's generator (Philox, keyed by seed, batch,
+            head, query and key) is not torch's: the same seed does not give torch's mask.
+        return_lse: also return the log-sum-exp of each row's final scores, float32
+            ``[..., Hq, L]`` (−inf for a row with no visible key): returns ``(output, lse)``.
+
+    The scores are built in this order: ``s = query·keyᵀ·scale``; softcap; − ALiBi; + float mask;
+    −inf where the key is not visible (bool mask False, causal, window, key_lengths).
+
+    Where attnkit differs from torch, on purpose:
+        * A row with no visible key (fully masked, ``key_lengths[b] = 0``, S = 0, early rows under
+          bottom-right alignment) gives zeros (and lse −inf), never NaN. torch gives NaN there
+          before version 2.5 and zeros since.
+        * A masked key contributes nothing, not even through NaN or inf in its key or value
+          vectors, where torch's ``0·NaN`` makes the row NaN. Masking a key gives exactly the
+          result of removing it.
+        * ``attn_mask`` and ``is_causal`` may be given together (torch refuses); ``scale`` must be
+          > 0 and ``dropout_p`` < 1 (torch takes any scale and dropout_p = 1).
+
+    Raises:
+        TypeError: an argument of the wrong type or dtype; ValueError: wrong shapes or option
+        values. Messages name the argument; errors from the C++ library keep its message and carry
+        its code in ``.code`` (e.g. ``"invalid_argument"``).
+
+    The GIL is released while the kernel runs; ``attnkit.set_num_threads`` sets its threads.
+    """
+    kind = _kind_of(query)
+    if kind is None:
+        raise TypeError(f"query: expected a numpy.ndarray or a torch.Tensor, got {_type_name(query)}")
+    args = {"query": query, "key": key, "value": value}
+    for name, x in args.items():
+        if not kind.owns(x):
+            raise TypeError(f"{name}: expected a {kind.name} like query, got {_type_name(x)}")
+        dtype = kind.dtype_name(x)
+        if dtype not in kind.float_dtypes:
+            raise TypeError(f"{name}: dtype {dtype} is not supported; attnkit takes {', '.join(kind.float_dtypes)}")
+        if name != "query" and dtype != kind.dtype_name(query):
+            raise TypeError(
+                f"{name}: dtype {dtype} differs from query's {kind.dtype_name(query)} "
+                "(query, key and value share one dtype)"
+            )
+        args[name] = kind.prepare(x, name)
+    query, key, value = args["query"], args["key"], args["value"]
+
+    if causal_alignment not in ("top_left", "bottom_right"):
+        raise ValueError(f'causal_alignment: expected "top_left" or "bottom_right", got {causal_alignment!r}')
+    if not is_causal and causal_alignment != "top_left":
+        raise ValueError("causal_alignment: applies with is_causal=True only")
+    causal = causal_alignment if is_causal else "none"
+    dropout_p = _float(dropout_p, "dropout_p")
+    scale = _float_or_none(scale, "scale")
+    softcap = _float_or_none(softcap, "softcap") or 0.0
+    window_left, window_right = _window(window)
+    seed = _seed(seed, dropout_p)
+
+    layout = _Layout(query, key, value, bool(enable_gqa))
+    q4 = layout.to4(kind, query, layout.Hq, layout.L, layout.E)
+    k4 = layout.to4(kind, key, layout.Hkv, layout.S, layout.E)
+    v4 = layout.to4(kind, value, layout.Hkv, layout.S, layout.Ev)
+
+    mask4 = None
+    if attn_mask is not None:
+        if not kind.owns(attn_mask):
+            raise TypeError(f"attn_mask: expected a {kind.name} like query, got {_type_name(attn_mask)}")
+        if not kind.is_bool(attn_mask) and kind.dtype_name(attn_mask) not in kind.float_dtypes:
+            raise TypeError(
+                f"attn_mask: dtype {kind.dtype_name(attn_mask)} is neither bool (True = take part in "
+                "attention) nor floating (added to the scores)"
+            )
+        mask4 = layout.mask4(kind, kind.prepare(attn_mask, "attn_mask"))
+
+    alibi = _alibi_slopes(alibi_slopes, layout.Hq)
+    lengths = _key_lengths(key_lengths, layout.B)
+
+    out4 = kind.empty((layout.B, layout.Hq, layout.L, layout.Ev), like=query)
+    lse3 = kind.empty_float32((layout.B, layout.Hq, layout.L), like=query) if return_lse else None
+    _core.sdpa(
+        q4, k4, v4, out4,
+        lse=lse3, attn_mask=mask4, scale=scale, causal=causal,
+        window_left=window_left, window_right=window_right, alibi_slopes=alibi, softcap=softcap,
+        key_lengths=lengths, dropout_p=dropout_p, seed=seed,
+    )  # fmt: skip
+    out = kind.reshape(out4, layout.out_lead + (layout.L, layout.Ev))
+    if not return_lse:
+        return out
+    return out, kind.reshape(lse3, layout.out_lead + (layout.L,))

@@ -1,0 +1,65 @@
+// attnkit._core — array conversion (see arrays.hpp).
+#include "arrays.hpp"
+
+#include <string>
+
+#include "attnkit/error.hpp"
+
+namespace nb = nanobind;
+
+namespace attnkit::python {
+namespace {
+
+std::string dlpack_dtype_name(nb::dlpack::dtype dtype) {
+  using Code = nb::dlpack::dtype_code;
+  std::string kind;
+  switch (static_cast<Code>(dtype.code)) {
+    case Code::Int: kind = "int"; break;
+    case Code::UInt: kind = "uint"; break;
+    case Code::Float: kind = "float"; break;
+    case Code::Bfloat: kind = "bfloat"; break;
+    case Code::Complex: kind = "complex"; break;
+    case Code::Bool: return "bool";
+    default: kind = "dtype code " + std::to_string(dtype.code) + " of "; break;
+  }
+  std::string name = kind + std::to_string(dtype.bits);
+  if (dtype.lanes != 1) name += "x" + std::to_string(dtype.lanes);
+  return name;
+}
+
+template <class View, class Array>
+View view_of(const char* name, const Array& array, int rank) {
+  if (array.ndim() != static_cast<std::size_t>(rank)) {
+    throw Error(ErrorCode::invalid_shape, std::string(name) + ": expected " + std::to_string(rank) +
+                                              " dimensions, got " + std::to_string(array.ndim()));
+  }
+  const DType dtype = dtype_of(name, array.dtype());
+  return View(array.data(), dtype, array.shape_ptr(), array.stride_ptr(), rank);
+}
+
+}  // namespace
+
+DType dtype_of(const char* name, nb::dlpack::dtype dtype) {
+  using Code = nb::dlpack::dtype_code;
+  if (dtype.lanes == 1) {
+    if (dtype.code == static_cast<std::uint8_t>(Code::Float)) {
+      if (dtype.bits == 64) return DType::f64;
+      if (dtype.bits == 32) return DType::f32;
+      if (dtype.bits == 16) return DType::f16;
+    }
+    if (dtype.code == static_cast<std::uint8_t>(Code::Bfloat) && dtype.bits == 16) return DType::bf16;
+    if (dtype.code == static_cast<std::uint8_t>(Code::Bool) && dtype.bits == 8) return DType::boolean;
+  }
+  throw Error(ErrorCode::invalid_dtype, std::string(name) + ": dtype " + dlpack_dtype_name(dtype) +
+                                            " is not one of float16, bfloat16, float32, float64 or bool");
+}
+
+ConstTensorView input_view(const char* name, const InputArray& array, int rank) {
+  return view_of<ConstTensorView>(name, array, rank);
+}
+
+TensorView output_view(const char* name, const OutputArray& array, int rank) {
+  return view_of<TensorView>(name, array, rank);
+}
+
+}  // namespace attnkit::python

@@ -1,0 +1,11 @@
+// attnkit._core — the pieces of the extension module, one per concern, each adding its functions.
+#pragma once
+
+#include <nanobind/nanobind.h>
+
+namespace attnkit::python {
+
+void bind_runtime(nanobind::module_& m);  // runtime.cpp: error translation, threads, version
+void bind_sdpa(nanobind::module_& m);     // sdpa.cpp: the attention call
+
+}  // namespace attnkit::python

@@ -1,0 +1,9 @@
+// attnkit._core: the C++ side of the Python package. The Python side (python/attnkit/functional.py)
+// checks and reshapes the arguments, allocates the outputs, and makes one call into sdpa().
+#include "bindings.hpp"
+
+NB_MODULE(_core, m) {
+  m.doc() = "attnkit's C++ library, bound with nanobind; use the functions of the attnkit package instead.";
+  attnkit::python::bind_runtime(m);
+  attnkit::python::bind_sdpa(m);
+}

@@ -1,0 +1,74 @@
+// attnkit._core — the attention call. Every argument arrives already checked and shaped by
+// python/attnkit/functional.py: q, k, v, out in attnkit's logical [B, H, n, d] order (any strides),
+// the mask as rank 4 [B|1, Hq|1, n|1, m|1], the outputs freshly allocated. The library validates
+// everything again and raises attnkit::Error, translated by runtime.cpp.
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "arrays.hpp"
+#include "attnkit/attention.hpp"
+#include "attnkit/error.hpp"
+#include "bindings.hpp"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace attnkit::python {
+namespace {
+
+Causal causal_of(const std::string& causal) {
+  if (causal == "none") return Causal::none;
+  if (causal == "top_left") return Causal::top_left;
+  if (causal == "bottom_right") return Causal::bottom_right;
+  throw Error(ErrorCode::invalid_argument,
+              "causal_alignment: expected \"top_left\" or \"bottom_right\", got \"" + causal + "\"");
+}
+
+void sdpa(const InputArray& q, const InputArray& k, const InputArray& v, const OutputArray& out,
+          const std::optional<OutputArray>& lse, const std::optional<InputArray>& mask,
+          std::optional<double> scale, const std::string& causal, std::int64_t window_left,
+          std::int64_t window_right, const std::vector<float>& alibi_slopes, double softcap,
+          const std::vector<std::int64_t>& key_lengths, double dropout_p, std::uint64_t seed) {
+  AttentionOptions options;
+  options.scale = scale;
+  options.causal = causal_of(causal);
+  options.window = {window_left, window_right};
+  if (mask) options.mask = input_view("attn_mask", *mask, 4);
+  options.alibi_slopes = alibi_slopes;
+  options.softcap = softcap;
+  options.key_lengths = key_lengths;
+  options.dropout_p = dropout_p;
+  options.seed = seed;
+
+  ForwardExtras extras;
+  if (lse) extras.lse = output_view("lse", *lse, 3);
+  const ConstTensorView query = input_view("query", q, 4);
+  const ConstTensorView key = input_view("key", k, 4);
+  const ConstTensorView value = input_view("value", v, 4);
+  const TensorView output = output_view("out", out, 4);
+
+  // The arrays stay referenced by this call's arguments, so their memory outlives the kernel; other
+  // Python threads run meanwhile (the library's pool runs a second concurrent call on its caller's
+  // thread, so concurrent calls never oversubscribe the cores).
+  nb::gil_scoped_release release;
+  forward(query, key, value, output, options, extras);
+}
+
+}  // namespace
+
+void bind_sdpa(nb::module_& m) {
+  m.def("sdpa", &sdpa, "query"_a, "key"_a, "value"_a, "out"_a, nb::kw_only(), "lse"_a.none() = nb::none(),
+        "attn_mask"_a.none() = nb::none(), "scale"_a.none() = nb::none(), "causal"_a = "none",
+        "window_left"_a = -1, "window_right"_a = -1, "alibi_slopes"_a = std::vector<float>{},
+        "softcap"_a = 0.0, "key_lengths"_a = std::vector<std::int64_t>{}, "dropout_p"_a = 0.0, "seed"_a = 0,
+        "attnkit::forward on [B, H, n, d] views: writes out (and lse [B, Hq, n] float32 when given). "
+        "Internal: call attnkit.scaled_dot_product_attention instead.");
+}
+
+}  // namespace attnkit::python

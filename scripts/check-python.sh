@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Builds and installs the Python package into a virtual environment under build-python/, then runs
+# its tests with pytest. Run from anywhere; a second run rebuilds only what changed.
+#
+# Needs, besides what scripts/install-deps.sh installs (g++, cmake, OpenBLAS), Debian 12's
+#   python3-venv python3-dev      # `python3 -m venv` (with pip), and Python.h for the extension
+# (apt-get install -y --no-install-recommends python3-venv python3-dev). Everything else comes from
+# PyPI into the environment: scikit-build-core and nanobind (the build), numpy, pytest.
+# PYTHON=/path/to/python3 picks another interpreter (3.10 or newer).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python=${PYTHON:-python3}
+venv=build-python/venv
+export CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}
+
+if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 10))'; then
+  echo "check-python: $python is $("$python" --version 2>&1); attnkit needs Python 3.10 or newer" >&2
+  exit 1
+fi
+if ! "$python" -c 'import os, sysconfig; os.stat(os.path.join(sysconfig.get_paths()["include"], "Python.h"))' 2>/dev/null; then
+  echo "check-python: no Python.h for $python; on Debian: apt-get install python3-dev" >&2
+  exit 1
+fi
+if [ ! -x "$venv/bin/python" ]; then
+  echo "== virtual environment in $venv"
+  if ! "$python" -m venv "$venv"; then
+    rm -rf "$venv"
+    echo "check-python: '$python -m venv' failed; on Debian: apt-get install python3-venv" >&2
+    exit 1
+  fi
+fi
+
+echo "== build and install attnkit (pip install ., CMake build kept in build-python/build)"
+# The build requirements of pyproject.toml are installed into the environment once, and the build
+# runs without isolation in a kept build folder, so that a second run only recompiles what changed.
+# (A plain `pip install .` builds in a temporary folder from scratch, with the same result.)
+"$venv/bin/python" -m pip install --quiet --upgrade pip
+"$venv/bin/python" -m pip install --quiet "scikit-build-core>=0.10" "nanobind>=2.2" numpy pytest
+"$venv/bin/python" -m pip install --no-build-isolation --config-settings=build-dir=build-python/build .
+
+echo "== pytest"
+cd python/tests  # so that `import attnkit` can only find the installed package
+export PYTHONDONTWRITEBYTECODE=1  # no __pycache__ in the source tree
+"../../$venv/bin/python" -m pytest -p no:cacheprovider -rsx "$@"  # -rsx: say why each test skipped or xfailed
