@@ -174,8 +174,8 @@ def random_options(rng, B, Hq, L, S):
         call["window"] = oracle["window"] = window
     if rng.random() < 0.3:
         call["alibi_slopes"] = oracle["alibi"] = list(rng.uniform(0, 0.5, Hq))
-    if rng.random() < 0.3:  # caps above 10: see test_softcap_accuracy_with_a_large_cap
-        call["softcap"] = oracle["softcap"] = float(rng.uniform(1, 10))
+    if rng.random() < 0.3:
+        call["softcap"] = oracle["softcap"] = float(rng.uniform(1, 50))
     if rng.random() < 0.3:
         call["key_lengths"] = oracle["key_lengths"] = [int(x) for x in rng.integers(0, S + 1, B)]
     if rng.random() < 0.3:
@@ -254,12 +254,8 @@ def test_each_option_matches_the_oracle(rng, dtype, name, shape):
     check_against_oracle(out, lse, q, k, v, dtype, f"{name}, {dtype}", **oracle)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="library: the fast kernel's vector tanh (src/cpu/simd/math.hpp, 1 − 2/(e^(2y) + 1)) has an "
-    "absolute error ~1e-7 near 0, so softcap·tanh(s/softcap) errs by ~softcap·1e-7 in every logit: "
-    "6-14x the naive float32 error at softcap 30-50 (Gemma 2 uses 50)",
-)
+# Caps of 30-50 (Gemma 2 uses 50) divide the scores down to where tanh is nearly linear: an absolute
+# error of ~1e-7 in the kernel's tanh near 0 once made this 6-14x the naive float32 error.
 def test_softcap_accuracy_with_a_large_cap(rng):
     B, H, L, S, E = 1, 2, 37, 45, 32
     q, k, v = (random_array(rng, s, "float32") for s in ((B, H, L, E), (B, H, S, E), (B, H, S, E)))

@@ -330,6 +330,7 @@ INSTANTIATE_TEST_SUITE_P(
         OptionCase{"key_lengths", [](AttentionOptions& o, const Masks& masks) { o.key_lengths = masks.key_lengths; }},
         OptionCase{"alibi", [](AttentionOptions& o, const Masks&) { o.alibi_slopes = kSlopes; }},
         OptionCase{"softcap", [](AttentionOptions& o, const Masks&) { o.softcap = 2.0; }},
+        OptionCase{"softcap_large", [](AttentionOptions& o, const Masks&) { o.softcap = 50.0; }},  // tanh near 0
         OptionCase{"dropout",
                    [](AttentionOptions& o, const Masks&) {
                      o.dropout_p = 0.2;
