@@ -6,7 +6,9 @@
 #   python3-venv python3-dev      # `python3 -m venv` (with pip), and Python.h for the extension
 # (apt-get install -y --no-install-recommends python3-venv python3-dev). Everything else comes from
 # PyPI into the environment: scikit-build-core and nanobind (the build), numpy, pytest.
-# PYTHON=/path/to/python3 picks another interpreter (3.10 or newer).
+# PYTHON=/path/to/python3 picks another interpreter (3.10 or newer). ATTNKIT_TEST_TORCH=1 also
+# installs torch from PyPI (about 5 GB with the CUDA libraries its wheel pulls in; 2 minutes here)
+# so that the cross-checks against torch run instead of skipping; CI sets it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python=${PYTHON:-python3}
@@ -36,6 +38,10 @@ echo "== build and install attnkit (pip install ., CMake build kept in build-pyt
 # (A plain `pip install .` builds in a temporary folder from scratch, with the same result.)
 "$venv/bin/python" -m pip install --quiet --upgrade pip
 "$venv/bin/python" -m pip install --quiet "scikit-build-core>=0.10" "nanobind>=2.2" numpy pytest
+if [ "${ATTNKIT_TEST_TORCH:-0}" = 1 ]; then
+  echo "== torch from PyPI, for the cross-checks (ATTNKIT_TEST_TORCH=1)"
+  "$venv/bin/python" -m pip install --quiet torch
+fi
 "$venv/bin/python" -m pip install --no-build-isolation --config-settings=build-dir=build-python/build .
 
 echo "== pytest"
