@@ -48,3 +48,21 @@ echo "== pytest"
 cd python/tests  # so that `import attnkit` can only find the installed package
 export PYTHONDONTWRITEBYTECODE=1  # no __pycache__ in the source tree
 "../../$venv/bin/python" -m pytest -p no:cacheprovider -rsx "$@"  # -rsx: say why each test skipped or xfailed
+
+# The C++ module's comparison with torch.nn.MultiheadAttention (tests/mha/test_mha.cpp) asks
+# `python3` for torch; the C++ stages run before this environment exists, so it skipped there. With
+# torch installed here, run it again with this environment's python3 first on PATH.
+cd ../..
+if [ "${ATTNKIT_TEST_TORCH:-0}" = 1 ] && [ -x build/tests/test_mha ]; then
+  echo "== the C++ module against torch.nn.MultiheadAttention, now that torch is installed"
+  out=$(PATH="$PWD/$venv/bin:$PATH" build/tests/test_mha --gtest_filter='MultiHeadAttentionTorch.*' 2>&1) || {
+    echo "$out"
+    exit 1
+  }
+  echo "$out" | tail -2
+  if grep -q "SKIPPED" <<<"$out"; then
+    echo "$out"
+    echo "check-python: the comparison with torch skipped although torch is installed" >&2
+    exit 1
+  fi
+fi
