@@ -538,7 +538,10 @@ TEST(BenchCommand, ModuleLinesCarryTheDocumentedKeys) {
     EXPECT_GT(number_of(o, "fraction_of_peak"), 0.0);
     EXPECT_GT(number_of(o, "attention_seconds"), 0.0);
     EXPECT_GT(share, 0.0);
-    EXPECT_LE(share, 1.0) << "attention alone takes longer than the whole module";
+    // The share is the ratio of two medians, each timed on its own: on a loaded machine (or under a
+    // sanitizer, with one repeat) attention alone can come out slower than the whole step, so only
+    // its definition is checked, not a bound that timing noise can break.
+    EXPECT_NEAR(share, number_of(o, "attention_seconds") / seconds, 1e-3 * share);
     EXPECT_EQ(o.count("bytes"), decode ? 1u : 0u);
     EXPECT_EQ(o.count("gbytes_per_s"), decode ? 1u : 0u);
     EXPECT_EQ(o.count("fraction_of_bandwidth"), decode ? 1u : 0u);
