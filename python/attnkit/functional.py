@@ -89,7 +89,7 @@ class _Torch:
             raise ValueError(f"{name}: attnkit runs on the CPU; got a tensor on {x.device}")
         if x.layout != self.torch.strided:
             raise TypeError(f"{name}: expected a dense (strided) tensor, got layout {x.layout}")
-        # Gradients come with attnkit's autograd Function; this call computes values only.
+        # The kernels read values only; gradients are attnkit.torch's autograd Function's business.
         return x.detach().resolve_neg()
 
     @staticmethod
@@ -303,6 +303,111 @@ def _float(x, name):
         raise TypeError(f"{name}: expected a float, got {x!r}") from None
 
 
+# ---- one call, prepared ------------------------------------------------------------------------
+
+
+class _Call:
+    """One attention call, checked and brought to attnkit's [B, H, n, d] views: what the forward
+    kernel needs, and what the backward (attnkit.torch) needs to run the same call again."""
+
+    def __init__(self, kind, layout, q4, k4, v4, mask4, options):
+        self.kind, self.layout = kind, layout
+        self.q4, self.k4, self.v4, self.mask4 = q4, k4, v4, mask4
+        self.options = options  # keyword arguments of _core.sdpa and _core.sdpa_backward
+
+    def forward(self, *, lse=False, probs=False):
+        """Runs the kernel. Returns the caller-shaped (out [..., Hq, L, Ev], lse [..., Hq, L] float32
+        or None, probs [..., Hq, L, S] or None): probs are the weights before dropout, float64 for
+        float64 inputs, else float32. Each is allocated in the caller's shape, and the kernel writes
+        a [B, H, ...] view of it, so what is returned owns its memory."""
+        kind, layout = self.kind, self.layout
+        out = kind.empty(layout.out_lead + (layout.L, layout.Ev), like=self.q4)
+        lse_rows = kind.empty_float32(layout.out_lead + (layout.L,), like=self.q4) if lse else None
+        weights = None
+        if probs:
+            shape = layout.out_lead + (layout.L, layout.S)
+            f64 = kind.dtype_name(self.q4) == "float64"
+            weights = kind.empty(shape, like=self.q4) if f64 else kind.empty_float32(shape, like=self.q4)
+        _core.sdpa(
+            self.q4, self.k4, self.v4, self.out4(out),
+            lse=None if lse_rows is None else self.rows3(lse_rows),
+            probs=None if weights is None else self.scores4(weights),
+            attn_mask=self.mask4, **self.options,
+        )  # fmt: skip
+        return out, lse_rows, weights
+
+    # Caller-shaped outputs (and their gradients) as attnkit's [B, H, ...] views.
+    def out4(self, out):
+        layout = self.layout
+        return self.kind.reshape(out, (layout.B, layout.Hq, layout.L, layout.Ev))
+
+    def rows3(self, rows):
+        layout = self.layout
+        return self.kind.reshape(rows, (layout.B, layout.Hq, layout.L))
+
+    def scores4(self, scores):
+        layout = self.layout
+        return self.kind.reshape(scores, (layout.B, layout.Hq, layout.L, layout.S))
+
+
+def _prepare(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa, causal_alignment,
+             window, alibi_slopes, softcap, key_lengths, seed):
+    """Checks every argument of scaled_dot_product_attention and returns its _Call."""
+    kind = _kind_of(query)
+    if kind is None:
+        raise TypeError(f"query: expected a numpy.ndarray or a torch.Tensor, got {_type_name(query)}")
+    args = {"query": query, "key": key, "value": value}
+    for name, x in args.items():
+        if not kind.owns(x):
+            raise TypeError(f"{name}: expected a {kind.name} like query, got {_type_name(x)}")
+        dtype = kind.dtype_name(x)
+        if dtype not in kind.float_dtypes:
+            raise TypeError(f"{name}: dtype {dtype} is not supported; attnkit takes {', '.join(kind.float_dtypes)}")
+        if name != "query" and dtype != kind.dtype_name(query):
+            raise TypeError(
+                f"{name}: dtype {dtype} differs from query's {kind.dtype_name(query)} "
+                "(query, key and value share one dtype)"
+            )
+        args[name] = kind.prepare(x, name)
+    query, key, value = args["query"], args["key"], args["value"]
+
+    if causal_alignment not in ("top_left", "bottom_right"):
+        raise ValueError(f'causal_alignment: expected "top_left" or "bottom_right", got {causal_alignment!r}')
+    if not is_causal and causal_alignment != "top_left":
+        raise ValueError("causal_alignment: applies with is_causal=True only")
+    causal = causal_alignment if is_causal else "none"
+    dropout_p = _float(dropout_p, "dropout_p")
+    scale = _float_or_none(scale, "scale")
+    softcap = _float_or_none(softcap, "softcap") or 0.0
+    window_left, window_right = _window(window)
+    seed = _seed(seed, dropout_p)
+
+    layout = _Layout(query, key, value, bool(enable_gqa))
+    q4 = layout.to4(kind, query, layout.Hq, layout.L, layout.E)
+    k4 = layout.to4(kind, key, layout.Hkv, layout.S, layout.E)
+    v4 = layout.to4(kind, value, layout.Hkv, layout.S, layout.Ev)
+
+    mask4 = None
+    if attn_mask is not None:
+        if not kind.owns(attn_mask):
+            raise TypeError(f"attn_mask: expected a {kind.name} like query, got {_type_name(attn_mask)}")
+        if not kind.is_bool(attn_mask) and kind.dtype_name(attn_mask) not in kind.float_dtypes:
+            raise TypeError(
+                f"attn_mask: dtype {kind.dtype_name(attn_mask)} is neither bool (True = take part in "
+                "attention) nor floating (added to the scores)"
+            )
+        mask4 = layout.mask4(kind, kind.prepare(attn_mask, "attn_mask"))
+
+    alibi = _alibi_slopes(alibi_slopes, layout.Hq)
+    lengths = _key_lengths(key_lengths, layout.B)
+
+    options = dict(
+        scale=scale, causal=causal, window_left=window_left, window_right=window_right, alibi_slopes=alibi,
+        softcap=softcap, key_lengths=lengths, dropout_p=dropout_p, seed=seed,
+    )  # fmt: skip
+    return _Call(kind, layout, q4, k4, v4, mask4, options)
+
+
 # ---- the function ------------------------------------------------------------------------------
 
 
@@ -343,8 +448,9 @@ def scaled_dot_product_attention(
     reference kernel. query, key and value share one dtype.
 
     Args:
-        query, key, value: the inputs, all numpy arrays or all torch CPU tensors. Tensors that
-            require grad are read detached: the result carries no gradient (yet).
+        query, key, value: the inputs, all numpy arrays or all torch CPU tensors. When a torch
+            input (or a floating attn_mask) requires grad and grad mode is on, the call goes through
+            attnkit.torch's autograd Function: ``backward()`` runs attnkit's backward kernel.
         attn_mask: broadcastable to ``[..., L, S]``: bool, where True means the key takes part in
             attention (torch's meaning), or floating (any float dtype), added to the scores.
             ``-inf`` masks a key outright.
@@ -395,63 +501,21 @@ def scaled_dot_product_attention(
 
     The GIL is released while the kernel runs; ``attnkit.set_num_threads`` sets its threads.
     """
-    kind = _kind_of(query)
-    if kind is None:
-        raise TypeError(f"query: expected a numpy.ndarray or a torch.Tensor, got {_type_name(query)}")
-    args = {"query": query, "key": key, "value": value}
-    for name, x in args.items():
-        if not kind.owns(x):
-            raise TypeError(f"{name}: expected a {kind.name} like query, got {_type_name(x)}")
-        dtype = kind.dtype_name(x)
-        if dtype not in kind.float_dtypes:
-            raise TypeError(f"{name}: dtype {dtype} is not supported; attnkit takes {', '.join(kind.float_dtypes)}")
-        if name != "query" and dtype != kind.dtype_name(query):
-            raise TypeError(
-                f"{name}: dtype {dtype} differs from query's {kind.dtype_name(query)} "
-                "(query, key and value share one dtype)"
-            )
-        args[name] = kind.prepare(x, name)
-    query, key, value = args["query"], args["key"], args["value"]
-
-    if causal_alignment not in ("top_left", "bottom_right"):
-        raise ValueError(f'causal_alignment: expected "top_left" or "bottom_right", got {causal_alignment!r}')
-    if not is_causal and causal_alignment != "top_left":
-        raise ValueError("causal_alignment: applies with is_causal=True only")
-    causal = causal_alignment if is_causal else "none"
-    dropout_p = _float(dropout_p, "dropout_p")
-    scale = _float_or_none(scale, "scale")
-    softcap = _float_or_none(softcap, "softcap") or 0.0
-    window_left, window_right = _window(window)
-    seed = _seed(seed, dropout_p)
-
-    layout = _Layout(query, key, value, bool(enable_gqa))
-    q4 = layout.to4(kind, query, layout.Hq, layout.L, layout.E)
-    k4 = layout.to4(kind, key, layout.Hkv, layout.S, layout.E)
-    v4 = layout.to4(kind, value, layout.Hkv, layout.S, layout.Ev)
-
-    mask4 = None
-    if attn_mask is not None:
-        if not kind.owns(attn_mask):
-            raise TypeError(f"attn_mask: expected a {kind.name} like query, got {_type_name(attn_mask)}")
-        if not kind.is_bool(attn_mask) and kind.dtype_name(attn_mask) not in kind.float_dtypes:
-            raise TypeError(
-                f"attn_mask: dtype {kind.dtype_name(attn_mask)} is neither bool (True = take part in "
-                "attention) nor floating (added to the scores)"
-            )
-        mask4 = layout.mask4(kind, kind.prepare(attn_mask, "attn_mask"))
-
-    alibi = _alibi_slopes(alibi_slopes, layout.Hq)
-    lengths = _key_lengths(key_lengths, layout.B)
-
-    out4 = kind.empty((layout.B, layout.Hq, layout.L, layout.Ev), like=query)
-    lse3 = kind.empty_float32((layout.B, layout.Hq, layout.L), like=query) if return_lse else None
-    _core.sdpa(
-        q4, k4, v4, out4,
-        lse=lse3, attn_mask=mask4, scale=scale, causal=causal,
-        window_left=window_left, window_right=window_right, alibi_slopes=alibi, softcap=softcap,
-        key_lengths=lengths, dropout_p=dropout_p, seed=seed,
+    call = _prepare(
+        query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa, causal_alignment, window,
+        alibi_slopes, softcap, key_lengths, seed,
     )  # fmt: skip
-    out = kind.reshape(out4, layout.out_lead + (layout.L, layout.Ev))
-    if not return_lse:
-        return out
-    return out, kind.reshape(lse3, layout.out_lead + (layout.L,))
+    if _needs_grad(call.kind, (query, key, value, attn_mask, alibi_slopes)):
+        from . import torch as attnkit_torch  # imports torch, which the caller has already
+
+        out, lse, _ = attnkit_torch.attention(call, query, key, value, attn_mask, alibi_slopes)
+        return (out, lse) if return_lse else out
+    out, lse, _ = call.forward(lse=return_lse)
+    return (out, lse) if return_lse else out
+
+
+def _needs_grad(kind, tensors):
+    """Whether autograd records this call: torch tensors, grad mode on, and one requires grad."""
+    if not isinstance(kind, _Torch) or not kind.torch.is_grad_enabled():
+        return False
+    return any(isinstance(x, kind.torch.Tensor) and x.requires_grad for x in tensors)

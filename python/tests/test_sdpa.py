@@ -721,9 +721,12 @@ def test_torch_shapes_and_kinds(torch, rng):
     out, lse = sdpa(q, k, v, return_lse=True)
     assert isinstance(lse, torch.Tensor) and lse.dtype == torch.float32 and lse.shape == (2, 4, 9)
     check_lse(lse.numpy(), attention(*(to_numpy64(x) for x in (q, k, v)))[1], 1e-5)
-    # Tensors that require grad are read detached; zero strides (expand) are read in place.
+    # Tensors that require grad go through autograd (tests in test_torch.py), unless grad mode is
+    # off; zero strides (expand) are read in place.
     qg = q.clone().requires_grad_(True)
-    assert not sdpa(qg, k, v).requires_grad
+    assert sdpa(qg, k, v).requires_grad
+    with torch.no_grad():
+        assert not sdpa(qg, k, v).requires_grad
     k1 = k[:, :1].expand(2, 4, 11, 8)
     expected = F.scaled_dot_product_attention(q, k1, v)
     check_against_torch(torch, sdpa(q, k1, v), expected, q, k1, v, "float32", "expanded")
