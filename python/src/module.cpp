@@ -6,4 +6,5 @@ NB_MODULE(_core, m) {
   m.doc() = "attnkit's C++ library, bound with nanobind; use the functions of the attnkit package instead.";
   attnkit::python::bind_runtime(m);
   attnkit::python::bind_sdpa(m);
+  attnkit::python::bind_kv_cache(m);
 }
