@@ -3,14 +3,20 @@
 ``attnkit.scaled_dot_product_attention`` takes numpy arrays or torch CPU tensors, with the
 positional signature and meaning of ``torch.nn.functional.scaled_dot_product_attention`` plus
 attnkit's extras (bottom-right causal alignment, sliding windows, ALiBi, soft-capping, key padding,
-the log-sum-exp). torch is optional: it is imported by nobody here, only recognised when the caller
-passes its tensors.
+the log-sum-exp); with torch tensors that require grad, ``backward()`` runs attnkit's backward
+kernel. ``attnkit.KVCache`` and ``attnkit.attend`` are the decoding API, ``attnkit.nn`` holds
+``MultiheadAttention`` (a drop-in for torch's), ``python -m attnkit.bench`` times attnkit against
+torch.
+
+torch is optional: importing attnkit never imports it. ``attnkit.torch`` and ``attnkit.nn`` do,
+when first used.
 """
 
 import operator
 
 from . import _core
 from .functional import scaled_dot_product_attention
+from .kv_cache import KVCache, attend
 
 __version__ = _core.version()
 
@@ -30,4 +36,13 @@ def get_num_threads() -> int:
     return _core.get_num_threads()
 
 
-__all__ = ["scaled_dot_product_attention", "set_num_threads", "get_num_threads", "__version__"]
+__all__ = ["scaled_dot_product_attention", "KVCache", "attend", "set_num_threads", "get_num_threads", "__version__"]
+
+
+def __getattr__(name):
+    # attnkit.torch and attnkit.nn import torch, so they load on first use, not with attnkit.
+    if name in ("torch", "nn"):
+        import importlib
+
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module 'attnkit' has no attribute {name!r}")

@@ -1,0 +1,320 @@
+"""python -m attnkit.bench: attnkit's scaled_dot_product_attention timed against torch's, side by side.
+
+Both get the same torch CPU tensors, the same shapes and options, and the same thread count. The
+calls alternate in one run (attnkit, torch, attnkit, torch, ...) after a warm-up, so that both see
+the same machine state, and each figure is the median of --repeats calls. The figure to quote is
+the ratio torch / attnkit of the two medians, measured in the same run: absolute times on a shared
+machine are noise.
+
+Every case has a `kind`, which says what one timed call does; KINDS maps each kind to the code that
+prepares its two calls and to its FLOP count: "forward" (inference: torch under inference_mode),
+"training" (forward and backward through autograd: attnkit.torch's Function against torch's
+own), "module_training" (a whole attnkit.nn.MultiheadAttention step against
+torch.nn.MultiheadAttention's, projections included).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from typing import NamedTuple
+
+import attnkit
+
+EXIT_NO_TORCH = 2  # torch is what attnkit is compared with: without it there is nothing to run
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    name: str
+    kind: str  # a key of KINDS
+    dtype: str  # "float32" or "bfloat16"
+    batch: int
+    q_heads: int
+    kv_heads: int
+    L: int  # queries
+    S: int  # keys
+    E: int  # head width, for keys and values
+    causal: bool = False
+
+    @property
+    def forward_flops(self):
+        """4·B·H·L·S·E (two matrix products of 2·L·S·E each), halved for causal square attention,
+        where half the scores are masked and skipped."""
+        flops = 4 * self.batch * self.q_heads * self.L * self.S * self.E
+        return flops / 2 if self.causal and self.L == self.S else flops
+
+
+# ---- what a case runs ---------------------------------------------------------------------------
+
+
+def _inputs(case, torch):
+    generator = torch.Generator().manual_seed(0)
+    dtype = getattr(torch, case.dtype)
+
+    def randn(heads, rows):
+        return torch.randn(case.batch, heads, rows, case.E, generator=generator).to(dtype)
+
+    return randn(case.q_heads, case.L), randn(case.kv_heads, case.S), randn(case.kv_heads, case.S)
+
+
+def _forward_calls(case, torch):
+    """One forward call each, on the same tensors: (attnkit's, torch's)."""
+    q, k, v = _inputs(case, torch)
+    options = {"is_causal": case.causal}
+    if case.q_heads != case.kv_heads:
+        options["enable_gqa"] = True  # torch >= 2.5
+    F = torch.nn.functional
+
+    def attnkit_call():
+        return attnkit.scaled_dot_product_attention(q, k, v, **options)
+
+    def torch_call():
+        with torch.inference_mode():
+            return F.scaled_dot_product_attention(q, k, v, **options)
+
+    return attnkit_call, torch_call
+
+
+def _training_calls(case, torch):
+    """Forward and backward through autograd (attnkit.torch's Function, torch's own), on the same
+    tensors and output gradient; each call returns the output and the three input gradients."""
+    q, k, v = (x.requires_grad_(True) for x in _inputs(case, torch))
+    d_out = torch.randn(q.shape[:-1] + (case.E,), generator=torch.Generator().manual_seed(1)).to(q.dtype)
+    options = {"is_causal": case.causal}
+    if case.q_heads != case.kv_heads:
+        options["enable_gqa"] = True
+
+    def step(sdpa):
+        def call():
+            out = sdpa(q, k, v, **options)
+            d_q, d_k, d_v = torch.autograd.grad(out, (q, k, v), d_out)
+            return torch.cat([x.detach().flatten() for x in (out, d_q, d_k, d_v)])
+
+        return call
+
+    return step(attnkit.scaled_dot_product_attention), step(torch.nn.functional.scaled_dot_product_attention)
+
+
+def _module_calls(case, torch):
+    """A training step of a whole layer: torch.nn.MultiheadAttention against attnkit.nn's, with the
+    same weights, self-attention on [B, L, H·E] under a causal mask, forward and backward to the
+    input and every weight (need_weights=False, torch's fast setting)."""
+    import attnkit.nn
+
+    width = case.q_heads * case.E
+    theirs = torch.nn.MultiheadAttention(width, case.q_heads, batch_first=True, dtype=getattr(torch, case.dtype))
+    ours = attnkit.nn.MultiheadAttention.from_torch(theirs)
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(case.batch, case.L, width, generator=generator).to(theirs.in_proj_weight.dtype)
+    x.requires_grad_(True)
+    mask = torch.triu(torch.full((case.L, case.L), float("-inf")), diagonal=1).to(x.dtype) if case.causal else None
+
+    def step(module):
+        params = [x] + list(module.parameters())
+
+        def call():
+            out, _ = module(x, x, x, attn_mask=mask, is_causal=case.causal, need_weights=False)
+            grads = torch.autograd.grad(out, params, torch.ones_like(out))
+            return torch.cat([g.detach().flatten() for g in (out, *grads)])
+
+        return call
+
+    return step(ours), step(theirs)
+
+
+class Kind(NamedTuple):
+    flop_factor: float  # FLOPs of one timed call over the forward's (a backward adds 2.5, DESIGN.md)
+    calls: Callable  # (case, torch) -> (attnkit_call, torch_call), each taking no argument
+    extra_flops: Callable = lambda case: 0  # FLOPs beyond the attention's (a module's projections)
+
+
+def _projection_flops(case):
+    """Four [B·L, W] × [W, W] projections, W = H·E, forward (2 FLOPs a term) and backward (twice that)."""
+    width = case.q_heads * case.E
+    return 3 * 4 * 2 * case.batch * case.L * width * width
+
+
+KINDS = {
+    "forward": Kind(1.0, _forward_calls),
+    "training": Kind(3.5, _training_calls),
+    "module_training": Kind(3.5, _module_calls, _projection_flops),
+}
+
+
+def default_cases():
+    cases = []
+    for dtype, sizes in (("float32", (1024, 4096)), ("bfloat16", (1024,))):
+        short = {"float32": "f32", "bfloat16": "bf16"}[dtype]
+        for n in sizes:
+            for E in (64, 128):
+                for causal in (False, True):
+                    name = f"prefill_{short}_L{n}_E{E}" + ("_causal" if causal else "")
+                    cases.append(Case(name, "forward", dtype, 1, 16, 16, n, n, E, causal))
+    # One decoding step with grouped-query attention: a new token over the whole context.
+    for dtype, short in (("float32", "f32"), ("bfloat16", "bf16")):
+        for S in (4096, 32768):
+            cases.append(Case(f"decode_{short}_S{S}_Hq32_Hkv8_E128", "forward", dtype, 1, 32, 8, 1, S, 128))
+    # Training: forward and backward through autograd, then a whole layer's step.
+    for n, E, causal in ((1024, 64, False), (1024, 64, True), (2048, 128, True)):
+        name = f"train_f32_L{n}_E{E}" + ("_causal" if causal else "")
+        cases.append(Case(name, "training", "float32", 1, 16, 16, n, n, E, causal))
+    cases.append(Case("mha_train_f32_L1024_W1024_H16_causal", "module_training", "float32", 2, 16, 16, 1024, 1024, 64, True))
+    return cases
+
+
+def quick_cases():
+    """Small shapes of every form, seconds in all: for tests and a first look."""
+    return [
+        Case("prefill_f32_L256_E64", "forward", "float32", 1, 4, 4, 256, 256, 64),
+        Case("prefill_f32_L256_E64_causal", "forward", "float32", 1, 4, 4, 256, 256, 64, True),
+        Case("prefill_bf16_L256_E64", "forward", "bfloat16", 1, 4, 4, 256, 256, 64),
+        Case("decode_f32_S2048_Hq8_Hkv2_E64", "forward", "float32", 1, 8, 2, 1, 2048, 64),
+        Case("train_f32_L256_E64_causal", "training", "float32", 1, 4, 4, 256, 256, 64, True),
+        Case("mha_train_f32_L128_W256_H4_causal", "module_training", "float32", 2, 4, 4, 128, 128, 64, True),
+    ]
+
+
+# ---- timing -------------------------------------------------------------------------------------
+
+
+def _seconds(call):
+    start = time.perf_counter()
+    call()
+    return time.perf_counter() - start
+
+
+def run_case(case, torch, threads, repeats, warmup):
+    """Times the case's two calls alternately; returns its JSON record."""
+    attnkit_call, torch_call = KINDS[case.kind].calls(case, torch)
+    ours, theirs = attnkit_call(), torch_call()  # also the warm-up's first round
+    # Both computed the same thing: their largest difference, relative to the largest value.
+    max_rel_diff = float((ours.float() - theirs.float()).abs().max() / max(1.0, float(theirs.float().abs().max())))
+    del ours, theirs
+    for _ in range(warmup - 1):
+        attnkit_call()
+        torch_call()
+    attnkit_times, torch_times = [], []
+    for _ in range(repeats):
+        attnkit_times.append(_seconds(attnkit_call))
+        torch_times.append(_seconds(torch_call))
+    attnkit_s, torch_s = statistics.median(attnkit_times), statistics.median(torch_times)
+    kind = KINDS[case.kind]
+    flops = case.forward_flops * kind.flop_factor + kind.extra_flops(case)
+    return {
+        **dataclasses.asdict(case),
+        "threads": threads,
+        "repeats": repeats,
+        "attnkit_ms": 1e3 * attnkit_s,
+        "torch_ms": 1e3 * torch_s,
+        "attnkit_gflops": flops / attnkit_s / 1e9,
+        "torch_gflops": flops / torch_s / 1e9,
+        "speedup": torch_s / attnkit_s,  # torch / attnkit: above 1, attnkit is faster
+        "attnkit_times_ms": [1e3 * t for t in attnkit_times],
+        "torch_times_ms": [1e3 * t for t in torch_times],
+        "max_rel_diff": max_rel_diff,
+    }
+
+
+# ---- the command --------------------------------------------------------------------------------
+
+
+def _default_threads():
+    try:
+        return len(os.sched_getaffinity(0))  # the cores this process may use
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def _parser():
+    p = argparse.ArgumentParser(
+        prog="python -m attnkit.bench",
+        description="Times attnkit.scaled_dot_product_attention against torch.nn.functional."
+        "scaled_dot_product_attention (torch CPU) on the same inputs, alternating the two in one run, "
+        "and reports both medians, their GFLOP/s and the ratio torch/attnkit.",
+        epilog="examples: python -m attnkit.bench --quick | python -m attnkit.bench --cases decode --threads 1 "
+        "| python -m attnkit.bench --json > bench.jsonl",
+    )
+    p.add_argument("--quick", action="store_true", help="small shapes and 3 repeats (seconds in all)")
+    p.add_argument("--threads", type=int, default=None, help="threads for both libraries (default: all cores here)")
+    p.add_argument(
+        "--repeats", type=int, default=None, help="timed calls of each per case, median reported (default 7; --quick 3)"
+    )
+    p.add_argument("--warmup", type=int, default=1, help="untimed rounds of both calls before timing (default 1)")
+    p.add_argument("--cases", default=None, help="comma-separated substrings: run the cases whose name contains one")
+    p.add_argument("--list", action="store_true", help="list the cases and exit")
+    p.add_argument("--json", action="store_true", help="print one JSON object per case instead of the table")
+    return p
+
+
+def _table_header(torch, threads, repeats):
+    return (
+        f"attnkit {attnkit.__version__} ({attnkit._core.active_target()}) vs torch {torch.__version__}, "
+        f"{threads} thread{'s' if threads != 1 else ''} each, median of {repeats} alternating calls\n\n"
+        f"{'case':<34} {'attnkit ms':>11} {'torch ms':>11} {'attnkit GFLOP/s':>16} {'torch GFLOP/s':>14} "
+        f"{'torch/attnkit':>14}"
+    )
+
+
+def _table_row(r):
+    return (
+        f"{r['name']:<34} {r['attnkit_ms']:>11.3f} {r['torch_ms']:>11.3f} {r['attnkit_gflops']:>16.1f} "
+        f"{r['torch_gflops']:>14.1f} {r['speedup']:>13.2f}x"
+    )
+
+
+def main(argv=None):
+    args = _parser().parse_args(argv)
+    cases = quick_cases() if args.quick else default_cases()
+    if args.cases:
+        wanted = [w for w in args.cases.split(",") if w]
+        cases = [c for c in cases if any(w in c.name for w in wanted)]
+        if not cases:
+            message = f"python -m attnkit.bench: no case matches --cases {args.cases!r} (--list lists them)"
+            print(message, file=sys.stderr)
+            return 1
+    if args.list:
+        for c in cases:
+            print(c.name)
+        return 0
+    repeats = args.repeats if args.repeats is not None else (3 if args.quick else 7)
+    threads = args.threads if args.threads is not None else _default_threads()
+    for name, value, least in (("--repeats", repeats, 1), ("--threads", threads, 1), ("--warmup", args.warmup, 1)):
+        if value < least:
+            print(f"python -m attnkit.bench: {name} must be >= {least}, got {value}", file=sys.stderr)
+            return 1
+
+    try:
+        import torch
+    except ImportError as error:
+        print(
+            "python -m attnkit.bench: torch is not installed, and this benchmark compares attnkit with "
+            f"torch.nn.functional.scaled_dot_product_attention ({error}). Install torch (pip install torch) "
+            "and run it again.",
+            file=sys.stderr,
+        )
+        return EXIT_NO_TORCH
+
+    torch.set_num_threads(threads)
+    attnkit.set_num_threads(threads)
+    if not args.json:
+        print(_table_header(torch, threads, repeats), flush=True)
+    for case in cases:
+        record = run_case(case, torch, threads, repeats, args.warmup)
+        if args.json:
+            record.update(torch_version=torch.__version__, attnkit_version=attnkit.__version__,
+                          target=attnkit._core.active_target())  # fmt: skip
+            print(json.dumps(record), flush=True)
+        else:
+            print(_table_row(record), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

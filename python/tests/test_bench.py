@@ -1,0 +1,108 @@
+"""Tests of `python -m attnkit.bench`: its output's structure and arithmetic, never its timings
+(machines are noisy; the benchmark is a program, not a timed test)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+
+import pytest
+
+from attnkit import bench
+
+FIELDS = {
+    "name", "kind", "dtype", "batch", "q_heads", "kv_heads", "L", "S", "E", "causal", "threads", "repeats",
+    "attnkit_ms", "torch_ms", "attnkit_gflops", "torch_gflops", "speedup", "attnkit_times_ms", "torch_times_ms",
+    "max_rel_diff", "torch_version", "attnkit_version", "target",
+}  # fmt: skip
+CASE_FIELDS = ("name", "kind", "dtype", "batch", "q_heads", "kv_heads", "L", "S", "E", "causal")
+
+
+def run_bench(*args, env=None):
+    return subprocess.run(
+        [sys.executable, "-m", "attnkit.bench", *args], capture_output=True, text=True, env=env, timeout=600
+    )
+
+
+@pytest.fixture
+def torch():
+    return pytest.importorskip("torch", reason="torch is not installed; the benchmark compares attnkit with it")
+
+
+def records_of(result):
+    assert result.returncode == 0, result.stderr
+    return [json.loads(line) for line in result.stdout.splitlines()]
+
+
+def check_record(r, repeats, threads):
+    assert set(r) == FIELDS, set(r) ^ FIELDS
+    assert r["kind"] in bench.KINDS and r["repeats"] == repeats and r["threads"] == threads
+    assert len(r["attnkit_times_ms"]) == len(r["torch_times_ms"]) == repeats
+    # The reported figures are the medians, and the ratio is their quotient.
+    assert r["attnkit_ms"] == statistics.median(r["attnkit_times_ms"])
+    assert r["torch_ms"] == statistics.median(r["torch_times_ms"])
+    assert math.isclose(r["speedup"], r["torch_ms"] / r["attnkit_ms"], rel_tol=1e-12)
+    flops = 4 * r["batch"] * r["q_heads"] * r["L"] * r["S"] * r["E"] / (2 if r["causal"] and r["L"] == r["S"] else 1)
+    kind = bench.KINDS[r["kind"]]
+    flops = flops * kind.flop_factor + kind.extra_flops(bench.Case(**{f: r[f] for f in CASE_FIELDS}))
+    for lib in ("attnkit", "torch"):
+        assert math.isclose(r[f"{lib}_gflops"], flops / (r[f"{lib}_ms"] / 1e3) / 1e9, rel_tol=1e-12), lib
+    # Both libraries computed the same attention on the same inputs.
+    assert r["max_rel_diff"] < (5e-2 if r["dtype"] == "bfloat16" else 1e-4), r["name"]
+    if r["kind"] == "module_training":  # the projections' FLOPs count too
+        assert kind.extra_flops(bench.Case(**{f: r[f] for f in CASE_FIELDS})) > 0
+
+
+def test_quick_json_lines(torch):
+    records = records_of(run_bench("--quick", "--repeats", "1", "--json"))
+    assert [r["name"] for r in records] == [c.name for c in bench.quick_cases()]
+    for r in records:
+        check_record(r, repeats=1, threads=bench._default_threads())
+    assert {r["dtype"] for r in records} == {"float32", "bfloat16"}
+    assert any(r["q_heads"] != r["kv_heads"] and r["L"] == 1 for r in records), "no GQA decode case"
+
+
+def test_repeats_threads_and_case_filter(torch):
+    records = records_of(run_bench("--quick", "--repeats", "3", "--threads", "1", "--cases", "decode,causal", "--json"))
+    expected = [c.name for c in bench.quick_cases() if "decode" in c.name or "causal" in c.name]
+    assert [r["name"] for r in records] == expected and expected
+    for r in records:
+        check_record(r, repeats=3, threads=1)
+
+
+def test_table(torch):
+    result = run_bench("--quick", "--repeats", "1", "--cases", "decode")
+    assert result.returncode == 0, result.stderr
+    header, rows = result.stdout.split("\n\n")
+    threads = bench._default_threads()
+    assert f"{threads} thread{'s' if threads != 1 else ''} each" in header and "median of 1 " in header
+    (row,) = [line for line in rows.splitlines() if line.startswith("decode_")]
+    assert row.endswith("x") and len(row.split()) == 6
+
+
+def test_usage_errors_and_listing():
+    result = run_bench("--cases", "no_such_case")
+    assert result.returncode == 1 and "no case matches --cases 'no_such_case'" in result.stderr
+    result = run_bench("--quick", "--repeats", "0")
+    assert result.returncode == 1 and "--repeats must be >= 1, got 0" in result.stderr
+    result = run_bench("--list")
+    assert result.returncode == 0 and result.stdout.split() == [c.name for c in bench.default_cases()]
+    assert all(c.kind in bench.KINDS for c in bench.default_cases() + bench.quick_cases())
+
+
+def test_without_torch_it_says_so_and_exits_2(tmp_path):
+    # A package named torch that fails to import, found before the installed one: what the
+    # benchmark sees is what it would see were torch not installed.
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "__init__.py").write_text("raise ImportError('No module named torch (test shim)')\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])))
+    shim = subprocess.run([sys.executable, "-c", "import torch"], env=env, capture_output=True, text=True)
+    assert shim.returncode != 0 and "test shim" in shim.stderr, "the shim did not hide torch"
+    result = run_bench("--quick", "--repeats", "1", env=env)
+    assert result.returncode == bench.EXIT_NO_TORCH == 2
+    assert "torch is not installed" in result.stderr and "pip install torch" in result.stderr
+    assert result.stdout == ""
