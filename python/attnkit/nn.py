@@ -30,8 +30,10 @@ class MultiheadAttention(torch.nn.MultiheadAttention):
 
     Differences from torch, on purpose:
         * A query that no key may attend to (every key masked) gives zeros, not NaN.
-        * ``is_causal=True`` without ``attn_mask`` is causal attention (torch refuses it); with an
-          ``attn_mask`` it is a hint, as in torch, and the mask is what is applied.
+        * ``is_causal=True`` without ``attn_mask`` is causal attention (torch refuses it). With an
+          ``attn_mask`` it is a hint, as in torch: the mask must be the causal mask, and the kernel
+          applies causality itself (unless the mask requires grad or keys were appended by
+          ``add_bias_kv``/``add_zero_attn``; then the mask is applied as given).
         * The returned weights are the softmax before dropout (torch returns them after dropout),
           and dropout's random stream is attnkit's (seeded from torch's generator, so
           ``torch.manual_seed`` makes it repeatable), not torch's.
@@ -158,7 +160,12 @@ class MultiheadAttention(torch.nn.MultiheadAttention):
                     f"attn_mask: expected [L, S] = {[L, S]} or [N·num_heads, L, S] = {[N * H, L, S]}, "
                     f"got {list(attn_mask.shape)}"
                 )
-            is_causal = False  # a hint that attn_mask is causal: the mask itself is applied
+            if is_causal and not extra and not attn_mask.requires_grad:
+                # torch's contract: the hint says attn_mask is the causal mask, so the kernel applies
+                # causality itself and skips the masked half of the work (torch's SDPA path does too).
+                attn_mask = None
+            else:
+                is_causal = False  # the mask is applied as given (its gradient, or appended keys)
         elif is_causal and extra:
             # Causal over the given keys; the appended bias and zero keys stay visible to every query.
             i, j = torch.arange(L).view(L, 1), torch.arange(S).view(1, S)
