@@ -108,16 +108,20 @@ class _Torch:
 
 
 _NUMPY = _Numpy()
+_TORCH = None  # made on the first torch tensor seen
 
 
 def _kind_of(x):
     """The kind (numpy or torch) of an array, or None. torch is never imported here: a torch
     tensor can only exist when the caller has imported torch already."""
+    global _TORCH
     if isinstance(x, np.ndarray):
         return _NUMPY
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(x, torch.Tensor):
-        return _Torch(torch)
+        if _TORCH is None or _TORCH.torch is not torch:
+            _TORCH = _Torch(torch)
+        return _TORCH
     return None
 
 
@@ -130,11 +134,23 @@ def _type_name(x):
 
 
 def _broadcast(shapes, what):
+    if all(s == shapes[0] for s in shapes):  # the common case, without numpy's machinery
+        return tuple(shapes[0])
     try:
         return tuple(np.broadcast_shapes(*shapes))
     except ValueError:
         listed = ", ".join(str(list(s)) for s in shapes)
         raise ValueError(f"{what}: {listed} do not broadcast (each dimension must match or be 1)") from None
+
+
+class _Shapes:
+    """The inputs' shapes, as an error message shows them."""
+
+    def __init__(self, q, k, v):
+        self.q, self.k, self.v = q.shape, k.shape, v.shape
+
+    def __str__(self):
+        return f"(query {list(self.q)}, key {list(self.k)}, value {list(self.v)})"
 
 
 class _Layout:
@@ -150,7 +166,7 @@ class _Layout:
         for name, x in (("query", q), ("key", k), ("value", v)):
             if x.ndim < 2:
                 raise ValueError(f"{name}: expected at least 2 dimensions [..., L, E], got shape {list(x.shape)}")
-        shapes = f"(query {list(q.shape)}, key {list(k.shape)}, value {list(v.shape)})"
+        shapes = _Shapes(q, k, v)  # formatted only into an error message
         self.L, self.E = int(q.shape[-2]), int(q.shape[-1])
         self.S, Ek = int(k.shape[-2]), int(k.shape[-1])
         Sv, self.Ev = int(v.shape[-2]), int(v.shape[-1])
@@ -178,13 +194,13 @@ class _Layout:
                 raise ValueError(f"query: {Hq} heads is not a multiple of key's {Hk} heads (enable_gqa=True) {shapes}")
             self.Hq, self.Hkv = Hq, Hk
         else:
-            try:
-                self.Hq = int(np.broadcast_shapes((Hq,), (Hk,), (Hv,))[0])
-            except ValueError:
+            heads = {Hq, Hk, Hv} - {1}
+            if len(heads) > 1:
                 raise ValueError(
                     f"key: {Hk} heads do not match query's {Hq} heads; pass enable_gqa=True for "
                     f"grouped-query attention {shapes}"
-                ) from None
+                )
+            self.Hq = heads.pop() if heads else 1
             # Equal key and value heads stay as they are: one shared head is attnkit's MQA.
             self.Hkv = Hk if Hk == Hv else self.Hq
         self.B = math.prod(self.batch)
@@ -192,10 +208,13 @@ class _Layout:
 
     def to4(self, kind, x, heads, rows, width):
         """x [..., rows, width] as [B, heads, rows, width], broadcasting its leading dimensions."""
+        target = (self.B, heads, rows, width)
+        if tuple(x.shape) == target:  # already attnkit's form: no view to make
+            return x
         full = self.batch + ((heads,) if self.has_heads else ()) + (rows, width)
         x = kind.reshape(x, (1,) * (len(full) - x.ndim) + tuple(x.shape))
         x = kind.broadcast_to(x, full)
-        return kind.reshape(x, (self.B, heads, rows, width))
+        return kind.reshape(x, target)
 
     def mask4(self, kind, mask):
         """attn_mask broadcastable to [..., L, S] as attnkit's [B|1, Hq|1, L|1, S|1]."""
