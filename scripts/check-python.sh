@@ -8,7 +8,9 @@
 # PyPI into the environment: scikit-build-core and nanobind (the build), numpy, pytest.
 # PYTHON=/path/to/python3 picks another interpreter (3.10 or newer). ATTNKIT_TEST_TORCH=1 also
 # installs torch from PyPI (about 5 GB with the CUDA libraries its wheel pulls in; 2 minutes here)
-# so that the cross-checks against torch run instead of skipping; CI sets it.
+# so that the cross-checks against torch run instead of skipping; CI sets it. ATTNKIT_TEST_BROWSER=1
+# installs Playwright, and the heatmap page's browser test fails instead of skipping when it cannot
+# run (it also needs Debian's chromium: scripts/install-deps.sh with ATTNKIT_INSTALL_BROWSER=1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python=${PYTHON:-python3}
@@ -42,12 +44,21 @@ if [ "${ATTNKIT_TEST_TORCH:-0}" = 1 ]; then
   echo "== torch from PyPI, for the cross-checks (ATTNKIT_TEST_TORCH=1)"
   "$venv/bin/python" -m pip install --quiet torch
 fi
+if [ "${ATTNKIT_TEST_BROWSER:-0}" = 1 ]; then
+  echo "== playwright from PyPI, for the heatmap page's browser test (ATTNKIT_TEST_BROWSER=1)"
+  "$venv/bin/python" -m pip install --quiet playwright  # drives Debian's chromium; no browser download
+fi
 "$venv/bin/python" -m pip install --no-build-isolation --config-settings=build-dir=build-python/build .
 
 echo "== pytest"
 cd python/tests  # so that `import attnkit` can only find the installed package
 export PYTHONDONTWRITEBYTECODE=1  # no __pycache__ in the source tree
 "../../$venv/bin/python" -m pytest -p no:cacheprovider -rsx "$@"  # -rsx: say why each test skipped or xfailed
+
+# The page `attnkit heatmap --html` writes, in headless Chromium: needs the tool from the release build.
+echo "== the heatmap page in a browser (tests/cli/test_heatmap_page.py)"
+ATTNKIT_BIN="$PWD/../../build/bin/attnkit" "../../$venv/bin/python" -m pytest -p no:cacheprovider -rsx \
+  ../../tests/cli/test_heatmap_page.py
 
 # The C++ module's comparison with torch.nn.MultiheadAttention (tests/mha/test_mha.cpp) asks
 # `python3` for torch; the C++ stages run before this environment exists, so it skipped there. With

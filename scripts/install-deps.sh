@@ -6,7 +6,11 @@ packages=(
   libgtest-dev libgmock-dev  # GoogleTest, for the tests
   libopenblas-dev pkg-config # OpenBLAS: the module's projections and the bench's baseline
   python3-venv python3-dev   # the Python package: a virtual environment (with pip), and Python.h
+  libpng-dev libfreetype-dev libfontconfig-dev fonts-dejavu-core  # the tool's pictures: PNG, text, its font
 )
+# ATTNKIT_INSTALL_BROWSER=1 (CI) adds Chromium, for the test that loads `attnkit heatmap --html`'s
+# page in a headless browser; without it that test skips, saying why.
+if [ "${ATTNKIT_INSTALL_BROWSER:-0}" = 1 ]; then packages+=(chromium); fi
 if [ "$(id -u)" -ne 0 ]; then
   echo "install-deps: run as root (apt-get); skipping, assuming these are installed: ${packages[*]}" >&2
   exit 0

@@ -26,6 +26,7 @@
 #include "bench/peak_memory.hpp"
 #include "bench/report.hpp"
 #include "commands.hpp"
+#include "progress.hpp"
 
 namespace attnkit::cli {
 
@@ -252,7 +253,7 @@ std::optional<bench::PeakMemoryResult> peak_memory(const Request& r, const bench
   return bench::measure_peak_memory(threads, skip);
 }
 
-int bench_main(const CommandArgs& words, std::ostream& out) {
+int bench_main(const CommandArgs& words, std::ostream& out, std::ostream& err) {
   const Args args = Args::parse(words, kFlags);
   if (args.has("help")) {
     out << kHelp;
@@ -270,13 +271,30 @@ int bench_main(const CommandArgs& words, std::ostream& out) {
   }
 
   bench::Report report(out, r.json);
+  // A bar on the terminal's stderr when the report goes elsewhere (a file, a pipe); on a terminal
+  // the report's own rows, one per case, show the progress, and a bar would interleave with them.
+  std::optional<ProgressBar> bar;
+  if (!is_terminal(out)) {
+    bar.emplace(err, "attnkit bench", static_cast<double>(cases.size() + module_cases.size() + 1));
+  }
+  const auto advance = [&] {
+    if (bar) bar->advance(1);
+  };
   report.machine(info, bench::measure_ceilings({r.selection.threads, r.repeats, r.copy_mib}));
+  advance();
   {
     bench::CaseRunner runner({{r.repeats, r.budget_seconds}, r.kernel, r.naive, r.openblas});
-    for (const BenchCase& c : cases) report.result(runner.run(c));
+    for (const BenchCase& c : cases) {
+      report.result(runner.run(c));
+      advance();
+    }
   }  // the runner's cache evictor is freed before the module runner makes its own
   bench::ModuleRunner modules({{r.repeats, r.budget_seconds}, r.kernel});
-  for (const bench::ModuleCase& c : module_cases) report.module_result(modules.run(c));
+  for (const bench::ModuleCase& c : module_cases) {
+    report.module_result(modules.run(c));
+    advance();
+  }
+  if (bar) bar->finish();
   if (auto memory = peak_memory(r, info)) report.peak_memory(*memory);
   return kExitOk;
 }
@@ -284,7 +302,7 @@ int bench_main(const CommandArgs& words, std::ostream& out) {
 }  // namespace
 
 int bench_command(const CommandArgs& args, std::ostream& out, std::ostream& err) {
-  return guarded("bench", err, [&] { return bench_main(args, out); });
+  return guarded("bench", err, [&] { return bench_main(args, out, err); });
 }
 
 }  // namespace attnkit::cli

@@ -28,6 +28,8 @@ struct Command {
 constexpr Command kCommands[] = {
     {"explain", "walk through attention for one query, step by step", explain_command},
     {"run", "compute attention on .npy files with any options", run_command},
+    {"heatmap", "draw attention weights as a PNG, a heatmap per head (--demo: an example)", heatmap_command},
+    {"lab", "experiments with numbers: the 1/√d_k scaling, each kernel's precision", lab_command},
     {"bench", "time the kernels against this machine's ceilings and two baselines", bench_command},
     {"info", "show the kernels, SIMD targets and threads this build uses here", info_command},
 };
@@ -47,6 +49,8 @@ void print_usage(std::ostream& out) {
          "Examples:\n"
          "  attnkit explain\n"
          "  attnkit run --q q.npy --k k.npy --v v.npy --out o.npy --causal top-left\n"
+         "  attnkit heatmap --demo --out heatmap-demo.png\n"
+         "  attnkit lab scaling --plot scaling.png\n"
          "  attnkit bench --quick\n\n"
          "Exit codes: 0 success, 1 a library or file error, 2 bad usage.\n";
 }

@@ -19,6 +19,8 @@ using CommandArgs = std::vector<std::string>;
 
 int explain_command(const CommandArgs& args, std::ostream& out, std::ostream& err);
 int run_command(const CommandArgs& args, std::ostream& out, std::ostream& err);
+int heatmap_command(const CommandArgs& args, std::ostream& out, std::ostream& err);
+int lab_command(const CommandArgs& args, std::ostream& out, std::ostream& err);
 int bench_command(const CommandArgs& args, std::ostream& out, std::ostream& err);
 int info_command(const CommandArgs& args, std::ostream& out, std::ostream& err);
 

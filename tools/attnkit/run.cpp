@@ -2,7 +2,6 @@
 // and with --d-out the attnkit::backward call that follows it (same inputs, same options).
 #include <cstddef>
 #include <cstdint>
-#include <limits>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -10,6 +9,7 @@
 #include <vector>
 
 #include "args.hpp"
+#include "attention_flags.hpp"
 #include "attnkit/attention.hpp"
 #include "attnkit/error.hpp"
 #include "attnkit/npy.hpp"
@@ -20,11 +20,6 @@
 namespace attnkit::cli {
 
 namespace {
-
-constexpr int kAttentionRank = 4;  // [B, H, S, D], the library's logical layout
-constexpr int kMinInputRank = 2;   // [S, D]: one head of one batch
-constexpr int kMaskRankWithHeads = 3;  // [H, n, m], the mask that goes with rank-3 inputs
-constexpr std::size_t kWindowSides = 2;
 
 constexpr std::string_view kHelp = R"(Usage: attnkit run --q Q.npy --k K.npy --v V.npy --out O.npy [options]
        attnkit run --q Q.npy --k K.npy --v V.npy --d-out dO.npy --dq dQ.npy --dk dK.npy --dv dV.npy [options]
@@ -92,72 +87,11 @@ constexpr FlagSpec kFlags[] = {
 // Everything the flags say, parsed and checked for form before any file is touched.
 struct Request {
   std::string q_path, k_path, v_path;
-  std::optional<std::string> out_path, lse_path, probs_path, mask_path;
+  std::optional<std::string> out_path, lse_path, probs_path;
   std::optional<std::string> d_out_path, dq_path, dk_path, dv_path;  // the backward runs when d_out_path is set
-  std::optional<DType> dtype;
-  std::optional<int> threads;
   bool verbose = false;
-  AttentionOptions options;  // key_lengths and alibi_slopes point into the vectors below
-  std::vector<std::int64_t> key_lengths;
-  std::vector<float> alibi_slopes;
+  AttentionFlags flags;  // options, mask, dtype, threads
 };
-
-Causal parse_causal(std::string_view text) {
-  if (text == "none") return Causal::none;
-  if (text == "top-left" || text == "top_left") return Causal::top_left;
-  if (text == "bottom-right" || text == "bottom_right") return Causal::bottom_right;
-  throw UsageError("--causal: '" + std::string(text) + "' is not one of top-left, bottom-right, none");
-}
-
-Kernel parse_kernel(std::string_view text) {
-  if (text == "auto") return Kernel::automatic;
-  if (text == "reference") return Kernel::reference;
-  if (text == "fast") return Kernel::fast;
-  throw UsageError("--kernel: '" + std::string(text) + "' is not one of auto, reference, fast");
-}
-
-DType parse_dtype(std::string_view text) {
-  for (DType d : {DType::f64, DType::f32, DType::bf16, DType::f16}) {
-    if (text == dtype_name(d)) return d;
-  }
-  throw UsageError("--dtype: '" + std::string(text) + "' is not one of f64, f32, bf16, f16");
-}
-
-Window parse_window(std::string_view text) {
-  const auto sides = parse_integer_list(text, "--window");
-  if (sides.size() != kWindowSides) {
-    throw UsageError("--window: expected two integers L,R (-1 = unbounded), got " + std::to_string(sides.size()) +
-                     " in '" + std::string(text) + "'");
-  }
-  return Window{sides[0], sides[1]};
-}
-
-std::vector<float> parse_float_list(std::string_view text, std::string_view flag) {
-  const auto values = parse_number_list(text, flag);
-  return {values.begin(), values.end()};
-}
-
-int parse_threads(std::string_view text) {
-  const std::int64_t n = parse_integer(text, "--threads");
-  if (n < 0 || n > std::numeric_limits<int>::max()) {
-    throw UsageError("--threads: " + std::string(text) + " is not a thread count (0 = the default)");
-  }
-  return static_cast<int>(n);
-}
-
-// Fills the options that are plain values; spans and the mask are attached later.
-void parse_options(const Args& args, Request& r) {
-  AttentionOptions& o = r.options;
-  if (auto s = args.value("scale")) o.scale = parse_number(*s, "--scale");
-  if (auto s = args.value("causal")) o.causal = parse_causal(*s);
-  if (auto s = args.value("window")) o.window = parse_window(*s);
-  if (auto s = args.value("key-lengths")) r.key_lengths = parse_integer_list(*s, "--key-lengths");
-  if (auto s = args.value("alibi")) r.alibi_slopes = parse_float_list(*s, "--alibi");
-  if (auto s = args.value("softcap")) o.softcap = parse_number(*s, "--softcap");
-  if (auto s = args.value("dropout")) o.dropout_p = parse_number(*s, "--dropout");
-  if (auto s = args.value("seed")) o.seed = parse_unsigned(*s, "--seed");
-  if (auto s = args.value("kernel")) o.kernel = parse_kernel(*s);
-}
 
 // --dq, --dk and --dv need --d-out, and --d-out needs at least one of them.
 void check_gradient_flags(const Request& r) {
@@ -192,11 +126,8 @@ Request parse_request(const Args& args) {
   check_gradient_flags(r);
   r.lse_path = args.value("lse");
   r.probs_path = args.value("probs");
-  r.mask_path = args.value("mask");
-  if (auto s = args.value("dtype")) r.dtype = parse_dtype(*s);
-  if (auto s = args.value("threads")) r.threads = parse_threads(*s);
   r.verbose = args.has("verbose");
-  parse_options(args, r);
+  r.flags = parse_attention_flags(args);
   return r;
 }
 
@@ -208,33 +139,6 @@ struct Inputs {
   int rank = 0;  // shared rank of q, k, v (and d_out); outputs keep it
 };
 
-// "[2, 3]" from the tensor's own shape: view() cannot represent a rank above 4, which a file may have.
-std::string shape_of(const Tensor& t) {
-  std::string text = "[";
-  for (std::size_t d = 0; d < t.shape().size(); ++d) text += (d ? ", " : "") + std::to_string(t.shape()[d]);
-  return text + "]";
-}
-
-void check_rank(const Tensor& t, std::string_view flag, const std::string& path) {
-  if (t.rank() < kMinInputRank || t.rank() > kAttentionRank) {
-    throw Error(ErrorCode::invalid_shape, std::string(flag) + " " + path +
-                                              ": expected rank 2 [S, D], 3 [H, S, D] or 4 [B, H, S, D], got shape " +
-                                              shape_of(t));
-  }
-}
-
-DType compute_dtype(const Request& r, const Tensor& q) {
-  if (r.dtype) return *r.dtype;
-  if (q.dtype() == DType::f64 || q.dtype() == DType::f32 || q.dtype() == DType::f16) return q.dtype();
-  throw Error(ErrorCode::invalid_dtype, "--q " + r.q_path + " has dtype " + std::string(dtype_name(q.dtype())) +
-                                            "; Q must be a float16, float32 or float64 array (or pass --dtype)");
-}
-
-Tensor as_dtype(Tensor t, DType dtype) {
-  if (t.dtype() == dtype) return t;
-  return Tensor::converted(t.view(), dtype);
-}
-
 Inputs read_inputs(const Request& r) {
   Tensor q = read_npy(r.q_path), k = read_npy(r.k_path), v = read_npy(r.v_path);
   check_rank(q, "--q", r.q_path);
@@ -244,7 +148,7 @@ Inputs read_inputs(const Request& r) {
     throw Error(ErrorCode::invalid_shape, "--q, --k and --v must have the same rank; got q " + shape_of(q) +
                                               ", k " + shape_of(k) + ", v " + shape_of(v));
   }
-  const DType dtype = compute_dtype(r, q);
+  const DType dtype = compute_dtype(r.flags.dtype, q, r.q_path);
   Inputs in;
   in.rank = q.rank();
   if (r.d_out_path) {
@@ -261,12 +165,6 @@ Inputs read_inputs(const Request& r) {
   in.k = as_dtype(std::move(k), dtype);
   in.v = as_dtype(std::move(v), dtype);
   return in;
-}
-
-// A rank-3 mask goes with rank-3 inputs: [H, n, m] -> [1, H, n, m]. Ranks 2 and 4 pass as they are.
-ConstTensorView mask_view(const Tensor& mask) {
-  if (mask.rank() == kMaskRankWithHeads) return mask.view().unsqueezed_to(kAttentionRank);
-  return mask.view();
 }
 
 // ---- outputs ----
@@ -323,7 +221,7 @@ void print_summary(std::ostream& out, const Request& r, const Inputs& in, const 
   const DType dtype = in.q.dtype();
   out << "attnkit run: q " << shape_of(in.q) << ", k " << shape_of(in.k) << ", v " << shape_of(in.v) << " in "
       << dtype_name(dtype) << "; " << (wants_gradients(r) ? "forward and backward" : "forward") << " on the "
-      << kernel_name(resolve_kernel(r.options.kernel, dtype)) << " kernel ->";
+      << kernel_name(resolve_kernel(r.flags.options.kernel, dtype)) << " kernel ->";
   for (const auto& [path, tensor] : requested_files(r, o)) out << ' ' << path << ' ' << shape_of(*tensor);
   out << "; " << num_threads() << " threads\n";
 }
@@ -335,17 +233,12 @@ int run(const CommandArgs& words, std::ostream& out) {
     return kExitOk;
   }
   Request r = parse_request(args);
-  if (r.threads) set_num_threads(*r.threads);
+  if (r.flags.threads) set_num_threads(*r.flags.threads);
 
   const Inputs in = read_inputs(r);
   Tensor mask;
-  AttentionOptions options = r.options;
-  options.key_lengths = r.key_lengths;
-  options.alibi_slopes = r.alibi_slopes;
-  if (r.mask_path) {
-    mask = read_npy(*r.mask_path);
-    options.mask = mask_view(mask);
-  }
+  if (r.flags.mask_path) mask = read_npy(*r.flags.mask_path);
+  const AttentionOptions options = with_spans(r.flags, r.flags.mask_path ? &mask : nullptr);
 
   Outputs o = allocate_outputs(r, in);
   ForwardExtras extras;

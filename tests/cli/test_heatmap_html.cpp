@@ -1,0 +1,75 @@
+// The page `attnkit heatmap --html` writes, as text: the data block cannot be escaped from, sizes
+// are checked, and too large a page is refused naming --heads. (tests/cli/test_heatmap_page.py
+// loads it in a browser.)
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "attnkit/error.hpp"
+#include "heatmap/html.hpp"
+
+namespace attnkit::cli {
+namespace {
+
+HeatmapPage small_page() {
+  HeatmapPage page;
+  page.title = "title </script><script>alert(1)</script>";
+  page.n = 2;
+  page.m = 3;
+  page.heads = {4};
+  page.query_tokens = {"</script>", "a\"b\\c"};
+  page.key_tokens = {"x", "y\xE2\x80\xA8z", "<!--"};
+  page.weights = {{0.25f, 0.75f, 0.0f, 0.125f, 0.375f, 0.5f}};
+  return page;
+}
+
+std::size_t count(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+TEST(HeatmapHtml, TokensAndTitleCannotCloseTheDataBlock) {
+  const std::string html = heatmap_html(small_page());
+  EXPECT_EQ(count(html, "</script>"), 2u);  // the data block's and the script's own
+  EXPECT_EQ(count(html, "<script"), 2u);
+  EXPECT_EQ(count(html, "<!--"), 0u);
+  EXPECT_NE(html.find(R"("\u003c/script\u003e","a\"b\\c")"), std::string::npos);
+  EXPECT_NE(html.find(R"("y\u2028z")"), std::string::npos);
+  EXPECT_NE(html.find(R"("weights":[[0.25,0.75,0,0.125,0.375,0.5]])"), std::string::npos);
+  EXPECT_NE(html.find(R"("heads":[4])"), std::string::npos);
+}
+
+TEST(HeatmapHtml, PositionsLabelTheAxesWithoutTokens) {
+  HeatmapPage page = small_page();
+  page.query_tokens.clear();
+  page.key_tokens.clear();
+  const std::string html = heatmap_html(page);
+  EXPECT_NE(html.find(R"("queries":["0","1"],"keys":["0","1","2"])"), std::string::npos);
+}
+
+TEST(HeatmapHtml, WrongSizesAndTooLargePagesAreRefused) {
+  HeatmapPage page = small_page();
+  page.key_tokens.pop_back();
+  EXPECT_THROW(heatmap_html(page), Error);
+  page = small_page();
+  page.weights[0].pop_back();
+  EXPECT_THROW(heatmap_html(page), Error);
+  page = small_page();
+  page.n = page.m = 1500;
+  page.query_tokens.clear();
+  page.key_tokens.clear();
+  page.heads = {0, 1};
+  page.weights.assign(2, std::vector<float>(1500 * 1500, 0.0f));
+  try {
+    heatmap_html(page);
+    FAIL() << "a 4.5-million-weight page was written";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("--heads"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("1500"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace attnkit::cli

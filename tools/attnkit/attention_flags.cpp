@@ -1,0 +1,120 @@
+// Parsing of the attention option flags and reading of Q, K, V checks, shared by run and heatmap.
+#include "attention_flags.hpp"
+
+#include <cstddef>
+#include <limits>
+#include <utility>
+
+#include "attnkit/error.hpp"
+
+namespace attnkit::cli {
+
+namespace {
+
+constexpr int kMinInputRank = 2;       // [S, D]: one head of one batch
+constexpr int kMaskRankWithHeads = 3;  // [H, n, m], the mask that goes with rank-3 inputs
+constexpr std::size_t kWindowSides = 2;
+
+Causal parse_causal(std::string_view text) {
+  if (text == "none") return Causal::none;
+  if (text == "top-left" || text == "top_left") return Causal::top_left;
+  if (text == "bottom-right" || text == "bottom_right") return Causal::bottom_right;
+  throw UsageError("--causal: '" + std::string(text) + "' is not one of top-left, bottom-right, none");
+}
+
+Kernel parse_kernel(std::string_view text) {
+  if (text == "auto") return Kernel::automatic;
+  if (text == "reference") return Kernel::reference;
+  if (text == "fast") return Kernel::fast;
+  throw UsageError("--kernel: '" + std::string(text) + "' is not one of auto, reference, fast");
+}
+
+DType parse_dtype(std::string_view text) {
+  for (DType d : {DType::f64, DType::f32, DType::bf16, DType::f16}) {
+    if (text == dtype_name(d)) return d;
+  }
+  throw UsageError("--dtype: '" + std::string(text) + "' is not one of f64, f32, bf16, f16");
+}
+
+Window parse_window(std::string_view text) {
+  const auto sides = parse_integer_list(text, "--window");
+  if (sides.size() != kWindowSides) {
+    throw UsageError("--window: expected two integers L,R (-1 = unbounded), got " + std::to_string(sides.size()) +
+                     " in '" + std::string(text) + "'");
+  }
+  return Window{sides[0], sides[1]};
+}
+
+std::vector<float> parse_float_list(std::string_view text, std::string_view flag) {
+  const auto values = parse_number_list(text, flag);
+  return {values.begin(), values.end()};
+}
+
+int parse_threads(std::string_view text) {
+  const std::int64_t n = parse_integer(text, "--threads");
+  if (n < 0 || n > std::numeric_limits<int>::max()) {
+    throw UsageError("--threads: " + std::string(text) + " is not a thread count (0 = the default)");
+  }
+  return static_cast<int>(n);
+}
+
+}  // namespace
+
+AttentionFlags parse_attention_flags(const Args& args) {
+  AttentionFlags f;
+  f.mask_path = args.value("mask");
+  if (auto s = args.value("dtype")) f.dtype = parse_dtype(*s);
+  if (auto s = args.value("threads")) f.threads = parse_threads(*s);
+  AttentionOptions& o = f.options;
+  if (auto s = args.value("scale")) o.scale = parse_number(*s, "--scale");
+  if (auto s = args.value("causal")) o.causal = parse_causal(*s);
+  if (auto s = args.value("window")) o.window = parse_window(*s);
+  if (auto s = args.value("key-lengths")) f.key_lengths = parse_integer_list(*s, "--key-lengths");
+  if (auto s = args.value("alibi")) f.alibi_slopes = parse_float_list(*s, "--alibi");
+  if (auto s = args.value("softcap")) o.softcap = parse_number(*s, "--softcap");
+  if (auto s = args.value("dropout")) o.dropout_p = parse_number(*s, "--dropout");
+  if (auto s = args.value("seed")) o.seed = parse_unsigned(*s, "--seed");
+  if (auto s = args.value("kernel")) o.kernel = parse_kernel(*s);
+  return f;
+}
+
+AttentionOptions with_spans(const AttentionFlags& flags, const Tensor* mask) {
+  AttentionOptions options = flags.options;
+  options.key_lengths = flags.key_lengths;
+  options.alibi_slopes = flags.alibi_slopes;
+  if (mask != nullptr) options.mask = mask_view(*mask);
+  return options;
+}
+
+std::string shape_of(const Tensor& t) {
+  std::string text = "[";
+  for (std::size_t d = 0; d < t.shape().size(); ++d) text += (d ? ", " : "") + std::to_string(t.shape()[d]);
+  return text + "]";
+}
+
+void check_rank(const Tensor& t, std::string_view flag, const std::string& path) {
+  if (t.rank() < kMinInputRank || t.rank() > kAttentionRank) {
+    throw Error(ErrorCode::invalid_shape, std::string(flag) + " " + path +
+                                              ": expected rank 2 [S, D], 3 [H, S, D] or 4 [B, H, S, D], got shape " +
+                                              shape_of(t));
+  }
+}
+
+DType compute_dtype(const std::optional<DType>& requested, const Tensor& q, const std::string& q_path) {
+  if (requested) return *requested;
+  if (q.dtype() == DType::f64 || q.dtype() == DType::f32 || q.dtype() == DType::f16) return q.dtype();
+  throw Error(ErrorCode::invalid_dtype, "--q " + q_path + " has dtype " + std::string(dtype_name(q.dtype())) +
+                                            "; Q must be a float16, float32 or float64 array (or pass --dtype)");
+}
+
+Tensor as_dtype(Tensor t, DType dtype) {
+  if (t.dtype() == dtype) return t;
+  return Tensor::converted(t.view(), dtype);
+}
+
+ConstTensorView mask_view(const Tensor& mask) {
+  if (mask.rank() == kMaskRankWithHeads) return mask.view().unsqueezed_to(kAttentionRank);
+  return mask.view();
+}
+
+}  // namespace attnkit::cli

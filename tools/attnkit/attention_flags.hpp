@@ -1,0 +1,53 @@
+// The flags that define one attention problem on .npy files (the options of AttentionOptions, the
+// mask, the compute dtype, the threads) and the reading of Q, K and V: shared by `attnkit run` and
+// `attnkit heatmap`, so both accept the same spelling and report the same errors.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "args.hpp"
+#include "attnkit/options.hpp"
+#include "attnkit/tensor.hpp"
+
+namespace attnkit::cli {
+
+inline constexpr int kAttentionRank = 4;  // [B, H, S, D], the library's logical layout
+
+// What the option flags say, parsed and checked for form before any file is touched.
+struct AttentionFlags {
+  AttentionOptions options;  // plain values only: with_spans() attaches the lists and the mask
+  std::vector<std::int64_t> key_lengths;
+  std::vector<float> alibi_slopes;
+  std::optional<std::string> mask_path;
+  std::optional<DType> dtype;
+  std::optional<int> threads;
+};
+
+// Reads --scale --causal --window --mask --key-lengths --alibi --softcap --dropout --seed --kernel
+// --dtype --threads, each when present (a command lists the ones it accepts in its FlagSpecs).
+AttentionFlags parse_attention_flags(const Args& args);
+
+// `flags.options` with key_lengths and alibi_slopes pointing into `flags`, and the mask (read by
+// the caller from flags.mask_path into `mask`) attached.
+AttentionOptions with_spans(const AttentionFlags& flags, const Tensor* mask);
+
+// "[2, 3]" from the tensor's own shape (a file may hold a rank above 4, which view() cannot show).
+std::string shape_of(const Tensor& t);
+
+// Throws Error(invalid_shape) naming the flag and the file unless t has rank 2, 3 or 4.
+void check_rank(const Tensor& t, std::string_view flag, const std::string& path);
+
+// The dtype the computation runs in: --dtype, else Q's own (f64, f32 or f16).
+DType compute_dtype(const std::optional<DType>& requested, const Tensor& q, const std::string& q_path);
+
+// t converted to `dtype` (unchanged when it already has it).
+Tensor as_dtype(Tensor t, DType dtype);
+
+// A rank-3 mask goes with rank-3 inputs: [H, n, m] -> [1, H, n, m]. Ranks 2 and 4 pass as they are.
+ConstTensorView mask_view(const Tensor& mask);
+
+}  // namespace attnkit::cli

@@ -1,0 +1,249 @@
+// `attnkit heatmap`: draws attention weights as a PNG, one heatmap per head, from a probabilities
+// .npy or from Q and K under `attnkit run`'s options; `--demo` draws hand-built heads on a sentence.
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "args.hpp"
+#include "attention_flags.hpp"
+#include "attnkit/attention.hpp"
+#include "commands.hpp"
+#include "heatmap/demo.hpp"
+#include "heatmap/figure.hpp"
+#include "heatmap/html.hpp"
+#include "heatmap/tokens.hpp"
+#include "heatmap/weights.hpp"
+#include "viz/png.hpp"
+
+namespace attnkit::cli {
+
+namespace {
+
+constexpr std::string_view kHelp = R"(Usage: attnkit heatmap --probs P.npy (--out heatmap.png | --html page.html) [options]
+       attnkit heatmap --q Q.npy --k K.npy [--v V.npy] (--out heatmap.png | --html page.html) [attention options] [options]
+       attnkit heatmap --demo [--out heatmap-demo.png] [--html heatmap-demo.html]
+
+Draws attention weights as a PNG: one heatmap per head in a grid, row = query, column = key, in a
+perceptually uniform colour map (dark blue = 0, yellow = the top of the scale) with a colour bar,
+the head number over each panel and token labels (or positions) on the axes. A panel with more
+than --max-cells queries or keys is downsampled: each cell shows the maximum weight of a block
+(max pooling), and the picture says so.
+
+Input (one of):
+  --probs PATH        softmax weights as `attnkit run --probs` writes them: [B, H, n, m], [H, n, m]
+                      or [n, m]
+  --q PATH --k PATH   queries and keys as for `attnkit run`; the weights are computed with
+                      attnkit::forward. --v PATH is accepted and unused (the weights do not need V)
+  --demo              a built-in sentence with six hand-built heads (previous token, same word,
+                      first token, broad, recent, nouns); prints what each head shows
+
+Attention options (with --q/--k, as for `attnkit run`):
+  --scale S  --causal MODE  --window L,R  --mask PATH  --key-lengths LIST  --alibi LIST
+  --softcap C  --dtype T  --kernel K  --threads N
+
+Picture:
+  --out PATH          the PNG to write (default heatmap-demo.png with --demo)
+  --html PATH         also (or instead) write a self-contained interactive page: a head selector,
+                      the exact weight and both tokens under the pointer, and a "lines" view
+                      linking each query to the keys it attends to (width ∝ weight); no pooling,
+                      at most 4,000,000 weights in all (pick heads with --heads)
+  --batch B           which batch entry to draw (default 0)
+  --heads LIST        which heads, e.g. 0,3,5 (default all)
+  --tokens PATH       labels, one per line: for the keys, and for the queries too unless
+                      --query-tokens is given (self-attention: n = m)
+  --query-tokens PATH labels for the queries (cross-attention: n labels, --tokens has m)
+  --title TEXT        the title (default "Attention weights")
+  --vmax V            top of the colour scale (default: the largest weight drawn; 1 for 0..1)
+  --max-cells N       cells per axis per panel before max pooling (default 200)
+  -h, --help          show this help
+
+Examples:
+  attnkit heatmap --demo --out heatmap-demo.png
+  attnkit run --q q.npy --k k.npy --v v.npy --out o.npy --probs p.npy --causal top-left
+  attnkit heatmap --probs p.npy --tokens tokens.txt --heads 0,1 --out heatmap.png
+  attnkit heatmap --demo --html heatmap-demo.html
+  attnkit heatmap --q q.npy --k k.npy --causal top-left --tokens tokens.txt --out heatmap.png --vmax 1
+
+Exit codes: 0 success, 1 a library or file error (including a label count that does not match),
+2 bad usage.
+)";
+
+constexpr FlagSpec kFlags[] = {
+    {"q"}, {"k"}, {"v"}, {"probs"}, {"demo", false},                                       // input
+    {"scale"}, {"causal"}, {"window"}, {"mask"}, {"key-lengths"}, {"alibi"}, {"softcap"},  // logits
+    {"dtype"}, {"kernel"}, {"threads"},                                                    // execution
+    {"out"}, {"html"}, {"batch"}, {"heads"}, {"tokens"}, {"query-tokens"}, {"title"}, {"vmax"}, {"max-cells"},
+    {"help", false},
+};
+
+// Flags that describe how to compute the weights from Q and K: meaningless with --probs or --demo.
+constexpr std::string_view kComputeFlags[] = {"v",    "scale", "causal", "window", "mask",   "key-lengths",
+                                              "alibi", "softcap", "dtype", "kernel", "threads"};
+constexpr std::string_view kDefaultTitle = "Attention weights";
+constexpr std::string_view kDemoOut = "heatmap-demo.png";
+
+struct Picture {
+  std::optional<std::string> out_path, html_path;  // the PNG, the interactive page: one or both
+  std::string title;
+  Selection selection;
+  std::optional<std::string> tokens_path, query_tokens_path;
+  std::optional<double> vmax;
+  std::int64_t max_cells = kDefaultMaxCells;
+};
+
+void reject(const Args& args, std::string_view flag, std::string_view because) {
+  if (args.has(flag)) throw UsageError("--" + std::string(flag) + " " + std::string(because));
+}
+
+std::int64_t parse_non_negative(std::string_view text, std::string_view flag) {
+  const std::int64_t value = parse_integer(text, flag);
+  if (value < 0) throw UsageError(std::string(flag) + ": " + std::string(text) + " is negative");
+  return value;
+}
+
+Picture parse_picture(const Args& args, bool demo) {
+  Picture p;
+  p.out_path = args.value("out");
+  p.html_path = args.value("html");
+  if (!p.out_path && !p.html_path) {
+    if (!demo) throw UsageError("missing --out (the PNG to write) or --html (the page to write)");
+    p.out_path = std::string(kDemoOut);
+  }
+  p.title = args.value("title").value_or(std::string(kDefaultTitle));
+  if (auto s = args.value("batch")) p.selection.batch = parse_non_negative(*s, "--batch");
+  if (auto s = args.value("heads")) {
+    p.selection.heads = parse_integer_list(*s, "--heads");
+    for (std::int64_t h : p.selection.heads) {
+      if (h < 0) throw UsageError("--heads: " + std::to_string(h) + " is negative; heads are numbered from 0");
+    }
+  }
+  p.tokens_path = args.value("tokens");
+  p.query_tokens_path = args.value("query-tokens");
+  if (auto s = args.value("vmax")) {
+    p.vmax = parse_number(*s, "--vmax");
+    if (!(*p.vmax > 0.0) || !std::isfinite(*p.vmax)) {
+      throw UsageError("--vmax: " + *s + " is not a positive number (the weight drawn yellow)");
+    }
+  }
+  if (auto s = args.value("max-cells")) {
+    p.max_cells = parse_integer(*s, "--max-cells");
+    if (p.max_cells < 1) throw UsageError("--max-cells: " + *s + " must be at least 1");
+  }
+  return p;
+}
+
+// Labels from --tokens / --query-tokens, checked against n and m.
+void attach_tokens(const Picture& p, HeatmapFigure& figure) {
+  const HeadWeights& w = figure.weights;
+  if (p.tokens_path) {
+    figure.key_tokens = read_tokens(*p.tokens_path, "--tokens");
+    check_token_count(figure.key_tokens, w.m, "--tokens", *p.tokens_path, "keys number m");
+  }
+  if (p.query_tokens_path) {
+    figure.query_tokens = read_tokens(*p.query_tokens_path, "--query-tokens");
+    check_token_count(figure.query_tokens, w.n, "--query-tokens", *p.query_tokens_path, "queries number n");
+  } else if (p.tokens_path) {
+    check_token_count(figure.key_tokens, w.n, "--tokens", *p.tokens_path, "queries number n",
+                      "for cross-attention (n != m) give the query labels with --query-tokens");
+    figure.query_tokens = figure.key_tokens;
+  }
+}
+
+void draw(HeatmapFigure& figure, const Picture& p, std::ostream& out) {
+  figure.title = p.title;
+  figure.vmax = p.vmax;
+  figure.max_cells = p.max_cells;
+  if (p.html_path) {
+    // The page shows every weight (no pooling): write_heatmap_html refuses sizes a browser would not
+    // handle well, naming --heads.
+    HeatmapPage page{figure.title, figure.query_tokens, figure.key_tokens, figure.weights.heads,
+                     figure.head_names, figure.weights.n, figure.weights.m, figure.weights.weights};
+    write_heatmap_html(page, *p.html_path);
+    out << "attnkit heatmap: wrote " << *p.html_path << " (a self-contained page: " << figure.weights.heads.size()
+        << " heads of " << figure.weights.n << " queries x " << figure.weights.m << " keys)\n";
+  }
+  if (!p.out_path) return;
+  const viz::Image image = render_figure(figure);
+  viz::write_png(image, *p.out_path);
+  const FigureLayout layout = layout_figure(figure);
+  out << "attnkit heatmap: wrote " << *p.out_path << " (" << image.width() << " x " << image.height() << " pixels, "
+      << figure.weights.heads.size() << " heads of " << figure.weights.n << " queries x " << figure.weights.m
+      << " keys";
+  if (layout.block_rows > 1 || layout.block_cols > 1) {
+    out << "; downsampled to " << layout.rows << " x " << layout.cols << " cells, each the maximum over "
+        << layout.block_rows << " x " << layout.block_cols << " weights";
+  }
+  out << ")\n";
+}
+
+int run_demo(const Args& args, std::ostream& out) {
+  for (std::string_view flag : {"q", "k", "probs", "tokens", "query-tokens", "batch", "heads"}) {
+    reject(args, flag, "does not go with --demo: the demo has its own sentence and heads");
+  }
+  for (std::string_view flag : kComputeFlags) reject(args, flag, "does not go with --demo");
+  const Picture p = parse_picture(args, true);
+  const Demo demo = make_demo();
+  HeatmapFigure figure;
+  figure.source = "demo: hand-built heads, causal";
+  figure.weights = demo.weights;
+  figure.query_tokens = demo.tokens;
+  figure.key_tokens = demo.tokens;
+  for (const DemoHead& head : demo.heads) figure.head_names.push_back(head.name);
+  out << "The demo sentence: ";
+  for (const std::string& t : demo.tokens) out << t << ' ';
+  out << "\nIts heads (queries and keys built by hand from token and position features; causal):\n";
+  for (std::size_t h = 0; h < demo.heads.size(); ++h) {
+    out << "  head " << h << "  " << demo.heads[h].name << ": " << demo.heads[h].description << '\n';
+  }
+  draw(figure, p, out);
+  return kExitOk;
+}
+
+int run(const CommandArgs& words, std::ostream& out) {
+  const Args args = Args::parse(words, kFlags);
+  if (args.has("help")) {
+    out << kHelp;
+    return kExitOk;
+  }
+  if (!args.positionals().empty()) throw UsageError("unexpected argument '" + args.positionals().front() + "'");
+  if (args.has("demo")) return run_demo(args, out);
+
+  const bool from_probs = args.has("probs"), from_qk = args.has("q") || args.has("k");
+  if (from_probs && from_qk) throw UsageError("give either --probs or --q and --k, not both");
+  if (!from_probs && !from_qk) throw UsageError("missing input: --probs PATH, or --q PATH --k PATH (or --demo)");
+  if (from_qk && !(args.has("q") && args.has("k"))) {
+    throw UsageError(std::string("missing required flag ") + (args.has("q") ? "--k" : "--q") +
+                     ": the weights need both queries and keys");
+  }
+  if (from_probs) {
+    for (std::string_view flag : kComputeFlags) reject(args, flag, "applies to --q/--k input, not to --probs");
+  }
+  const Picture p = parse_picture(args, false);
+
+  HeatmapFigure figure;
+  if (from_probs) {
+    const std::string path = args.required("probs");
+    figure.weights = load_probs(path, p.selection);
+    figure.source = path + ", batch " + std::to_string(p.selection.batch);
+  } else {
+    const AttentionFlags flags = parse_attention_flags(args);
+    if (flags.threads) set_num_threads(*flags.threads);
+    figure.weights = compute_probs(args.required("q"), args.required("k"), args.value("v"), flags, p.selection);
+    figure.source = args.required("q") + " \xC2\xB7 " + args.required("k") + ", batch " +
+                    std::to_string(p.selection.batch);
+  }
+  attach_tokens(p, figure);
+  draw(figure, p, out);
+  return kExitOk;
+}
+
+}  // namespace
+
+int heatmap_command(const CommandArgs& args, std::ostream& out, std::ostream& err) {
+  return guarded("heatmap", err, [&] { return run(args, out); });
+}
+
+}  // namespace attnkit::cli

@@ -1,0 +1,29 @@
+// attnkit heatmap --html: the attention weights as one self-contained interactive page (no external
+// assets, no network): a head selector, the heatmap with the exact weight and the two tokens under
+// the pointer, and a "lines" view linking each query token to the keys it attends to, line width ∝
+// weight.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace attnkit::cli {
+
+struct HeatmapPage {
+  std::string title;
+  std::vector<std::string> query_tokens, key_tokens;  // n and m labels; empty: positions 0, 1, ...
+  std::vector<std::int64_t> heads;                   // the head number of each panel
+  std::vector<std::string> head_names;               // optional, per panel ("previous token")
+  std::int64_t n = 0, m = 0;                          // queries and keys
+  std::vector<std::vector<float>> weights;            // per panel, [n, m] row-major
+};
+
+// Refuses pages whose data would make a browser crawl (more than kMaxHtmlWeights weights in all)
+// with Error(invalid_argument) naming --heads and the sizes.
+inline constexpr std::int64_t kMaxHtmlWeights = 4'000'000;
+
+std::string heatmap_html(const HeatmapPage& page);
+void write_heatmap_html(const HeatmapPage& page, const std::string& path);
+
+}  // namespace attnkit::cli

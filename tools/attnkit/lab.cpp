@@ -1,0 +1,259 @@
+// `attnkit lab <experiment>`: small experiments that show what attention does, with the numbers
+// to back the usual claims (lab/). Each prints a table, or JSON Lines with --json, and can draw
+// its figure as a PNG with --plot.
+#include <algorithm>
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "args.hpp"
+#include "commands.hpp"
+#include "lab/precision.hpp"
+#include "lab/precision_report.hpp"
+#include "lab/scaling.hpp"
+#include "lab/scaling_report.hpp"
+#include "progress.hpp"
+#include "viz/plot.hpp"
+#include "viz/png.hpp"
+
+namespace attnkit::cli {
+
+namespace {
+
+constexpr std::string_view kHelp = R"(Usage: attnkit lab <experiment> [flags]
+
+Experiments that test claims about attention with numbers:
+  scaling     what the 1/√d_k factor does to the logits, the weights and the gradient, d_k = 2..1024
+  precision   each kernel's and dtype's error against the exact output, by length and logit size
+
+Run 'attnkit lab <experiment> --help' for its flags.
+
+Examples:
+  attnkit lab scaling
+  attnkit lab scaling --plot scaling.png
+  attnkit lab precision --json > precision.jsonl
+
+Exit codes: 0 success, 1 a library or file error, 2 bad usage.
+)";
+
+constexpr std::string_view kScalingHelp = R"(Usage: attnkit lab scaling [--keys M] [--trials T] [--seed S] [--json] [--plot FILE]
+
+For each d_k, draws queries and keys with N(0, 1) entries and compares softmax attention with the
+logits q·k (unscaled) and q·k/√d_k (scaled), on the same draws. Per d_k and scale, averaged over
+every row (trials x queries per trial):
+  logit variance   pooled variance of all logits: d_k unscaled, 1 scaled, for i.i.d. unit entries
+  max weight       mean of max_j p_j: 1/m for uniform weights, 1 for one-hot
+  entropy          mean of -Σ p_j log p_j / log m: 1 for uniform weights, 0 for one-hot
+  Jacobian norm    mean Frobenius norm of the softmax Jacobian diag(p) - p·pᵀ: how much of a
+                   gradient on the weights reaches the logits (sqrt(m-1)/m if uniform, 0 if one-hot,
+                   never above 0.5)
+Computed in float64 with plain loops (this is about the mathematics, not the kernels). Each d_k has
+its own random stream from (seed, d_k): the same seed gives the same numbers.
+
+Flags:
+  --keys M           keys per softmax row (default 128)
+  --trials T         draws of Q and K per d_k (default 200: about 3 s on one core)
+  --queries N        query rows per draw, sharing its keys (default 16)
+  --dims LIST        d_k values (default 2,4,8,...,1024)
+  --seed S           random seed (default 1)
+  --input-std S      standard deviation of every entry (default 1): the factor assumes 1
+  --correlation R    correlation in [0, 1) between the entries of one vector, each entry staying
+                     N(0, S²) (default 0): the factor assumes independent entries
+  --json             one JSON object per d_k instead of the table
+  --plot FILE        also draw the four figures against d_k as a PNG
+  -h, --help         show this help
+
+Examples:
+  attnkit lab scaling
+  attnkit lab scaling --plot docs/lab-scaling.png
+  attnkit lab scaling --json --trials 1000 --seed 7 > scaling.jsonl
+  attnkit lab scaling --correlation 0.1 --keys 512
+)";
+
+constexpr std::string_view kPrecisionHelp = R"(Usage: attnkit lab precision [--lengths LIST] [--logit-stds LIST] [--json] [--plot FILE]
+
+Runs one attention problem per sequence length m (n queries over m keys, Q, K, V entries N(0, 1),
+Q multiplied by the logit std, so that the logits have that std) through every kernel and dtype
+this build has, and reports the relative RMS error ||O - O_exact||_F / ||O_exact||_F, with O_exact
+computed in long double:
+  reference f64   Kernel::reference on f64 inputs (the float64 oracle)
+  fast f32        Kernel::fast on f32 inputs
+  naive f32       the plain float32 loops of 'attnkit bench' (scores, max, exp, sum, P·V)
+  fast bf16       Kernel::fast on bf16 inputs, bf16 output
+  fast f16        Kernel::fast on f16 inputs, f16 output
+The inputs are rounded to each dtype, so the 16-bit errors include that rounding, as they do in use.
+
+Flags:
+  --lengths LIST      key counts m (default 16,32,...,8192)
+  --logit-stds LIST   logit standard deviations (default 1,10,100)
+  --queries N         query rows n (default 64)
+  --dim D             d_k = d_v (default 64)
+  --seed S            random seed (default 1)
+  --json              one JSON object per variant, std and length instead of the table
+  --plot FILE         also draw error against length (log-log), one panel per logit std, as a PNG
+  -h, --help          show this help
+
+Examples:
+  attnkit lab precision
+  attnkit lab precision --plot docs/lab-precision.png
+  attnkit lab precision --lengths 1024,65536 --logit-stds 1,30 --json
+)";
+
+constexpr FlagSpec kScalingFlags[] = {
+    {"keys"}, {"trials"}, {"queries"}, {"dims"}, {"seed"}, {"input-std"}, {"correlation"},
+    {"json", false}, {"plot"}, {"help", false},
+};
+constexpr FlagSpec kPrecisionFlags[] = {
+    {"lengths"}, {"logit-stds"}, {"queries"}, {"dim"}, {"seed"}, {"json", false}, {"plot"}, {"help", false},
+};
+
+// Limits that keep sizes in an int and a run in minutes, and catch typos.
+constexpr std::int64_t kMaxKeys = 1 << 20;
+constexpr std::int64_t kMaxTrials = 10'000'000;
+constexpr std::int64_t kMaxDim = 1 << 16;
+constexpr std::int64_t kMaxQueries = 1 << 16;
+constexpr std::int64_t kMaxLength = 1 << 22;
+constexpr double kMaxInputStd = 1e6;   // logits stay far from overflow in float64
+constexpr double kMaxLogitStd = 1e4;   // beyond this every row is one-hot in every dtype
+
+void check_range(std::int64_t value, std::string_view flag, std::int64_t lo, std::int64_t hi) {
+  if (value < lo || value > hi) {
+    throw UsageError(std::string(flag) + ": must be in [" + std::to_string(lo) + ", " +
+                     std::to_string(hi) + "], got " + std::to_string(value));
+  }
+}
+
+std::int64_t integer_in(std::string_view text, std::string_view flag, std::int64_t lo, std::int64_t hi) {
+  const std::int64_t value = parse_integer(text, flag);
+  check_range(value, flag, lo, hi);
+  return value;
+}
+
+std::vector<std::int64_t> integers_in(std::string_view text, std::string_view flag, std::int64_t lo, std::int64_t hi) {
+  std::vector<std::int64_t> values = parse_integer_list(text, flag);
+  for (std::int64_t v : values) check_range(v, flag, lo, hi);
+  return values;
+}
+
+std::string positional_experiment_error(const Args& args) {
+  return "unexpected argument '" + args.positionals().front() + "'";
+}
+
+void write_plot(const std::string& path, const std::string& title, const std::vector<viz::Panel>& panels, int columns) {
+  viz::write_png(viz::plot(title, panels, columns), path);
+}
+
+lab::ScalingConfig scaling_config(const Args& args) {
+  lab::ScalingConfig c;
+  if (auto t = args.value("keys")) c.keys = static_cast<int>(integer_in(*t, "--keys", 2, kMaxKeys));
+  if (auto t = args.value("trials")) c.trials = static_cast<int>(integer_in(*t, "--trials", 1, kMaxTrials));
+  if (auto t = args.value("queries")) c.queries_per_trial = static_cast<int>(integer_in(*t, "--queries", 1, kMaxQueries));
+  if (auto t = args.value("dims")) {
+    c.dims.clear();
+    for (std::int64_t d : integers_in(*t, "--dims", 1, kMaxDim)) c.dims.push_back(static_cast<int>(d));
+  }
+  if (auto t = args.value("seed")) c.seed = parse_unsigned(*t, "--seed");
+  if (auto t = args.value("input-std")) {
+    c.input_std = parse_number(*t, "--input-std");
+    if (!(c.input_std > 0 && c.input_std <= kMaxInputStd)) {
+      throw UsageError("--input-std: must be > 0 and at most 1e6, got " + *t);
+    }
+  }
+  if (auto t = args.value("correlation")) {
+    c.correlation = parse_number(*t, "--correlation");
+    if (!(c.correlation >= 0 && c.correlation < 1)) throw UsageError("--correlation: must be in [0, 1), got " + *t);
+  }
+  return c;
+}
+
+int scaling(const CommandArgs& words, std::ostream& out, std::ostream& err) {
+  const Args args = Args::parse(words, kScalingFlags);
+  if (args.has("help")) {
+    out << kScalingHelp;
+    return kExitOk;
+  }
+  if (!args.positionals().empty()) throw UsageError(positional_experiment_error(args));
+  const lab::ScalingConfig config = scaling_config(args);
+  std::vector<lab::ScalingRow> rows;
+  {
+    ProgressBar progress(err, "lab scaling", lab::scaling_work(config));
+    rows = lab::run_scaling(config, [&](double units) { progress.advance(units); });
+  }
+  if (args.has("json")) {
+    lab::print_scaling_json(out, config, rows);
+  } else {
+    lab::print_scaling_table(out, config, rows);
+  }
+  if (auto path = args.value("plot")) {
+    write_plot(*path, lab::scaling_title(config), lab::scaling_panels(config, rows), 2);
+    if (!args.has("json")) out << "plot written to " << *path << '\n';
+  }
+  return kExitOk;
+}
+
+lab::PrecisionConfig precision_config(const Args& args) {
+  lab::PrecisionConfig c;
+  if (auto t = args.value("lengths")) c.lengths = integers_in(*t, "--lengths", 1, kMaxLength);
+  if (auto t = args.value("logit-stds")) {
+    c.logit_stds = parse_number_list(*t, "--logit-stds");
+    for (double s : c.logit_stds) {
+      if (!(s > 0 && s <= kMaxLogitStd)) {
+        throw UsageError("--logit-stds: every value must be > 0 and at most 1e4, got " + std::to_string(s));
+      }
+    }
+  }
+  if (auto t = args.value("queries")) c.queries = static_cast<int>(integer_in(*t, "--queries", 1, kMaxQueries));
+  if (auto t = args.value("dim")) c.head_dim = static_cast<int>(integer_in(*t, "--dim", 1, kMaxDim));
+  if (auto t = args.value("seed")) c.seed = parse_unsigned(*t, "--seed");
+  return c;
+}
+
+int precision(const CommandArgs& words, std::ostream& out, std::ostream& err) {
+  const Args args = Args::parse(words, kPrecisionFlags);
+  if (args.has("help")) {
+    out << kPrecisionHelp;
+    return kExitOk;
+  }
+  if (!args.positionals().empty()) throw UsageError(positional_experiment_error(args));
+  const lab::PrecisionConfig config = precision_config(args);
+  lab::PrecisionResult result;
+  {
+    ProgressBar progress(err, "lab precision", lab::precision_work(config));
+    result = lab::run_precision(config, [&](double units) { progress.advance(units); });
+  }
+  if (args.has("json")) {
+    lab::print_precision_json(out, config, result);
+  } else {
+    lab::print_precision_table(out, config, result);
+  }
+  if (auto path = args.value("plot")) {
+    const int columns = static_cast<int>(std::min<std::size_t>(config.logit_stds.size(), 3));
+    write_plot(*path, lab::precision_title(config), lab::precision_panels(config, result), columns);
+    if (!args.has("json")) out << "plot written to " << *path << '\n';
+  }
+  return kExitOk;
+}
+
+int lab_main(const CommandArgs& words, std::ostream& out, std::ostream& err) {
+  if (words.empty()) throw UsageError("which experiment? expected 'scaling' or 'precision'");
+  const std::string& experiment = words.front();
+  const CommandArgs rest(words.begin() + 1, words.end());
+  if (experiment == "--help" || experiment == "-h") {
+    out << kHelp;
+    return kExitOk;
+  }
+  if (experiment == "scaling") return scaling(rest, out, err);
+  if (experiment == "precision") return precision(rest, out, err);
+  throw UsageError("unknown experiment '" + experiment + "' (expected 'scaling' or 'precision')");
+}
+
+}  // namespace
+
+int lab_command(const CommandArgs& args, std::ostream& out, std::ostream& err) {
+  // Errors name the experiment, so that the hint points at its own --help.
+  const bool known = !args.empty() && (args.front() == "scaling" || args.front() == "precision");
+  return guarded(known ? "lab " + args.front() : "lab", err, [&] { return lab_main(args, out, err); });
+}
+
+}  // namespace attnkit::cli
