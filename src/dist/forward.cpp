@@ -1,0 +1,116 @@
+// Ring attention, forward: each rank's queries against every K/V block as the blocks travel the
+// ring, partial results folded by their log-sum-exp.
+#include <cmath>
+#include <limits>
+#include <utility>
+
+#include "attnkit/attention.hpp"
+#include "cpu/softmax_merge.hpp"
+#include "dist/block_plan.hpp"
+#include "dist/problem.hpp"
+#include "dist/ring.hpp"
+#include "dist/staging.hpp"
+
+namespace attnkit::dist {
+
+namespace {
+
+constexpr int kKvTag = 801;
+
+// Running softmax partials of the local query rows, in merge_softmax_partial's (max, sum, acc)
+// form. A block call's normalised (out, lse) is the partial (max = lse, sum = 1, acc = out), so the
+// one merge function of the library folds ring blocks too.
+class RowPartials {
+ public:
+  RowPartials(std::int64_t B, std::int64_t H, std::int64_t n, std::int64_t dv)
+      : B_(B), H_(H), n_(n), dv_(dv), acc_(DType::f32, {B, H, n, dv}),
+        max_(static_cast<std::size_t>(B * H * n), -std::numeric_limits<float>::infinity()),
+        sum_(static_cast<std::size_t>(B * H * n), 0.0f) {}
+
+  // Folds a block's out [B, H, len, dv] and lse [B, H, len] into local rows [start, start + len).
+  void fold(std::int64_t start, ConstTensorView out, ConstTensorView lse) {
+    for (std::int64_t b = 0; b < B_; ++b)
+      for (std::int64_t h = 0; h < H_; ++h)
+        for (std::int64_t i = 0; i < out.size(2); ++i) {
+          const std::size_t row = static_cast<std::size_t>((b * H_ + h) * n_ + start + i);
+          cpu::merge_softmax_partial(max_[row], sum_[row], acc_.data<float>() + row * static_cast<std::size_t>(dv_),
+                                     *lse.at<float>({b, h, i}), 1.0f, out.at<float>({b, h, i, 0}), dv_);
+        }
+  }
+
+  // out = acc / sum and lse = max + log(sum); a row that saw no key gives out = 0, lse = −inf.
+  void finish(TensorView out, TensorView lse) {
+    Tensor lse32(DType::f32, {B_, H_, n_});
+    float* acc = acc_.data<float>();
+    for (std::size_t row = 0; row < max_.size(); ++row) {
+      const bool empty = sum_[row] == 0.0f;
+      for (std::int64_t c = 0; c < dv_; ++c) {
+        float& x = acc[row * static_cast<std::size_t>(dv_) + static_cast<std::size_t>(c)];
+        x = empty ? 0.0f : x / sum_[row];
+      }
+      lse32.data<float>()[row] = empty ? -std::numeric_limits<float>::infinity() : max_[row] + std::log(sum_[row]);
+    }
+    detail::store(acc_, out);
+    detail::store(lse32, lse);
+  }
+
+ private:
+  std::int64_t B_, H_, n_, dv_;
+  Tensor acc_;
+  std::vector<float> max_, sum_;
+};
+
+std::int64_t longest(const std::vector<Chunk>& chunks) {
+  std::int64_t m = 0;
+  for (const Chunk& c : chunks) m = std::max(m, c.length);
+  return m;
+}
+
+}  // namespace
+
+void ring_forward(MPI_Comm comm, ConstTensorView q, ConstTensorView k, ConstTensorView v, TensorView out,
+                  TensorView lse, const RingOptions& options) {
+  using namespace detail;
+  const RingProblem p = make_problem("ring_forward", comm, RingArgs{.q = q, .k = k, .v = v, .out = out, .lse = lse, .d_out = {}, .dq = {}, .dk = {}, .dv = {}, .backward = false}, options);
+  const int P = p.ranks;
+  const std::vector<Chunk> mine = p.chunks_of(p.rank);
+  const Tensor q32 = to_f32(q);
+  BlockBuffer current(p.B, p.Hkv, p.max_length(), p.dk, p.dv), next = current;
+  current.pack(k, v);
+  RowPartials partials(p.B, p.Hq, p.length(p.rank), p.dv);
+  Tensor block_out(DType::f32, {p.B, p.Hq, longest(mine), p.dv}), block_lse(DType::f32, {p.B, p.Hq, longest(mine)});
+  RingExchange ring(comm, kKvTag);
+  std::vector<std::int64_t> key_lengths;
+  if (options.stats) options.stats->steps.assign(static_cast<std::size_t>(P), {});
+
+  // Step s: this rank holds the block of rank (rank − s) and, meanwhile, receives rank (rank − s − 1)'s.
+  for (int s = 0; s < P; ++s) {
+    const int origin = (p.rank - s + P) % P, incoming = (origin - 1 + P) % P;
+    const std::int64_t rows_held = p.length(origin);
+    RingStep step;
+    if (s + 1 < P) {
+      ring.start(current.data(), current.count(rows_held), next.data(), next.count(p.length(incoming)));
+      step.bytes_sent = current.count(rows_held) * static_cast<std::int64_t>(sizeof(float));
+    }
+    const double begin = MPI_Wtime();
+    for (const Chunk& kc : p.chunks_of(origin)) {
+      for (const Chunk& qc : mine) {
+        const std::optional<AttentionOptions> o = block_options(p, qc, kc, key_lengths);
+        if (!o) continue;
+        const TensorView bo = rows(block_out.view(), 0, qc.length), bl = rows(block_lse.view(), 0, qc.length);
+        attnkit::forward(rows(q32.view(), qc.local_start, qc.length), rows(current.k(rows_held), kc.local_start, kc.length),
+                         rows(current.v(rows_held), kc.local_start, kc.length), bo, *o, {.lse = bl});
+        partials.fold(qc.local_start, bo, bl);
+      }
+    }
+    step.compute_seconds = MPI_Wtime() - begin;
+    if (s + 1 < P) {
+      step.wait_seconds = ring.wait();
+      std::swap(current, next);
+    }
+    if (options.stats) options.stats->steps[static_cast<std::size_t>(s)] = step;
+  }
+  partials.finish(out, lse);
+}
+
+}  // namespace attnkit::dist
