@@ -166,16 +166,17 @@ void report(const Config& c, int ranks, const char* direction, double flops, con
   if (c.json) {
     std::printf("{\"direction\":\"%s\",\"ranks\":%d,\"length\":%lld,\"heads\":%lld,\"kv_heads\":%lld,\"dim\":%lld,"
                 "\"layout\":\"%s\",\"causal\":%s,\"repeats\":%d,\"seconds\":%.6g,\"gflops\":%.6g,"
-                "\"steps\":%d,\"compute_seconds\":%.6g,\"wait_seconds\":%.6g,\"wait_share\":%.4f,"
-                "\"bytes_sent\":%.0f,\"hiding_bandwidth_gbps\":%.6g}\n",
+                "\"steps\":%d,\"seconds_per_step\":%.6g,\"compute_seconds\":%.6g,\"wait_seconds\":%.6g,"
+                "\"wait_share\":%.4f,\"bytes_sent\":%.0f,\"bytes_per_step\":%.0f,\"hiding_bandwidth_gbps\":%.6g}\n",
                 direction, ranks, static_cast<long long>(c.length), static_cast<long long>(c.heads),
                 static_cast<long long>(c.kv_heads), static_cast<long long>(c.dim), dist::layout_name(c.layout),
-                c.causal ? "true" : "false", c.repeats, f.seconds, gflops, f.steps, f.compute, f.wait, wait_share,
-                f.bytes, hiding_bandwidth * 8 / 1e9);
+                c.causal ? "true" : "false", c.repeats, f.seconds, gflops, f.steps, f.seconds / std::max(1, f.steps),
+                f.compute, f.wait, wait_share, f.bytes, f.bytes / std::max(1, f.steps), hiding_bandwidth * 8 / 1e9);
     return;
   }
-  std::printf("%-9s %5d %10.2f %9.1f %12.2f %10.2f %7.0f%% %10.2f %12.2f\n", direction, ranks, 1e3 * f.seconds,
-              gflops, 1e3 * f.compute, 1e3 * f.wait, 100 * wait_share, f.bytes / 1e6, hiding_bandwidth * 8 / 1e9);
+  std::printf("%-9s %5d %10.2f %9.2f %9.1f %12.2f %10.2f %7.0f%% %10.2f %12.2f\n", direction, ranks, 1e3 * f.seconds,
+              1e3 * f.seconds / std::max(1, f.steps), gflops, 1e3 * f.compute, 1e3 * f.wait, 100 * wait_share,
+              f.bytes / std::max(1, f.steps) / 1e6, hiding_bandwidth * 8 / 1e9);
 }
 
 int bench(const Config& c) {
@@ -203,10 +204,10 @@ int bench(const Config& c) {
                 ranks, ranks == 1 ? "" : "s", static_cast<long long>(c.length), static_cast<long long>(c.heads),
                 static_cast<long long>(c.kv_heads), static_cast<long long>(c.dim), dist::layout_name(c.layout),
                 c.causal ? "causal" : "full", attnkit::num_threads(), attnkit::num_threads() == 1 ? "" : "s", c.repeats);
-    std::printf("%-9s %5s %10s %9s %12s %10s %8s %10s %12s\n", "direction", "ranks", "ms/call", "GFLOP/s",
-                "compute ms", "wait ms", "wait", "MB sent", "hiding Gb/s");
-    std::printf("%-9s %5s %10s %9s %12s %10s %8s %10s %12s\n", "", "", "", "(all)", "(a rank)", "(a rank)",
-                "share", "(a rank)", "");
+    std::printf("%-9s %5s %10s %9s %9s %12s %10s %8s %10s %12s\n", "direction", "ranks", "ms/call", "ms/step",
+                "GFLOP/s", "compute ms", "wait ms", "wait", "MB sent", "hiding Gb/s");
+    std::printf("%-9s %5s %10s %9s %9s %12s %10s %8s %10s %12s\n", "", "", "", "", "(all)", "(a rank)", "(a rank)",
+                "share", "per step", "");
   }
   const Figures forward = measure(c, stats, [&] {
     dist::ring_forward(MPI_COMM_WORLD, q.view(), k.view(), v.view(), out.view(), lse.view(), options);
