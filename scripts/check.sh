@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds and runs every test twice: an optimised build with warnings as errors, then a debug build
-# under AddressSanitizer + UndefinedBehaviorSanitizer; then the multi-threaded tests a third time,
+# Builds and runs every test twice: an optimised build with warnings as errors (and its CLI's main
+# commands under valgrind's memcheck), then a debug build under AddressSanitizer + UndefinedBehaviorSanitizer; then the multi-threaded tests a third time,
 # under ThreadSanitizer; last, the Python package's tests (scripts/check-python.sh: pip install .
 # into a virtual environment, then pytest). This is the README's test command and CI's.
 set -euo pipefail
@@ -11,6 +11,9 @@ echo "== release build, warnings are errors"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DATTNKIT_WERROR=ON
 cmake --build build -j"$jobs"
 ctest --test-dir build --output-on-failure -j"$jobs"
+
+echo "== valgrind memcheck on the CLI's main commands (the release build's binary)"
+bash scripts/check-valgrind.sh
 
 echo "== AddressSanitizer + UndefinedBehaviorSanitizer build"
 cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=Debug -DATTNKIT_SANITIZE=ON -DATTNKIT_WERROR=ON

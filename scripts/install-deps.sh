@@ -8,6 +8,7 @@ packages=(
   python3-venv python3-dev   # the Python package: a virtual environment (with pip), and Python.h
   libpng-dev libfreetype-dev libfontconfig-dev fonts-dejavu-core  # the tool's pictures: PNG, text, its font
   libopenmpi-dev openmpi-bin # attnkit::dist (ring attention over MPI) and its tests under mpirun
+  valgrind                   # the CLI's main commands under memcheck (scripts/check-valgrind.sh)
 )
 # ATTNKIT_INSTALL_BROWSER=1 (CI) adds Chromium, for the test that loads `attnkit heatmap --html`'s
 # page in a headless browser; without it that test skips, saying why.
