@@ -87,8 +87,10 @@ void ring_backward(MPI_Comm comm, ConstTensorView q, ConstTensorView k, ConstTen
     step.wait_seconds += grad_ring.wait();
     if (s > 0) accumulate(contribution.data(), arriving.data(), contribution.count(rows_held));
     std::swap(contribution, leaving);
-    grad_ring.start(leaving.data(), leaving.count(rows_held), arriving.data(), arriving.count(p.length(incoming)));
-    step.bytes_sent += leaving.count(rows_held) * static_cast<std::int64_t>(sizeof(float));
+    if (P > 1) {  // with one rank the sum is already home: no message to itself
+      grad_ring.start(leaving.data(), leaving.count(rows_held), arriving.data(), arriving.count(p.length(incoming)));
+      step.bytes_sent += leaving.count(rows_held) * static_cast<std::int64_t>(sizeof(float));
+    }
     if (s + 1 < P) {
       step.wait_seconds += kv_ring.wait();
       std::swap(current, next);
@@ -98,10 +100,11 @@ void ring_backward(MPI_Comm comm, ConstTensorView q, ConstTensorView k, ConstTen
   const double begin_home = MPI_Wtime();
   grad_ring.wait();  // `arriving` now holds this rank's own dk/dv, summed over every rank's queries
   if (options.stats) options.stats->steps.back().wait_seconds += MPI_Wtime() - begin_home;
+  BlockBuffer& home = P > 1 ? arriving : leaving;
 
   store(dq32, dq);
-  store(Tensor::converted(arriving.k(n), DType::f32), dk);
-  store(Tensor::converted(arriving.v(n), DType::f32), dv);
+  store(Tensor::converted(home.k(n), DType::f32), dk);
+  store(Tensor::converted(home.v(n), DType::f32), dv);
 }
 
 }  // namespace attnkit::dist
