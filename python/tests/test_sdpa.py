@@ -14,12 +14,10 @@ ATTNKIT_TEST_SEED=<n> replays a run.
 from __future__ import annotations
 
 import math
-import os
 import subprocess
 import sys
 import threading
 import time
-import zlib
 
 import numpy as np
 import pytest
@@ -27,14 +25,7 @@ import pytest
 import attnkit
 from attnkit import scaled_dot_product_attention as sdpa
 
-SESSION_SEED = int(os.environ.get("ATTNKIT_TEST_SEED", np.random.SeedSequence().entropy % 2**32))
-
-
-@pytest.fixture
-def rng(request):
-    seed = (SESSION_SEED + zlib.crc32(request.node.name.encode())) % 2**32
-    print(f"replay with ATTNKIT_TEST_SEED={SESSION_SEED} (this test's generator seed: {seed})")
-    return np.random.default_rng(seed)
+# `rng`: a generator per test, from conftest.py.
 
 
 @pytest.fixture

@@ -15,8 +15,6 @@ ATTNKIT_TEST_SEED=<n> replays a run.
 from __future__ import annotations
 
 import math
-import os
-import zlib
 
 import numpy as np
 import pytest
@@ -26,15 +24,13 @@ torch = pytest.importorskip("torch", reason="torch is not installed; attnkit.tor
 import attnkit  # noqa: E402
 import attnkit.nn  # noqa: E402
 import attnkit.torch  # noqa: E402
+from conftest import test_seed  # noqa: E402
 
 F = torch.nn.functional
-SESSION_SEED = int(os.environ.get("ATTNKIT_TEST_SEED", np.random.SeedSequence().entropy % 2**32))
-
-
 @pytest.fixture
 def gen(request):
-    seed = (SESSION_SEED + zlib.crc32(request.node.name.encode())) % 2**32
-    print(f"replay with ATTNKIT_TEST_SEED={SESSION_SEED} (this test's generator seed: {seed})")
+    """A numpy generator and torch's, both seeded from conftest.py's per-test seed."""
+    seed = test_seed(request)
     torch.manual_seed(seed)
     return np.random.default_rng(seed)
 
