@@ -5,6 +5,7 @@
 #include "attnkit/dtype.hpp"
 #include "attnkit/error.hpp"
 #include "attnkit/kv_cache.hpp"
+#include "attnkit/memory.hpp"
 #include "attnkit/mha.hpp"
 #include "attnkit/npy.hpp"
 #include "attnkit/options.hpp"

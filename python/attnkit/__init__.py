@@ -36,7 +36,26 @@ def get_num_threads() -> int:
     return _core.get_num_threads()
 
 
-__all__ = ["scaled_dot_product_attention", "KVCache", "attend", "set_num_threads", "get_num_threads", "__version__"]
+def set_memory_limit(nbytes: int) -> None:
+    """Caps the memory one request may take (a tensor, a kernel's scratch, a cache's pools).
+
+    Requests above it raise ``MemoryError`` before anything is allocated. ``0`` restores the
+    default: what the system can give now (available RAM and swap, within cgroup and address-space
+    limits).
+    """
+    nbytes = operator.index(nbytes)
+    if nbytes < 0:
+        raise ValueError(f"set_memory_limit: nbytes must be >= 0, got {nbytes}")
+    _core.set_memory_limit(nbytes)
+
+
+def available_memory() -> int:
+    """Bytes one request may take now: the limit set by ``set_memory_limit``, else the system's."""
+    return _core.available_memory()
+
+
+__all__ = ["scaled_dot_product_attention", "KVCache", "attend", "set_num_threads", "get_num_threads",
+           "set_memory_limit", "available_memory", "__version__"]
 
 
 def __getattr__(name):

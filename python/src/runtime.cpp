@@ -6,6 +6,7 @@
 
 #include "attnkit/attention.hpp"
 #include "attnkit/error.hpp"
+#include "attnkit/memory.hpp"
 #include "attnkit/targets.hpp"
 #include "bindings.hpp"
 
@@ -47,6 +48,9 @@ void bind_runtime(nb::module_& m) {
         "Threads attnkit's kernels use; n <= 0 restores the default (ATTNKIT_NUM_THREADS, else all cores).");
   m.def("get_num_threads", &num_threads, "Threads attnkit's kernels use now.");
   m.def("version", [] { return std::string(version()); }, "The C++ library's version, \"MAJOR.MINOR.PATCH\".");
+  m.def("set_memory_limit", &set_memory_limit, "bytes"_a,
+        "Bytes one request may take, in place of what the system reports; 0 restores that.");
+  m.def("available_memory", &available_memory, "Bytes one request may take now.");
   m.def("active_target", [] { return std::string(target_name(active_target())); },
         "The SIMD target the fast kernels run on (\"avx2\", \"scalar\").");
 }

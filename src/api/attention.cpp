@@ -1,6 +1,7 @@
 // The public entry points: validate once, then hand the problem to a kernel. No arithmetic here.
 #include "attnkit/attention.hpp"
 
+#include "api/run_within_memory.hpp"
 #include "api/validate.hpp"
 #include "attnkit/error.hpp"
 #include "cpu/backward.hpp"
@@ -38,10 +39,13 @@ void forward(ConstTensorView q, ConstTensorView k, ConstTensorView v, TensorView
              const ForwardExtras& extras) {
   detail::ForwardOutputs outputs;
   const detail::Problem problem = detail::validate_forward(q, k, v, out, options, extras, outputs);
-  if (resolve_kernel(options.kernel, q.dtype()) == Kernel::fast) {
-    cpu::fast_forward(problem, outputs);
+  const Kernel kernel = resolve_kernel(options.kernel, q.dtype());
+  if (kernel == Kernel::fast) {
+    detail::run_within_memory("forward", kernel, problem, cpu::fast_forward_scratch_bytes(problem, outputs.probs.has_value()),
+                              [&] { cpu::fast_forward(problem, outputs); });
   } else {
-    detail::reference_forward(problem, outputs);
+    detail::run_within_memory("forward", kernel, problem, detail::reference_scratch_bytes(problem),
+                              [&] { detail::reference_forward(problem, outputs); });
   }
 }
 
@@ -49,10 +53,13 @@ void backward(ConstTensorView q, ConstTensorView k, ConstTensorView v, ConstTens
               ConstTensorView lse, TensorView dq, TensorView dk, TensorView dv, const AttentionOptions& options) {
   const detail::BackwardIO io{out, d_out, lse, dq, dk, dv};
   const detail::Problem problem = detail::validate_backward(q, k, v, io, options);
-  if (resolve_kernel(options.kernel, q.dtype()) == Kernel::fast) {
-    cpu::fast_backward(problem, io);
+  const Kernel kernel = resolve_kernel(options.kernel, q.dtype());
+  if (kernel == Kernel::fast) {
+    detail::run_within_memory("backward", kernel, problem, cpu::fast_backward_scratch_bytes(problem),
+                              [&] { cpu::fast_backward(problem, io); });
   } else {
-    detail::reference_backward(problem, io);
+    detail::run_within_memory("backward", kernel, problem, detail::reference_scratch_bytes(problem),
+                              [&] { detail::reference_backward(problem, io); });
   }
 }
 

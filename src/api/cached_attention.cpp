@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "api/run_within_memory.hpp"
 #include "api/validate.hpp"
 #include "attnkit/attention.hpp"
 #include "attnkit/error.hpp"
@@ -99,10 +100,12 @@ void attend(const KVCache& cache, std::span<const KVCache::SequenceId> sequences
   detail::ForwardOutputs outputs;
   const detail::Problem problem =
       detail::validate_cached_forward(q, storage.keys, storage.values, cached, m, out, a, options.lse, outputs);
-  if (resolve_kernel(options.kernel, q.dtype()) == Kernel::fast) {
-    cpu::fast_forward(problem, outputs);
+  const Kernel kernel = resolve_kernel(options.kernel, q.dtype());
+  if (kernel == Kernel::fast) {
+    detail::run_within_memory("attend", kernel, problem, cpu::fast_forward_scratch_bytes(problem, false),
+                              [&] { cpu::fast_forward(problem, outputs); });
   } else {
-    a.kernel = Kernel::reference;
+    a.kernel = Kernel::reference;  // each sequence's forward call checks its own memory
     reference_attend(cache, sequences, q, out, a, options.lse);
   }
 }

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "attnkit/error.hpp"
+#include "core/memory.hpp"
 
 namespace attnkit {
 
@@ -22,6 +23,12 @@ void check_rank(int rank) {
     throw Error(ErrorCode::invalid_shape,
                 "tensor view: rank " + std::to_string(rank) + " is not supported (0 to 4 dimensions)");
   }
+}
+
+std::string shape_text(const std::vector<std::int64_t>& shape) {
+  std::string text = "[";
+  for (std::size_t d = 0; d < shape.size(); ++d) text += (d ? ", " : "") + std::to_string(shape[d]);
+  return text + "]";
 }
 
 }  // namespace
@@ -137,25 +144,27 @@ Tensor::Tensor(DType dtype, std::vector<std::int64_t> shape) : dtype_(dtype), sh
   std::int64_t count = 1;
   for (std::int64_t s : shape_) {
     if (s < 0) {
-      throw Error(ErrorCode::invalid_shape, "Tensor: negative size in shape");
+      throw Error(ErrorCode::invalid_shape, "Tensor: negative size in shape " + shape_text(shape_));
     }
     if (s != 0 && count > std::numeric_limits<std::int64_t>::max() / s) {
-      throw Error(ErrorCode::size_overflow, "Tensor: the number of elements overflows 64 bits");
+      throw Error(ErrorCode::size_overflow, "Tensor: the number of elements of shape " + shape_text(shape_) + " overflows 64 bits");
     }
     count *= s;
   }
   const std::int64_t elem = static_cast<std::int64_t>(dtype_size(dtype));
   if (count > std::numeric_limits<std::int64_t>::max() / elem - static_cast<std::int64_t>(kStorageAlignment)) {
-    throw Error(ErrorCode::size_overflow, "Tensor: the byte size overflows 64 bits");
+    throw Error(ErrorCode::size_overflow, "Tensor: the byte size of shape " + shape_text(shape_) + " overflows 64 bits");
   }
   numel_ = count;
   // aligned_alloc wants a multiple of the alignment; never ask for 0 bytes so raw() is never null.
   std::size_t bytes = static_cast<std::size_t>(count * elem);
   bytes = (bytes + kStorageAlignment - 1) / kStorageAlignment * kStorageAlignment;
   if (bytes == 0) bytes = kStorageAlignment;
+  detail::require_memory(bytes, [&] { return "Tensor " + std::string(dtype_name(dtype)) + " " + shape_text(shape_); });
   void* p = std::aligned_alloc(kStorageAlignment, bytes);
   if (p == nullptr) {
-    throw Error(ErrorCode::out_of_memory, "Tensor: cannot allocate " + std::to_string(bytes) + " bytes");
+    throw Error(ErrorCode::out_of_memory, "Tensor " + std::string(dtype_name(dtype)) + " " + shape_text(shape_) +
+                                              ": cannot allocate " + detail::human_bytes(bytes));
   }
   std::memset(p, 0, bytes);
   storage_.reset(p);

@@ -102,6 +102,21 @@ BackwardKernels backward_kernels(Target target) {
   return backward_kernels_scalar();
 }
 
+detail::ByteCount fast_backward_scratch_bytes(const detail::Problem& p) {
+  using detail::ByteCount;
+  const detail::Sizes& s = p.sizes;
+  if (s.batch == 0 || s.kv_heads == 0) return 0;
+  // make_plan's sizes in saturating arithmetic (zero strides make absurd sizes cheap to pass).
+  const ByteCount rows = ByteCount::of(s.batch) * ByteCount::of(s.q_heads) * (ByteCount::of(s.n) + kTileRows);
+  const ByteCount padded_d_k = ByteCount::of(s.d_k) + kPadding, padded_d_v = ByteCount::of(s.d_v) + kPadding;
+  const ByteCount chunks = static_cast<std::uint64_t>(kBackwardMinItems);  // make_plan never makes more
+  const ByteCount call = rows * (padded_d_k + padded_d_v + 2) * sizeof(float) + rows +  // q, d_out, lse, delta, finite
+                         chunks * rows * padded_d_k * sizeof(float);                   // dq_partials
+  const ByteCount per_thread = BackwardWorkspace::bytes_for(padded_d_k, padded_d_v) +
+                               (ByteCount::of(s.d_v) + padded_d_k) * sizeof(float);  // prepare_head's and reduce_dq_head's rows
+  return call + per_thread * static_cast<std::uint64_t>(num_threads());
+}
+
 void fast_backward(const detail::Problem& p, const detail::BackwardIO& io) {
   const detail::Sizes& s = p.sizes;
   if (s.batch == 0 || s.kv_heads == 0) return;  // every gradient is empty

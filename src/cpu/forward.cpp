@@ -81,6 +81,27 @@ void finalize_row(const ForwardPlan& plan, std::int64_t item, std::int64_t row, 
   if (plan.row_lse != nullptr) plan.row_lse[item * plan.padded_rows + row] = lse;
 }
 
+detail::ByteCount fast_forward_scratch_bytes(const detail::Problem& p, bool probs) {
+  using detail::ByteCount;
+  const detail::Sizes& s = p.sizes;
+  if (s.batch == 0 || s.q_heads == 0 || s.n == 0) return 0;
+  // make_plan's sizes, in saturating arithmetic: the sizes may be absurd (zero strides make huge
+  // views cheap), and the answer must then be "too large", never a wrapped small number.
+  const std::int64_t queries_per_item = std::clamp<std::int64_t>(kRowsPerItem / s.group(), 1, s.n);
+  const ByteCount rows = ByteCount::of(s.group()) * ByteCount::of(queries_per_item) + kTileRows;
+  const ByteCount padded_d_v = ByteCount::of(s.d_v) + kValuePadding;
+  const ByteCount items = ByteCount::of(s.batch) * ByteCount::of(s.kv_heads) * ByteCount::of(ceil_div(s.n, queries_per_item));
+  const bool split = s.n <= kDecodeQueries && s.m > kSplitKeys;
+  const ByteCount splits = split ? ByteCount::of(s.m / kSplitKeys + 1) : 1;
+  ByteCount call = 0;
+  if (split) call += items * splits * rows * (padded_d_v + 2) * sizeof(float);
+  if (probs) call += items * rows * sizeof(float);
+  const ByteCount per_thread = ForwardWorkspace::bytes_for(rows, ByteCount::of(s.d_k), padded_d_v) +
+                               ByteCount::of(s.d_v) * sizeof(float);  // finalize_row's out_row
+  const ByteCount tasks = items * splits;
+  return call + per_thread * std::min<std::uint64_t>(tasks.value(), static_cast<std::uint64_t>(num_threads()));
+}
+
 void fast_forward(const detail::Problem& p, const detail::ForwardOutputs& outputs) {
   const detail::Sizes& s = p.sizes;
   if (s.batch == 0 || s.q_heads == 0 || s.n == 0) return;  // every output is empty

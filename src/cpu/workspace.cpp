@@ -1,6 +1,7 @@
 #include "cpu/workspace.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <iterator>
 #include <string>
@@ -21,37 +22,53 @@ void ForwardWorkspace::reserve(std::size_t bytes) {
   capacity_ = aligned(bytes);
 }
 
+namespace {
+
+constexpr std::size_t kBackwardAlignment = 64;
+std::size_t aligned_up(std::size_t bytes) { return (bytes + kBackwardAlignment - 1) / kBackwardAlignment * kBackwardAlignment; }
+
+// The backward workspace's float arrays, in layout order (the pointers prepare() sets, same order).
+std::array<detail::ByteCount, 12> backward_floats(detail::ByteCount dk, detail::ByteCount dv) {
+  using detail::ByteCount;
+  const ByteCount block = ByteCount::of(kBackwardKeyBlock), tile = ByteCount::of(kBackwardQueryBlock * kBackwardKeyBlock);
+  return {block * dk, block * dk, block * dv, block * dv, block * dk, block * dv,
+          tile, tile, tile, block, block, std::max(dk.value(), dv.value())};
+}
+
+}  // namespace
+
+detail::ByteCount BackwardWorkspace::bytes_for(detail::ByteCount padded_d_k, detail::ByteCount padded_d_v) {
+  detail::ByteCount bytes = aligned_up(static_cast<std::size_t>(kBackwardQueryBlock * kBackwardKeyBlock)) +
+                            aligned_up(static_cast<std::size_t>(kBackwardQueryBlock) * sizeof(RowInfo));
+  for (detail::ByteCount n : backward_floats(padded_d_k, padded_d_v)) bytes += n * sizeof(float) + (kBackwardAlignment - 1);
+  return bytes;
+}
+
 void BackwardWorkspace::prepare(std::int64_t padded_d_k, std::int64_t padded_d_v) {
   d_k = padded_d_k;
   d_v = padded_d_v;
-  constexpr std::size_t kAlignment = 64;
-  const auto aligned = [](std::size_t bytes) { return (bytes + kAlignment - 1) / kAlignment * kAlignment; };
-  const auto block = static_cast<std::size_t>(kBackwardKeyBlock);
-  const auto tile = static_cast<std::size_t>(kBackwardQueryBlock * kBackwardKeyBlock);
-  const auto dk = static_cast<std::size_t>(d_k), dv = static_cast<std::size_t>(d_v);
-  float** arrays[] = {&k_panels, &k_rows, &v_panels, &v_rows, &dk_acc, &dv_acc, &p, &ds, &tanh_s, &keep, &mask_row, &zero_row};
-  const std::size_t floats[] = {block * dk, block * dk, block * dv, block * dv, block * dk, block * dv,
-                                tile, tile, tile, block, block, std::max(dk, dv)};
-  std::size_t bytes = aligned(tile) + aligned(static_cast<std::size_t>(kBackwardQueryBlock) * sizeof(RowInfo));
-  for (std::size_t n : floats) bytes += aligned(n * sizeof(float));
+  using detail::ByteCount;
+  const std::size_t bytes = bytes_for(ByteCount::of(d_k), ByteCount::of(d_v)).value();
   if (bytes > capacity_) {
-    auto* fresh = static_cast<std::byte*>(std::aligned_alloc(kAlignment, bytes));
+    auto* fresh = static_cast<std::byte*>(std::aligned_alloc(kBackwardAlignment, aligned_up(bytes)));
     if (fresh == nullptr) {
       throw Error(ErrorCode::out_of_memory, "fast backward: cannot allocate a " + std::to_string(bytes) + "-byte workspace");
     }
-    std::memset(fresh, 0, bytes);  // touch every page once, here, not in the hot loop
+    std::memset(fresh, 0, aligned_up(bytes));  // touch every page once, here, not in the hot loop
     buffer_.reset(fresh);
     capacity_ = bytes;
   }
+  float** arrays[] = {&k_panels, &k_rows, &v_panels, &v_rows, &dk_acc, &dv_acc, &p, &ds, &tanh_s, &keep, &mask_row, &zero_row};
+  const auto floats = backward_floats(ByteCount::of(d_k), ByteCount::of(d_v));
   std::byte* cursor = buffer_.get();
   for (std::size_t a = 0; a < std::size(arrays); ++a) {
     *arrays[a] = reinterpret_cast<float*>(cursor);
-    cursor += aligned(floats[a] * sizeof(float));
+    cursor += aligned_up(floats[a].value() * sizeof(float));
   }
   seen = reinterpret_cast<std::uint8_t*>(cursor);
-  cursor += aligned(tile);
+  cursor += aligned_up(static_cast<std::size_t>(kBackwardQueryBlock * kBackwardKeyBlock));
   row_info = reinterpret_cast<RowInfo*>(cursor);
-  std::fill(zero_row, zero_row + std::max(dk, dv), 0.0f);
+  std::fill(zero_row, zero_row + std::max(d_k, d_v), 0.0f);
 }
 
 BackwardWorkspace& thread_backward_workspace() {

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <memory>
 
+#include "core/memory.hpp"
 #include "cpu/visibility.hpp"
 
 namespace attnkit::cpu {
@@ -54,21 +55,14 @@ struct ForwardWorkspace {
     rows = padded_rows;
     d_k = d_k_;
     d_v = padded_d_v;
-    const std::size_t floats[] = {static_cast<std::size_t>(rows * d_k), static_cast<std::size_t>(d_k * kKeyBlock),
-                                  static_cast<std::size_t>(kKeyBlock * d_v), static_cast<std::size_t>(kTileRows * kKeyBlock),
-                                  static_cast<std::size_t>(rows * d_v), static_cast<std::size_t>(rows),
-                                  static_cast<std::size_t>(rows), static_cast<std::size_t>(kKeyBlock),
-                                  static_cast<std::size_t>(kMaxTileCols * d_k), static_cast<std::size_t>(d_k)};
-    std::size_t bytes = 0;
-    for (std::size_t n : floats) bytes += aligned(n * sizeof(float));
-    bytes += aligned(static_cast<std::size_t>(kTileRows * kKeyBlock));
-    bytes += aligned(static_cast<std::size_t>(rows) * sizeof(RowInfo));
-    reserve(bytes);
+    using detail::ByteCount;
+    reserve(bytes_for(ByteCount::of(rows), ByteCount::of(d_k), ByteCount::of(d_v)).value());
+    const Layout layout = layout_for(ByteCount::of(rows), ByteCount::of(d_k), ByteCount::of(d_v));
     std::byte* cursor = buffer_.get();
     float** arrays[] = {&q, &k_t, &v, &scores, &acc, &row_max, &row_sum, &mask_row, &key_rows, &zero_row};
     for (std::size_t a = 0; a < std::size(arrays); ++a) {
       *arrays[a] = reinterpret_cast<float*>(cursor);
-      cursor += aligned(floats[a] * sizeof(float));
+      cursor += aligned(layout.floats[a].value() * sizeof(float));
     }
     seen = reinterpret_cast<std::uint8_t*>(cursor);
     cursor += aligned(static_cast<std::size_t>(kTileRows * kKeyBlock));
@@ -76,9 +70,31 @@ struct ForwardWorkspace {
     std::fill(zero_row, zero_row + d_k, 0.0f);
   }
 
+  // The bytes prepare() needs for these sizes; saturates rather than wraps, so callers can check a
+  // request against the memory budget before anything is allocated.
+  static detail::ByteCount bytes_for(detail::ByteCount padded_rows, detail::ByteCount d_k_, detail::ByteCount padded_d_v) {
+    const Layout layout = layout_for(padded_rows, d_k_, padded_d_v);
+    detail::ByteCount bytes = 0;
+    for (detail::ByteCount n : layout.floats) bytes += aligned(n * sizeof(float));
+    bytes += aligned(static_cast<std::size_t>(kTileRows * kKeyBlock));
+    bytes += aligned(padded_rows * sizeof(RowInfo));
+    return bytes;
+  }
+
  private:
   static constexpr std::size_t kAlignment = 64;
   static std::size_t aligned(std::size_t bytes) { return (bytes + kAlignment - 1) / kAlignment * kAlignment; }
+  static detail::ByteCount aligned(detail::ByteCount bytes) { return bytes + (kAlignment - 1); }  // an upper bound
+  // The float arrays' lengths, in the order prepare() lays them out.
+  struct Layout {
+    detail::ByteCount floats[10];
+  };
+  static Layout layout_for(detail::ByteCount r, detail::ByteCount dk, detail::ByteCount dv) {
+    using detail::ByteCount;
+    const ByteCount block = ByteCount::of(kKeyBlock);
+    return {{r * dk, dk * block, block * dv, ByteCount::of(kTileRows) * block, r * dv, r, r, block,
+             ByteCount::of(kMaxTileCols) * dk, dk}};
+  }
   struct Free {
     void operator()(std::byte* p) const noexcept { std::free(p); }
   };
@@ -107,6 +123,8 @@ struct BackwardWorkspace {
   RowInfo* row_info = nullptr;   // [kBackwardQueryBlock]
 
   void prepare(std::int64_t padded_d_k, std::int64_t padded_d_v);
+  // The bytes prepare() needs (saturating), for the memory check before a call.
+  static detail::ByteCount bytes_for(detail::ByteCount padded_d_k, detail::ByteCount padded_d_v);
 
  private:
   struct Free {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "attnkit/error.hpp"
+#include "core/memory.hpp"
 #include "cpu/element_io.hpp"
 
 namespace attnkit {
@@ -143,9 +144,14 @@ KVCache::KVCache(const KVCacheConfig& config) : config_(config) {
     blocks_per_sequence_ = std::min(blocks_at_full_length, blocks_);
   }
   const std::int64_t elem = static_cast<std::int64_t>(dtype_size(c.dtype));
-  checked_product({blocks_, c.num_kv_heads, block_size_, c.head_dim, elem}, "the key pool's byte size");
-  checked_product({blocks_, c.num_kv_heads, block_size_, c.value_dim, elem}, "the value pool's byte size");
-  checked_product({c.max_sequences, blocks_per_sequence_, 8}, "the block table's byte size");
+  const std::int64_t key_bytes = checked_product({blocks_, c.num_kv_heads, block_size_, c.head_dim, elem}, "the key pool's byte size");
+  const std::int64_t value_bytes = checked_product({blocks_, c.num_kv_heads, block_size_, c.value_dim, elem}, "the value pool's byte size");
+  const std::int64_t table_bytes = checked_product({c.max_sequences, blocks_per_sequence_, 8}, "the block table's byte size");
+  // Both pools and the tables at once, before either pool is allocated.
+  detail::require_memory(detail::ByteCount::of(key_bytes) + detail::ByteCount::of(value_bytes) + detail::ByteCount::of(table_bytes), [&] {
+    return "KVCache of " + str(blocks_) + " blocks × " + str(c.num_kv_heads) + " KV heads × " + str(block_size_) + " tokens × (" +
+           str(c.head_dim) + " + " + str(c.value_dim) + ") " + std::string(dtype_name(c.dtype)) + " features";
+  });
   keys_ = Tensor(c.dtype, {c.num_kv_heads, blocks_, block_size_, c.head_dim});
   values_ = Tensor(c.dtype, {c.num_kv_heads, blocks_, block_size_, c.value_dim});
   try {  // the bookkeeping, sized once: later pushes never exceed these sizes, so never reallocate

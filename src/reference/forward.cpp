@@ -1,4 +1,5 @@
 // Reference forward: O = dropout(softmax(logits)) · V, one (batch, query head) at a time.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -40,6 +41,16 @@ void forward_head(const Problem& p, const ForwardOutputs& outputs, std::int64_t 
 }
 
 }  // namespace
+
+ByteCount reference_scratch_bytes(const Problem& p) {
+  const Sizes& s = p.sizes;
+  const ByteCount n = ByteCount::of(s.n), m = ByteCount::of(s.m), d = ByteCount::of(s.d_k) + ByteCount::of(s.d_v) + 1;
+  // Per (batch, head) in flight: scaled logits, logits and probabilities [n, m]; Q, dO, dQ [n, d];
+  // K, V, dK, dV and one row of dP [m, d] (the backward's share, an upper bound for the forward's).
+  const ByteCount per_head = (3 * n * m + 2 * n * d + 2 * m * d) * sizeof(double);
+  const ByteCount heads = ByteCount::of(s.batch) * ByteCount::of(s.q_heads);
+  return per_head * std::min<std::uint64_t>(heads.value(), static_cast<std::uint64_t>(num_threads()));
+}
 
 void reference_forward(const Problem& p, const ForwardOutputs& outputs) {
   const Sizes& s = p.sizes;

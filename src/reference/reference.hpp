@@ -2,11 +2,16 @@
 // materialise the n×m logits per head and read like the formula; obviously right beats fast here.
 #pragma once
 
+#include "core/memory.hpp"
 #include "core/problem.hpp"
 
 namespace attnkit::detail {
 
 void reference_forward(const Problem& problem, const ForwardOutputs& outputs);
 void reference_backward(const Problem& problem, const BackwardIO& io);
+
+// The float64 matrices the reference holds at once for this problem (n×m logits and probabilities
+// per (batch, head) in flight, one per thread), saturating: checked before the call.
+ByteCount reference_scratch_bytes(const Problem& problem);
 
 }  // namespace attnkit::detail
