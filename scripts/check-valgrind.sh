@@ -53,6 +53,7 @@ check 0 heatmap --probs p.npy --out h.png --html h.html
 check 0 heatmap --demo --out d.png
 check 0 lab scaling --trials 2
 check 0 lab precision --lengths 16,64
+check 0 bench --soak 8 --seed 1 --threads 2                  # random calls of every kind, checked
 check 1 run --q q.npy --k k.npy --v missing.npy --out o.npy  # a file error: exit 1, still clean
 check 2 run --q q.npy --no-such-flag                          # a usage error: exit 2, still clean
 exit $failed

@@ -15,12 +15,18 @@ ctest --test-dir build --output-on-failure -j"$jobs"
 echo "== valgrind memcheck on the CLI's main commands (the release build's binary)"
 bash scripts/check-valgrind.sh
 
+echo "== soak: random calls checked against the reference, memory flat (the release build's binary)"
+./build/bin/attnkit bench --soak "${ATTNKIT_SOAK_SECONDS:-30}" --threads "$jobs"
+
 echo "== AddressSanitizer + UndefinedBehaviorSanitizer build"
 cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=Debug -DATTNKIT_SANITIZE=ON -DATTNKIT_WERROR=ON
 cmake --build build-sanitize -j"$jobs"
 ctest --test-dir build-sanitize --output-on-failure -j"$jobs"
 
-echo "== ThreadSanitizer build: the thread pool and the thread-count tests of the kernels and the module"
+echo "== soak under AddressSanitizer + UndefinedBehaviorSanitizer"
+./build-sanitize/bin/attnkit bench --soak "${ATTNKIT_SANITIZED_SOAK_SECONDS:-20}" --threads "$jobs"
+
+echo "== ThreadSanitizer build: the thread pool, the thread-count tests of the kernels and the module, and concurrent calls from user threads"
 # GCC 12's TSan runtime aborts with "unexpected memory mapping" on kernels that randomise mmap with
 # more bits than it expects (vm.mmap_rnd_bits > 28). Without address randomisation it always works, so
 # the build (whose test discovery runs the binaries) and the tests run under `setarch -R` wherever
@@ -29,8 +35,8 @@ echo "== ThreadSanitizer build: the thread pool and the thread-count tests of th
 no_aslr=()
 if setarch "$(uname -m)" -R true 2>/dev/null; then no_aslr=(setarch "$(uname -m)" -R); fi
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DATTNKIT_TSAN=ON -DATTNKIT_WERROR=ON
-"${no_aslr[@]}" cmake --build build-tsan -j"$jobs" --target test_core test_reference test_cpu test_mha test_kv_cache
-"${no_aslr[@]}" ctest --test-dir build-tsan --output-on-failure --no-tests=error -j"$jobs" -R 'ThreadPool|ThreadCount|AttendDeterminism'
+"${no_aslr[@]}" cmake --build build-tsan -j"$jobs" --target test_core test_reference test_cpu test_mha test_kv_cache test_concurrency
+"${no_aslr[@]}" ctest --test-dir build-tsan --output-on-failure --no-tests=error -j"$jobs" -R 'ThreadPool|ThreadCount|AttendDeterminism|ConcurrentCalls'
 
 echo "== Python package: pip install . into build-python/venv, then pytest"
 bash scripts/check-python.sh

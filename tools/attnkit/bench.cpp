@@ -5,6 +5,7 @@
 // an OpenBLAS composition), for the backward its rate over the forward's, and for the module the
 // share of its time spent in attention. The pieces live in bench/.
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <limits>
@@ -27,6 +28,7 @@
 #include "bench/report.hpp"
 #include "commands.hpp"
 #include "progress.hpp"
+#include "soak/soak.hpp"
 
 namespace attnkit::cli {
 
@@ -102,6 +104,12 @@ Flags:
   --kernel K        the kernel to time: auto (default), fast or reference (the float64 oracle)
   --no-naive        skip the naive baseline (it takes minutes per case at n = 8192)
   --no-openblas     skip the OpenBLAS baseline
+  --soak SECONDS    instead of timing: random calls for SECONDS (forward, backward, decoding
+                    through a KV cache, and broken calls that must be refused) across shapes,
+                    dtypes, layouts and options, one valid call in 3 checked against the float64
+                    reference; reports calls, failures, the largest error per dtype against its
+                    bound and the memory growth after warm-up. Exit 1 on any failure or growth.
+                    Takes --seed N (default: from the clock, printed), --threads N and --json
   -h, --help        show this help
 
 OpenBLAS reads OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE; a forced core can halve its speed, so run
@@ -114,6 +122,7 @@ Examples:
   attnkit bench --filter bwd_f32_n1024 --threads 1 --no-naive
   attnkit bench --sizes 4096 --dims 128 --threads 2 --no-naive
   attnkit bench --filter mha_ --no-naive --no-openblas
+  attnkit bench --soak 60
 
 Exit codes: 0 success, 1 a library error, 2 bad usage (including a filter that matches nothing).
 )";
@@ -121,6 +130,7 @@ Exit codes: 0 success, 1 a library error, 2 bad usage (including a filter that m
 constexpr FlagSpec kFlags[] = {
     {"quick", false}, {"json", false}, {"filter"}, {"repeat"}, {"threads"}, {"sizes"}, {"dims"},
     {"copy-mib"}, {"kernel"}, {"no-naive", false}, {"no-openblas", false}, {"help", false},
+    {"soak"}, {"seed"},
 };
 
 struct Request {
@@ -253,12 +263,41 @@ std::optional<bench::PeakMemoryResult> peak_memory(const Request& r, const bench
   return bench::measure_peak_memory(threads, skip);
 }
 
+// --soak SECONDS: the soak run (soak/soak.hpp) instead of the timings.
+int soak_main(const Args& args, std::ostream& out, std::ostream& err) {
+  for (const char* timing_only : {"quick", "filter", "repeat", "sizes", "dims", "copy-mib", "kernel", "no-naive", "no-openblas"}) {
+    if (args.has(timing_only)) throw UsageError(std::string("--") + timing_only + " is a timing flag; --soak takes --seed, --threads and --json");
+  }
+  if (!args.positionals().empty()) throw UsageError("unexpected argument '" + args.positionals().front() + "'");
+  soak::SoakOptions options;
+  options.seconds = parse_number(args.required("soak"), "--soak");
+  if (!(options.seconds > 0 && options.seconds <= 7 * 24 * 3600)) {
+    throw UsageError("--soak: the duration must be more than 0 and at most a week of seconds, got " + *args.value("soak"));
+  }
+  options.seed = args.value("seed") ? parse_unsigned(*args.value("seed"), "--seed")
+                                    : static_cast<std::uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
+  if (auto text = args.value("threads")) set_num_threads(static_cast<int>(positive(*text, "--threads", kMaxThreads)));
+  const bool json = args.has("json");
+  if (!json) {
+    out << "soak: " << options.seconds << " s of random calls, seed " << options.seed << " (replay with --seed "
+        << options.seed << "), " << num_threads() << " threads\n" << std::flush;
+    options.on_progress = [&err](double elapsed, std::int64_t calls, std::int64_t failures) {
+      err << "soak: " << static_cast<int>(elapsed) << " s, " << calls << " calls, " << failures << " failures\n" << std::flush;
+    };
+  }
+  const soak::SoakReport report = soak::run_soak(options);
+  out << (json ? soak::format_report_json(report) : soak::format_report(report));
+  return report.passed() ? kExitOk : kExitError;
+}
+
 int bench_main(const CommandArgs& words, std::ostream& out, std::ostream& err) {
   const Args args = Args::parse(words, kFlags);
   if (args.has("help")) {
     out << kHelp;
     return kExitOk;
   }
+  if (args.has("soak")) return soak_main(args, out, err);
+  if (args.has("seed")) throw UsageError("--seed goes with --soak");
   const Request r = parse_request(args);
   const std::vector<BenchCase> cases = bench::select_cases(r.selection);
   const std::vector<bench::ModuleCase> module_cases = bench::select_module_cases(r.selection);

@@ -1,0 +1,121 @@
+// `attnkit bench --soak`: a short run passes with every kind of call made and checked, the
+// comparisons it rests on catch wrong, unwritten and NaN outputs, a report with a failure or growing
+// memory fails, and the flags are checked.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "attnkit/attnkit.hpp"
+#include "cli/cli_runner.hpp"
+#include "soak/compare.hpp"
+#include "soak/soak.hpp"
+
+namespace attnkit::cli::soak {
+namespace {
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+TEST(Soak, AShortRunMakesAndChecksEveryKindOfCall) {
+  SoakOptions options;
+  options.seconds = 300;   // a bound that is never reached: the run stops after max_calls
+  options.max_calls = 60;  // with a fixed seed, the same calls everywhere
+  options.seed = 12345;
+  options.check_every = 1;
+  const SoakReport r = run_soak(options);
+  EXPECT_TRUE(r.passed()) << format_report(r);
+  EXPECT_EQ(r.calls, options.max_calls);
+  EXPECT_EQ(r.failures, 0);
+  EXPECT_GT(r.forward_calls, 0);
+  EXPECT_GT(r.backward_calls, 0);
+  EXPECT_GT(r.attend_calls, 0);
+  EXPECT_GT(r.refused_calls, 0);
+  EXPECT_EQ(r.calls, r.forward_calls + r.backward_calls + r.attend_calls + r.refused_calls);
+  EXPECT_EQ(r.checked, r.calls - r.refused_calls) << "check_every = 1 checks every valid call";
+  ASSERT_EQ(r.errors.size(), 3u);
+  for (const DTypeErrors& e : r.errors) {
+    SCOPED_TRACE(dtype_name(e.dtype));
+    EXPECT_GT(e.checked, 0);
+    // Rounding is never exactly zero over dozens of random calls: a zero would mean nothing was compared.
+    EXPECT_GT(e.forward.largest, 0.0);
+    EXPECT_GT(e.forward.share, 0.0);
+    for (const ErrorStat& stat : {e.forward, e.lse, e.backward}) EXPECT_LE(stat.share, 1.0);
+  }
+  EXPECT_TRUE(contains(format_report(r), "soak passed"));
+  EXPECT_TRUE(contains(format_report_json(r), "\"passed\": true"));
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+  EXPECT_TRUE(r.memory_judged()) << "with glibc's malloc the heap figure is known";
+#endif
+}
+
+TEST(Soak, ComparisonsCatchWrongUnwrittenAndNanOutputs) {
+  Tensor reference(DType::f64, {2, 3});
+  for (std::int64_t i = 0; i < 6; ++i) reference.data<double>()[i] = static_cast<double>(i) - 2.5;
+  Tensor same = Tensor::converted(reference.view(), DType::f32);
+  EXPECT_EQ(normalised_error(same, reference, 1.0), 0.0);
+
+  Tensor off = same;
+  off.data<float>()[4] += 0.5f;
+  EXPECT_DOUBLE_EQ(normalised_error(off, reference, 2.0), 0.25);
+
+  Tensor unwritten = same;
+  unwritten.data<float>()[5] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_TRUE(std::isinf(normalised_error(unwritten, reference, 1.0)));
+
+  const Tensor fresh = poisoned(DType::bf16, {4});
+  EXPECT_TRUE(all_nan(fresh));
+  EXPECT_FALSE(all_nan(same));
+
+  Tensor lse(DType::f32, {3}), lse_ref(DType::f32, {3});
+  const float inf = std::numeric_limits<float>::infinity();
+  lse_ref.data<float>()[0] = -inf, lse_ref.data<float>()[1] = 10.0f, lse_ref.data<float>()[2] = 0.5f;
+  lse.data<float>()[0] = -inf, lse.data<float>()[1] = 10.001f, lse.data<float>()[2] = 0.5f;
+  EXPECT_NEAR(lse_error(lse, lse_ref), 1e-4, 1e-6) << "relative to |lse| when it is above 1";
+  lse.data<float>()[0] = 0.0f;  // a row with no visible key must give −inf
+  EXPECT_TRUE(std::isinf(lse_error(lse, lse_ref)));
+}
+
+TEST(Soak, AFailureOrGrowingMemoryFailsTheRun) {
+  SoakReport r;
+  r.calls = 10;
+  r.after_warmup.heap_known = r.at_end.heap_known = true;
+  EXPECT_TRUE(r.passed());
+  r.at_end.heap_bytes = kHeapSlack;  // grew by the whole slack after warm-up
+  EXPECT_FALSE(r.memory_flat());
+  EXPECT_FALSE(r.passed());
+  EXPECT_TRUE(contains(format_report(r), "GROWING"));
+  r.at_end.heap_known = false;  // under a sanitizer or valgrind the figures say nothing: not judged
+  EXPECT_TRUE(r.memory_flat());
+  EXPECT_TRUE(contains(format_report(r), "not judged")) << format_report(r);
+  r.at_end.heap_known = true;
+  r.at_end.heap_bytes = 0;
+  r.failures = 1;
+  r.first_failures = {"forward f32 B=1 ...: out error 0.5 exceeds the bound 0.0001"};
+  EXPECT_FALSE(r.passed());
+  const std::string text = format_report(r);
+  EXPECT_TRUE(contains(text, "FAILED: forward f32 B=1 ...: out error 0.5")) << text;
+  EXPECT_TRUE(contains(text, "soak FAILED")) << text;
+  EXPECT_TRUE(contains(format_report_json(r), "\"passed\": false"));
+  SoakReport empty;
+  EXPECT_FALSE(empty.passed()) << "a run that made no call proves nothing";
+}
+
+TEST(SoakCommand, RunsFromTheCommandLineAndChecksItsFlags) {
+  const auto ok = testing::run_cli({"bench", "--soak", "0.5", "--seed", "9", "--json"});
+  EXPECT_EQ(ok.code, 0) << ok.out << ok.err;
+  EXPECT_TRUE(contains(ok.out, "{\"soak\": {")) << ok.out;
+  EXPECT_TRUE(contains(ok.out, "\"seed\": 9")) << ok.out;
+  EXPECT_TRUE(contains(ok.out, "\"failures\": 0")) << ok.out;
+
+  EXPECT_EQ(testing::run_cli({"bench", "--soak", "0"}).code, 2);
+  EXPECT_EQ(testing::run_cli({"bench", "--soak", "ten"}).code, 2);
+  const auto mixed = testing::run_cli({"bench", "--soak", "1", "--quick"});
+  EXPECT_EQ(mixed.code, 2);
+  EXPECT_TRUE(contains(mixed.err, "--quick is a timing flag")) << mixed.err;
+  EXPECT_EQ(testing::run_cli({"bench", "--seed", "3"}).code, 2) << "--seed goes with --soak";
+}
+
+}  // namespace
+}  // namespace attnkit::cli::soak
