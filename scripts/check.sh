@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Builds and runs every test twice: an optimised build with warnings as errors (and its CLI's main
-# commands under valgrind's memcheck), then a debug build under AddressSanitizer + UndefinedBehaviorSanitizer; then the multi-threaded tests a third time,
-# under ThreadSanitizer; last, the Python package's tests (scripts/check-python.sh: pip install .
-# into a virtual environment, then pytest). This is the README's test command and CI's.
+# Builds and runs every test twice: an optimised build with warnings as errors (then its CLI's main
+# commands under valgrind's memcheck, and a 30-second soak run), then a debug build under
+# AddressSanitizer + UndefinedBehaviorSanitizer (then a 20-second soak under them); then the fuzz
+# targets under libFuzzer for ATTNKIT_FUZZ_SECONDS each (scripts/check-fuzz.sh, clang-14); then the
+# multi-threaded tests a third time, under ThreadSanitizer; last, the Python package's tests
+# (scripts/check-python.sh: pip install . into a virtual environment, then pytest). This is the
+# README's test command and CI's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
@@ -25,6 +28,11 @@ ctest --test-dir build-sanitize --output-on-failure -j"$jobs"
 
 echo "== soak under AddressSanitizer + UndefinedBehaviorSanitizer"
 ./build-sanitize/bin/attnkit bench --soak "${ATTNKIT_SANITIZED_SOAK_SECONDS:-20}" --threads "$jobs"
+
+# 30 s a target here keeps the test command's time in check; scripts/check-fuzz.sh alone defaults to 60.
+export ATTNKIT_FUZZ_SECONDS="${ATTNKIT_FUZZ_SECONDS:-30}"
+echo "== libFuzzer: each fuzz target for ${ATTNKIT_FUZZ_SECONDS}s (clang-14, ASan + UBSan)"
+bash scripts/check-fuzz.sh
 
 echo "== ThreadSanitizer build: the thread pool, the thread-count tests of the kernels and the module, and concurrent calls from user threads"
 # GCC 12's TSan runtime aborts with "unexpected memory mapping" on kernels that randomise mmap with

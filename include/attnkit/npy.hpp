@@ -7,6 +7,8 @@
 // the reader allocate more than the data the file really holds (plus the header, capped at 1 MiB).
 #pragma once
 
+#include <cstddef>
+#include <span>
 #include <string>
 
 #include "attnkit/tensor.hpp"
@@ -14,6 +16,10 @@
 namespace attnkit {
 
 Tensor read_npy(const std::string& path);
+
+// The same, from the bytes of a whole file in memory (the same parser and checks); `source_name`
+// starts every error message where read_npy names the path.
+Tensor parse_npy(std::span<const std::byte> bytes, const std::string& source_name = "<memory>");
 
 // Writes a contiguous copy of `tensor` (any rank, any strides). f64, f32, f16, bool, i32 and i64
 // are written as themselves; bf16 has no .npy type and is written as float32 (exactly).

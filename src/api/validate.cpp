@@ -1,10 +1,12 @@
 // Argument checking: shapes, dtypes, options, pointers, overlap, size overflow.
 #include "api/validate.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,6 +16,12 @@ namespace attnkit::detail {
 namespace {
 
 using std::int64_t;
+
+std::string stride_string(ConstTensorView view) {
+  std::string text = "[";
+  for (int d = 0; d < view.rank(); ++d) text += (d ? ", " : "") + std::to_string(view.stride(d));
+  return text + "]";
+}
 
 std::string describe(const char* name, ConstTensorView view) {
   return std::string(name) + " " + view.shape_string() + " " + std::string(dtype_name(view.dtype()));
@@ -30,35 +38,60 @@ std::string num(double x) {
 // ---- one view on its own ----
 
 // Sizes are non-negative, the element count and the byte extent fit in 64 bits, and data is non-null
-// whenever there is an element to read or write.
+// whenever there is an element to read or write. The count's product leaves out sizes of 0 but must
+// fit all the same: kernels multiply sizes (batch × heads, ...) whether or not another size is 0.
 void check_view_basics(const char* name, ConstTensorView view) {
-  int64_t count = 1;
+  int64_t product = 1;  // of the non-zero sizes
+  bool empty = false;
   int64_t max_offset = 0;  // largest |element offset| reachable, to bound the byte extent
   for (int d = 0; d < view.rank(); ++d) {
     const int64_t size = view.size(d);
     if (size < 0) fail(ErrorCode::invalid_shape, describe(name, view) + ": size " + std::to_string(d) + " is negative");
-    if (__builtin_mul_overflow(count, size, &count)) {
-      fail(ErrorCode::size_overflow, describe(name, view) + ": the number of elements overflows 64 bits");
+    if (size == 0) {
+      empty = true;
+    } else if (__builtin_mul_overflow(product, size, &product)) {
+      fail(ErrorCode::size_overflow, describe(name, view) + ": the product of its sizes overflows 64 bits");
     }
   }
-  if (count == 0) return;
+  if (empty) return;
+  const int64_t count = product;
+  const auto element_bytes = static_cast<int64_t>(dtype_size(view.dtype()));
   for (int d = 0; d < view.rank(); ++d) {
+    // Every stride in bytes fits too, even that of a size-1 dimension, which is never stepped: kernels
+    // compute a row's step in bytes up front.
     const int64_t stride = view.stride(d);
-    int64_t reach = 0;
+    int64_t reach = 0, stride_bytes = 0;
     if (stride == std::numeric_limits<int64_t>::min() ||
+        __builtin_mul_overflow(stride < 0 ? -stride : stride, element_bytes, &stride_bytes) ||
         __builtin_mul_overflow(view.size(d) - 1, stride < 0 ? -stride : stride, &reach) ||
         __builtin_add_overflow(max_offset, reach, &max_offset)) {
       fail(ErrorCode::size_overflow, describe(name, view) + ": the strides reach past 64-bit byte offsets");
     }
   }
-  int64_t bytes = 0;
-  if (__builtin_mul_overflow(max_offset + 1, static_cast<int64_t>(dtype_size(view.dtype())), &bytes)) {
+  int64_t elements = 0, bytes = 0;  // the extent: max_offset + 1 elements, which may itself overflow
+  if (__builtin_add_overflow(max_offset, 1, &elements) || __builtin_mul_overflow(elements, element_bytes, &bytes)) {
     fail(ErrorCode::size_overflow, describe(name, view) + ": the byte extent overflows 64 bits");
   }
   if (view.data() == nullptr) {
     fail(ErrorCode::null_pointer, describe(name, view) + ": data is null but the view has " + std::to_string(count) +
                                       " elements");
   }
+}
+
+// An empty view reaches no memory, so its strides are never checked; kernels may still form the
+// addresses of its rows (of zero width), so what they receive has strides of 0 and stays at its base.
+template <class View>
+View without_strides_if_empty(const View& view) {
+  bool empty = false;
+  for (int d = 0; d < view.rank(); ++d) empty = empty || view.size(d) == 0;
+  if (!empty) return view;
+  const std::int64_t zero_strides[kMaxViewRank] = {};
+  return View(view.data(), view.dtype(), view.sizes().data(), zero_strides, view.rank());
+}
+
+std::optional<TensorView> without_strides_if_empty(const std::optional<TensorView>& view) {
+  if (!view) return view;
+  return without_strides_if_empty(*view);
 }
 
 void check_rank(const char* name, ConstTensorView view, int rank, const char* layout) {
@@ -76,14 +109,38 @@ void check_same_dtype(const char* name, ConstTensorView view, ConstTensorView q)
   }
 }
 
-// An output view must not write one element twice: a zero stride on a dimension of size > 1 would.
+// An output view must not write one element twice. The test is conservative, like the overlap test
+// between views: taken by increasing |stride|, each dimension of size > 1 must step past everything
+// the smaller ones reach, as in every permuted, padded or reversed layout (so a zero stride fails, and
+// so do interleaved layouts that happen to be disjoint). Called after check_view_basics, so the
+// reaches fit in 64 bits.
 void check_writable(const char* name, ConstTensorView view) {
-  if (view.numel() == 0) return;
+  struct Step {
+    int dim;
+    int64_t stride, size;  // |stride|
+  };
   for (int d = 0; d < view.rank(); ++d) {
-    if (view.size(d) > 1 && view.stride(d) == 0) {
+    if (view.size(d) == 0) return;  // no element is written
+  }
+  std::vector<Step> steps;
+  for (int d = 0; d < view.rank(); ++d) {
+    if (view.size(d) == 1) continue;
+    if (view.stride(d) == 0) {
       fail(ErrorCode::overlap, describe(name, view) + ": dimension " + std::to_string(d) +
                                    " has stride 0, so its elements would overwrite each other");
     }
+    steps.push_back({d, view.stride(d) < 0 ? -view.stride(d) : view.stride(d), view.size(d)});
+  }
+  std::sort(steps.begin(), steps.end(), [](const Step& a, const Step& b) { return a.stride < b.stride; });
+  int64_t reach = 0;  // of the dimensions taken so far, in elements
+  for (const Step& step : steps) {
+    if (step.stride <= reach) {
+      fail(ErrorCode::overlap, describe(name, view) + ": dimension " + std::to_string(step.dim) + " (stride " +
+                                   std::to_string(view.stride(step.dim)) +
+                                   ") steps onto elements that smaller strides already reach, so elements would "
+                                   "overwrite each other (strides " + stride_string(view) + ")");
+    }
+    reach += (step.size - 1) * step.stride;
   }
 }
 
@@ -186,7 +243,8 @@ Sizes check_qkv(ConstTensorView q, ConstTensorView k, ConstTensorView v) {
     fail(ErrorCode::invalid_shape, "k: key dimension " + std::to_string(k.size(3)) + " does not match q's " +
                                        std::to_string(s.d_k) + all);
   }
-  if (s.kv_heads == 0) s.kv_heads = 1;  // no heads at all: any positive value keeps group() defined
+  // Hkv = 0 (and so Hq = 0) stays 0: the kernels return before using group() when there are no heads,
+  // and a stand-in of 1 made the fast backward read and write a KV head that does not exist.
   return s;
 }
 
@@ -223,6 +281,23 @@ void check_scalar_options(const AttentionOptions& o, const Sizes& s) {
     if (s.batch >= kCounterLimit || s.q_heads >= kCounterLimit || s.n >= kCounterLimit || s.m / 4 >= kCounterLimit) {
       fail(ErrorCode::invalid_argument, "dropout_p: dropout supports batch, heads and sequence lengths below 2^32");
     }
+  }
+}
+
+// The fast kernel computes in float32, so scale and softcap are rounded to float there. A scale past
+// float32's largest value would become inf (NaN logits where q·k = 0), and a softcap outside the
+// normal floats would become inf or 0 (NaN logits, or the cap silently off), while the float64
+// reference uses the values as given: refused, with the way out named. 1/softcap must be normal too.
+constexpr double kFloat32Max = std::numeric_limits<float>::max();
+constexpr double kFloat32MinNormal = std::numeric_limits<float>::min();
+
+void check_float32_range(const AttentionOptions& o, double scale, DType dtype) {
+  if (resolve_kernel(o.kernel, dtype) != Kernel::fast) return;
+  const std::string why = " is outside float32's range, in which the fast kernel computes " +
+                          std::string(dtype_name(dtype)) + " inputs (use Kernel::reference or f64 inputs)";
+  if (scale > kFloat32Max) fail(ErrorCode::invalid_argument, "scale: " + num(scale) + why);
+  if (o.softcap != 0 && (o.softcap < kFloat32MinNormal || o.softcap > 1 / kFloat32MinNormal)) {
+    fail(ErrorCode::invalid_argument, "softcap: " + num(o.softcap) + why);
   }
 }
 
@@ -284,17 +359,18 @@ void resolve_mask(const AttentionOptions& o, const Sizes& s, Problem& p) {
     }
     strides[d] = full.size(d) == 1 ? 0 : full.stride(d);
   }
-  p.mask = ConstTensorView(full.data(), full.dtype(), target, strides, 4);
+  p.mask = without_strides_if_empty(ConstTensorView(full.data(), full.dtype(), target, strides, 4));
 }
 
 Problem make_problem(ConstTensorView q, ConstTensorView k, ConstTensorView v, const AttentionOptions& options) {
   Problem p;
   p.sizes = check_qkv(q, k, v);
-  p.q = q;
-  p.k = k;
-  p.v = v;
+  p.q = without_strides_if_empty(q);
+  p.k = without_strides_if_empty(k);
+  p.v = without_strides_if_empty(v);
   p.scale = resolve_scale(options, p.sizes);
   check_scalar_options(options, p.sizes);
+  check_float32_range(options, p.scale, q.dtype());
   check_key_lengths(options, p.sizes);
   check_alibi(options, p.sizes);
   resolve_mask(options, p.sizes, p);
@@ -338,7 +414,8 @@ Problem validate_forward(ConstTensorView q, ConstTensorView k, ConstTensorView v
     spans.push_back(span_of("probs", *extras.probs));
   }
   check_no_overlap(spans, input_spans(p));
-  outputs = ForwardOutputs{out, extras.lse, extras.probs};
+  outputs = ForwardOutputs{without_strides_if_empty(out), without_strides_if_empty(extras.lse),
+                           without_strides_if_empty(extras.probs)};
   return p;
 }
 
@@ -367,11 +444,12 @@ Problem validate_cached_forward(ConstTensorView q, ConstTensorView k_pool, Const
     fail(ErrorCode::invalid_shape, "q: query heads " + std::to_string(s.q_heads) + " must be a multiple of the cache's " +
                                        std::to_string(s.kv_heads) + " key/value heads (GQA/MQA)" + all);
   }
-  p.q = q;
+  p.q = without_strides_if_empty(q);
   p.k = k_pool;
   p.v = v_pool;
   p.scale = resolve_scale(options, s);
   check_scalar_options(options, s);
+  check_float32_range(options, p.scale, q.dtype());
   check_alibi(options, s);
   p.options = &options;
   p.cached = &cached;
@@ -385,7 +463,7 @@ Problem validate_cached_forward(ConstTensorView q, ConstTensorView k_pool, Const
     spans.push_back(span_of("lse", *lse));
   }
   check_no_overlap(spans, {span_of("q", q), span_of("the cache's keys", k_pool), span_of("the cache's values", v_pool)});
-  outputs = ForwardOutputs{out, lse, std::nullopt};
+  outputs = ForwardOutputs{without_strides_if_empty(out), without_strides_if_empty(lse), std::nullopt};
   return p;
 }
 

@@ -1,4 +1,8 @@
 // Which SIMD target the fast kernels run: detection, ATTNKIT_TARGET, and forcing by the caller.
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 #include <atomic>
 #include <cstdlib>
 #include <string>
@@ -15,12 +19,20 @@ constexpr int kNoForcedTarget = -1;
 
 std::atomic<int> g_forced_target{kNoForcedTarget};
 
+#if defined(__x86_64__) || defined(__i386__)
+// F16C is read from CPUID (leaf 1, ECX) because Clang before 15 rejects __builtin_cpu_supports("f16c").
+bool cpu_has_f16c() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+}
+#endif
+
 bool cpu_supports(Target target) {
   switch (target) {
     case Target::scalar: return true;
     case Target::avx2:
 #if defined(__x86_64__) || defined(__i386__)
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c();
 #else
       return false;
 #endif

@@ -1,5 +1,6 @@
 // What the file readers and writers (.npy, .safetensors) share: their error messages, a read-only
-// file that checks every length against what remains, and small element helpers.
+// file and a read-only memory buffer that check every length against what remains, and small
+// element helpers.
 #pragma once
 
 #include <algorithm>
@@ -7,8 +8,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -94,10 +97,44 @@ class InputFile {
   std::uint64_t offset_ = 0;
 };
 
+// The bytes of a whole file in memory, read like an InputFile: every length is checked against
+// what remains.
+class MemoryInput {
+ public:
+  MemoryInput(std::span<const std::byte> bytes, const std::string& source) : bytes_(bytes), source_(source) {}
+
+  std::uint64_t remaining() const { return bytes_.size() - offset_; }
+
+  void read(void* dst, std::size_t n, const std::string& what) {
+    if (n > remaining()) truncated(source_, n, remaining(), what);
+    if (n != 0) std::memcpy(dst, bytes_.data() + offset_, n);
+    offset_ += n;
+  }
+
+ private:
+  std::span<const std::byte> bytes_;
+  const std::string& source_;
+  std::size_t offset_ = 0;
+};
+
 // Files may hold any non-zero byte for true; store 1 so that the bytes are valid C++ bools.
 inline void normalize_bools(Tensor& tensor) {
   auto* bytes = static_cast<unsigned char*>(tensor.raw());
   for (std::int64_t i = 0; i < tensor.numel(); ++i) bytes[i] = bytes[i] != 0 ? 1 : 0;
+}
+
+// Row-major strides (in elements) for a contiguous tensor of this shape. A tensor without elements
+// is never read, and the product of its other sizes need not fit in 64 bits (Tensor accepts shapes
+// such as {0, 2^40, 2^40}), so its strides are all 0.
+inline std::vector<std::int64_t> c_order_strides(const std::vector<std::int64_t>& shape) {
+  std::vector<std::int64_t> strides(shape.size(), 0);
+  if (std::find(shape.begin(), shape.end(), 0) != shape.end()) return strides;
+  std::int64_t stride = 1;
+  for (std::size_t d = shape.size(); d-- > 0;) {
+    strides[d] = stride;
+    stride *= shape[d];  // at most the element count, which fits
+  }
+  return strides;
 }
 
 // Whether elements of these sizes and strides (in elements) lie in C order without gaps.

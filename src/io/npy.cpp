@@ -34,8 +34,8 @@ namespace attnkit {
 
 namespace {
 
-using io::errno_text, io::fail, io::FilePtr, io::format_fail, io::in_quotes, io::InputFile, io::normalize_bools,
-    io::printable;
+using io::errno_text, io::fail, io::FilePtr, io::format_fail, io::in_quotes, io::InputFile, io::MemoryInput,
+    io::normalize_bools, io::printable;
 
 // Elements are copied byte for byte between memory and little-endian files; a big-endian host would
 // need byte swapping, which this file does not implement.
@@ -122,7 +122,9 @@ DType dtype_from_descr(const std::string& descr, const std::string& path) {
 
 // ---- reading: the file ----
 
-void read_magic(InputFile& in, const std::string& path) {
+// `Input` is io::InputFile or io::MemoryInput: a file is read as it streams, never copied whole.
+template <class Input>
+void read_magic(Input& in, const std::string& path) {
   std::array<char, kMagic.size()> bytes{};
   const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(kMagic.size(), in.remaining()));
   in.read(bytes.data(), n, "magic string");
@@ -138,7 +140,8 @@ void read_magic(InputFile& in, const std::string& path) {
 }
 
 // Returns the major version: 1, 2 or 3.
-int read_version(InputFile& in, const std::string& path) {
+template <class Input>
+int read_version(Input& in, const std::string& path) {
   std::array<unsigned char, kVersionBytes> version{};
   in.read(version.data(), version.size(), "format version");
   const int major = version[0], minor = version[1];
@@ -149,7 +152,8 @@ int read_version(InputFile& in, const std::string& path) {
   return major;
 }
 
-std::uint64_t read_header_length(InputFile& in, int major, const std::string& path) {
+template <class Input>
+std::uint64_t read_header_length(Input& in, int major, const std::string& path) {
   std::array<unsigned char, kV2LengthBytes> bytes{};
   const std::size_t width = major == 1 ? kV1LengthBytes : kV2LengthBytes;
   in.read(bytes.data(), width, "header length");
@@ -329,24 +333,29 @@ class HeaderParser {
   std::array<bool, kKeyNames.size()> seen_{};
 };
 
-// The data size in bytes, or an error if the element or byte count does not fit in 64 bits. The
-// product is checked left to right, like Tensor's constructor, so a shape such as (2**40, 2**40, 0)
-// is rejected even though it holds no elements.
-std::uint64_t data_bytes(const std::vector<std::int64_t>& shape, DType dtype, const std::string& path) {
+// The data size in bytes, or an error if the element or byte count does not fit in 64 bits. Sizes of
+// 0 are left out of the product checked, as numpy does: (0, 2**40, 2**40) holds no element, but its
+// strides do not fit in 64 bits and no view could describe it, so it is rejected like (2**40, 2**40, 0).
+// The writer calls it too, with `code` size_overflow, so as never to write what the reader refuses.
+std::uint64_t data_bytes(const std::vector<std::int64_t>& shape, DType dtype, const std::string& path,
+                         ErrorCode code = ErrorCode::format_error) {
   constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
-  std::int64_t count = 1;
+  std::int64_t count = 1;  // of the non-zero sizes
+  bool empty = false;
   for (std::int64_t s : shape) {
-    if (s != 0 && count > kMax / s) {
-      format_fail(path, "the element count of shape " + shape_repr(shape) + " overflows 64 bits");
+    if (s == 0) {
+      empty = true;
+      continue;
     }
+    if (count > kMax / s) fail(code, path, "the element count of shape " + shape_repr(shape) + " overflows 64 bits");
     count *= s;
   }
   const auto size = static_cast<std::int64_t>(dtype_size(dtype));
   if (count > kMax / size) {
-    format_fail(path, "the byte count of shape " + shape_repr(shape) + " with " + std::to_string(size) +
-                          "-byte elements overflows 64 bits");
+    fail(code, path, "the byte count of shape " + shape_repr(shape) + " with " + std::to_string(size) +
+                         "-byte elements overflows 64 bits");
   }
-  return static_cast<std::uint64_t>(count * size);
+  return empty ? 0 : static_cast<std::uint64_t>(count * size);
 }
 
 // The data must fill the rest of the file exactly. Extra bytes are rejected rather than ignored:
@@ -360,6 +369,30 @@ void check_data_size(std::uint64_t needed, std::uint64_t available, const Header
   if (available > needed) {
     format_fail(path, std::to_string(available - needed) + " unexpected trailing bytes after the data (" + what + ")");
   }
+}
+
+// ---- reading: the whole file ----
+
+// The whole file: magic, version, header, then the data, which must fill the rest exactly.
+template <class Input>
+Tensor read_from(Input& in, const std::string& path) {
+  read_magic(in, path);
+  const int major = read_version(in, path);
+  std::string text(read_header_length(in, major, path), '\0');
+  in.read(text.data(), text.size(), "header");
+  const Header header = HeaderParser(text, path, /*python2_longs=*/major < 3).parse();
+
+  const DType dtype = dtype_from_descr(header.descr, path);
+  if (header.fortran_order) {
+    format_fail(path, "Fortran-order arrays (fortran_order: True) are not supported; save np.ascontiguousarray(arr)");
+  }
+  const std::uint64_t nbytes = data_bytes(header.shape, dtype, path);
+  check_data_size(nbytes, in.remaining(), header, path);  // before allocating anything the file claims
+
+  Tensor tensor(dtype, header.shape);
+  in.read(tensor.raw(), static_cast<std::size_t>(nbytes), "data");
+  if (dtype == DType::boolean) normalize_bools(tensor);
+  return tensor;
 }
 
 // ---- writing ----
@@ -482,6 +515,7 @@ void write_elements(OutputFile& out, const StridedSource& src) {
 }
 
 void write_source(const std::string& path, const StridedSource& src) {
+  data_bytes(src.sizes, file_dtype_of(src.dtype), path, ErrorCode::size_overflow);  // what read_npy would refuse
   const std::string header = wrap_header(header_dict(file_dtype_of(src.dtype), src.sizes), src.sizes.size(), path);
   OutputFile out(path);
   out.write(header.data(), header.size());
@@ -513,23 +547,12 @@ void check_view(ConstTensorView view, const std::string& path) {
 
 Tensor read_npy(const std::string& path) {
   InputFile in(path);
-  read_magic(in, path);
-  const int major = read_version(in, path);
-  std::string text(read_header_length(in, major, path), '\0');
-  in.read(text.data(), text.size(), "header");
-  const Header header = HeaderParser(text, path, /*python2_longs=*/major < 3).parse();
+  return read_from(in, path);
+}
 
-  const DType dtype = dtype_from_descr(header.descr, path);
-  if (header.fortran_order) {
-    format_fail(path, "Fortran-order arrays (fortran_order: True) are not supported; save np.ascontiguousarray(arr)");
-  }
-  const std::uint64_t nbytes = data_bytes(header.shape, dtype, path);
-  check_data_size(nbytes, in.remaining(), header, path);  // before allocating anything the file claims
-
-  Tensor tensor(dtype, header.shape);
-  in.read(tensor.raw(), static_cast<std::size_t>(nbytes), "data");
-  if (dtype == DType::boolean) normalize_bools(tensor);
-  return tensor;
+Tensor parse_npy(std::span<const std::byte> bytes, const std::string& source_name) {
+  MemoryInput in(bytes, source_name);
+  return read_from(in, source_name);
 }
 
 void write_npy(const std::string& path, const Tensor& tensor) {
@@ -537,13 +560,8 @@ void write_npy(const std::string& path, const Tensor& tensor) {
   if (tensor.raw() == nullptr) {
     fail(ErrorCode::invalid_argument, path, "cannot write a default-constructed (empty) Tensor");
   }
-  StridedSource src{static_cast<const std::byte*>(tensor.raw()), tensor.dtype(), tensor.shape(),
-                    std::vector<std::int64_t>(tensor.shape().size())};
-  std::int64_t stride = 1;
-  for (std::size_t d = src.sizes.size(); d-- > 0;) {
-    src.strides[d] = stride;
-    stride *= src.sizes[d];
-  }
+  const StridedSource src{static_cast<const std::byte*>(tensor.raw()), tensor.dtype(), tensor.shape(),
+                          io::c_order_strides(tensor.shape())};
   write_source(path, src);
 }
 

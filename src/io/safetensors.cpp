@@ -42,7 +42,7 @@ namespace attnkit {
 namespace {
 
 using io::errno_text, io::fail, io::FilePtr, io::format_fail, io::in_quotes, io::InputFile, io::kMaxQuotedChars,
-    io::normalize_bools, io::printable, io::truncated;
+    io::MemoryInput, io::normalize_bools, io::printable;
 
 // Elements are copied byte for byte between memory and little-endian files; a big-endian host would
 // need byte swapping, which this file does not implement.
@@ -206,6 +206,8 @@ class HeaderParser {
         if (key == kMetadataKey) {
           parse_metadata();
         } else {
+          // The writer refuses an empty name, so a file with one could be read but not written back.
+          if (key.empty()) format_fail(source_, "a tensor name is empty");
           header_.tensors.push_back(parse_tensor(std::move(key)));
         }
       } while (consume(','));
@@ -483,14 +485,19 @@ class HeaderParser {
 
 // ---- reading: the layout of the data buffer ----
 
-// shape × dtype size, or an error if the element or byte count does not fit in 64 bits. The product
-// is checked left to right, like Tensor's constructor, so [2^40, 2^40, 0] is rejected although it
-// holds no elements.
+// shape × dtype size, or an error if the element or byte count does not fit in 64 bits. Sizes of 0 are
+// left out of the product checked: [0, 2^40, 2^40] holds no element, but its strides do not fit in 64
+// bits and no view could describe it, so it is rejected like [2^40, 2^40, 0].
 std::uint64_t data_bytes(const TensorEntry& e, const std::string& source) {
   constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
-  std::int64_t count = 1;
+  std::int64_t count = 1;  // of the non-zero sizes
+  bool empty = false;
   for (std::int64_t s : e.shape) {
-    if (s != 0 && count > kMax / s) {
+    if (s == 0) {
+      empty = true;
+      continue;
+    }
+    if (count > kMax / s) {
       format_fail(source, tensor_label(e.name) + ": the element count of shape " + shape_string(e.shape) +
                               " overflows 64 bits");
     }
@@ -501,7 +508,7 @@ std::uint64_t data_bytes(const TensorEntry& e, const std::string& source) {
     format_fail(source, tensor_label(e.name) + ": the byte count of shape " + shape_string(e.shape) + " of " +
                             std::string(dtype_string(e.dtype)) + " overflows 64 bits");
   }
-  return static_cast<std::uint64_t>(count * size);
+  return empty ? 0 : static_cast<std::uint64_t>(count * size);
 }
 
 // Checks each tensor's offsets against its shape and the buffer, then sorts the tensors by offset
@@ -548,27 +555,9 @@ void check_layout(Header& header, std::uint64_t buffer_size, const std::string& 
   }
 }
 
-// ---- reading: where the bytes come from ----
+// ---- reading: the header length ----
 
-// The bytes of a whole file in memory.
-class MemoryInput {
- public:
-  MemoryInput(std::span<const std::byte> bytes, const std::string& source) : bytes_(bytes), source_(source) {}
-
-  std::uint64_t remaining() const { return bytes_.size() - offset_; }
-
-  void read(void* dst, std::size_t n, const std::string& what) {
-    if (n > remaining()) truncated(source_, n, remaining(), what);
-    if (n != 0) std::memcpy(dst, bytes_.data() + offset_, n);
-    offset_ += n;
-  }
-
- private:
-  std::span<const std::byte> bytes_;
-  const std::string& source_;
-  std::size_t offset_ = 0;
-};
-
+// `Input` is io::InputFile or io::MemoryInput.
 template <class Input>
 std::uint64_t read_header_length(Input& in, const std::string& source) {
   std::array<unsigned char, kLengthBytes> bytes{};
@@ -626,14 +615,20 @@ struct WriteItem {
 };
 
 // Sizes must be non-negative with element and byte counts that fit in 64 bits, and the data
-// non-null when there are elements. Returns the byte count.
+// non-null when there are elements. Returns the byte count. As in data_bytes, sizes of 0 are left out
+// of the products checked, so that nothing is written that the reader would refuse.
 std::uint64_t checked_nbytes(const WriteItem& item, const void* data, const std::string& path) {
   const std::string who = tensor_label(item.name) + " of shape " + shape_string(item.sizes);
   constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
-  std::int64_t count = 1;
+  std::int64_t count = 1;  // of the non-zero sizes
+  bool empty = false;
   for (std::int64_t s : item.sizes) {
     if (s < 0) fail(ErrorCode::invalid_shape, path, "cannot write " + who + ": negative size");
-    if (s != 0 && count > kMax / s) {
+    if (s == 0) {
+      empty = true;
+      continue;
+    }
+    if (count > kMax / s) {
       fail(ErrorCode::size_overflow, path, "cannot write " + who + ": the element count overflows 64 bits");
     }
     count *= s;
@@ -642,9 +637,8 @@ std::uint64_t checked_nbytes(const WriteItem& item, const void* data, const std:
   if (count > kMax / size) {
     fail(ErrorCode::size_overflow, path, "cannot write " + who + ": the byte count overflows 64 bits");
   }
-  if (count > 0 && data == nullptr) {
-    fail(ErrorCode::null_pointer, path, "cannot write " + who + " with a null data pointer");
-  }
+  if (empty) return 0;
+  if (data == nullptr) fail(ErrorCode::null_pointer, path, "cannot write " + who + " with a null data pointer");
   return static_cast<std::uint64_t>(count * size);
 }
 
@@ -900,13 +894,8 @@ void write_safetensors(const std::string& path, const SafetensorsFile& file) {
            "cannot write " + tensor_label(name) + ": it is a default-constructed (empty) Tensor");
     }
     WriteItem item{name, static_cast<const std::byte*>(tensor.raw()), tensor.dtype(), tensor.shape(),
-                   std::vector<std::int64_t>(tensor.shape().size())};
-    std::int64_t stride = 1;
-    for (std::size_t d = item.sizes.size(); d-- > 0;) {
-      item.strides[d] = stride;
-      stride *= item.sizes[d];
-    }
-    item.nbytes = tensor.nbytes();
+                   io::c_order_strides(tensor.shape())};
+    item.nbytes = checked_nbytes(item, tensor.raw(), path);
     items.push_back(std::move(item));
   }
   write_items(path, items, file.metadata);

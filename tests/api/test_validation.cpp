@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "support/testing.hpp"
 
@@ -169,6 +170,46 @@ TEST(Validation, ScalarOptions) {
   expect_error([&] { c.run_forward(); }, ErrorCode::invalid_argument, {"window", "(-2, 3)"});
 }
 
+// Found by fuzz/fuzz_validation.cpp: softcap 1e300 passed validation, became inf as the fast kernel's
+// float32, and gave NaN outputs (inf · tanh(0)); a huge scale did the same where q·k = 0.
+TEST(Validation, Float32KernelRefusesScaleAndSoftcapOutsideFloat32) {
+  for (double cap : {1e300, 1e39, 1e-300, 1e-39}) {
+    Call c;
+    c.options.softcap = cap;
+    expect_error([&] { c.run_forward(); }, ErrorCode::invalid_argument, {"softcap", "float32", "Kernel::reference"});
+    expect_error([&] { c.run_backward(); }, ErrorCode::invalid_argument, {"softcap", "float32"});
+  }
+  Call c;
+  c.options.scale = 1e300;
+  expect_error([&] { c.run_forward(); }, ErrorCode::invalid_argument, {"scale", "float32"});
+  // The float64 reference takes them as given, and within float32's range the fast kernel does too.
+  for (Kernel kernel : {Kernel::reference, Kernel::fast}) {
+    Call ok;
+    ok.options.kernel = kernel;
+    ok.options.softcap = kernel == Kernel::reference ? 1e300 : 1e37;
+    ok.options.scale = kernel == Kernel::reference ? 1e-300 : 1e30;
+    ok.run_forward();
+    EXPECT_FALSE(testing::has_nan(ok.out)) << kernel_name(kernel);
+  }
+}
+
+// Found by fuzz/fuzz_validation.cpp: with no heads at all (Hq = Hkv = 0) but m > 0 keys, validation
+// reported one KV head, and the fast backward read keys and wrote gradients of that head, which has
+// no memory. Every view here is empty, with a null data pointer: nothing may be touched.
+TEST(Validation, NoHeadsAtAllIsAnEmptyProblemForEveryKernel) {
+  const auto empty = [](std::initializer_list<std::int64_t> sizes) {
+    return TensorView::contiguous(nullptr, DType::f32, sizes);
+  };
+  for (Kernel kernel : {Kernel::fast, Kernel::reference}) {
+    AttentionOptions options;
+    options.kernel = kernel;
+    const TensorView q = empty({2, 0, 3, 4}), k = empty({2, 0, 5, 4}), v = empty({2, 0, 5, 6}), out = empty({2, 0, 3, 6});
+    forward(q, k, v, out, options, {.lse = empty({2, 0, 3}), .probs = empty({2, 0, 3, 5})});
+    const TensorView d_out = empty({2, 0, 3, 6}), dq = empty({2, 0, 3, 4}), dk = empty({2, 0, 5, 4}), dv = empty({2, 0, 5, 6});
+    backward(q, k, v, out, d_out, empty({2, 0, 3}), dq, dk, dv, options);
+  }
+}
+
 TEST(Validation, Dtypes) {
   Rng rng(4);
   {
@@ -239,6 +280,71 @@ TEST(Validation, SizesThatOverflow) {
   ConstTensorView negative(&x, DType::f32, {1, 1, -3, 1}, {1, 1, 1, 1});
   expect_error([&] { forward(negative, negative, negative, TensorView(&x, DType::f32, {1, 1, 1, 1}, {1, 1, 1, 1})); },
                ErrorCode::invalid_shape, {"q", "negative"});
+}
+
+// Found by fuzz/fuzz_validation.cpp. A size of 0 used to excuse the others, so [B, 0, m, d] with an
+// absurd B passed, and kernels that loop over batch × heads overflowed; a stride of INT64_MAX on a
+// 1-byte mask made the extent's "largest offset + 1" overflow in validation itself; and the stride of
+// a size-1 dimension was never checked, so the kernel's step in bytes overflowed.
+TEST(Validation, ProductsOfSizesStridesAndExtentsPast64BitsAreRefused) {
+  Call c;
+  float x = 0;
+  const TensorView out(&x, DType::f32, {1, 1, 1, 1}, {1, 1, 1, 1});
+  const ConstTensorView empty_but_huge(nullptr, DType::f32, {std::int64_t{1} << 62, 0, 4, 8}, {0, 0, 0, 0});
+  expect_error([&] { forward(empty_but_huge, empty_but_huge, empty_but_huge, out); }, ErrorCode::size_overflow,
+               {"q", "product of its sizes overflows"});
+  const std::int64_t far = std::numeric_limits<std::int64_t>::max();
+  const bool keep = true;
+  c.options.mask = ConstTensorView(&keep, DType::boolean, {2, 1, 1, 1}, {far, 1, 1, 1});
+  expect_error([&] { c.run_forward(); }, ErrorCode::size_overflow, {"mask", "byte extent overflows"});
+  const ConstTensorView size_one_far(&x, DType::f32, {1, 1, 1, 1}, {1, 1, 1, std::int64_t{1} << 61});
+  expect_error([&] { forward(size_one_far, size_one_far, size_one_far, out); }, ErrorCode::size_overflow,
+               {"q", "strides reach past"});
+}
+
+// Found by fuzz/fuzz_validation.cpp: strides of an empty view are never checked (it reaches no
+// memory), yet the fast kernel formed the addresses of its zero-width key rows, and a batch stride of
+// INT64_MAX overflowed the pointer. With d_k = 0 every logit is 0: each output row is the mean of v.
+TEST(Validation, EmptyViewsMayHaveAnyStrides) {
+  Rng rng(11);
+  const Tensor v = random_tensor(rng, {2, 1, 3, 2}, DType::f32);
+  const std::int64_t far = std::numeric_limits<std::int64_t>::max();
+  const ConstTensorView q(nullptr, DType::f32, {2, 1, 4, 0}, {far, -far, far, 1});
+  const ConstTensorView k(nullptr, DType::f32, {2, 1, 3, 0}, {far, far, -far, far});
+  for (Kernel kernel : {Kernel::fast, Kernel::reference}) {
+    Tensor out = testing::poisoned(DType::f32, {2, 1, 4, 2});
+    AttentionOptions options;
+    options.kernel = kernel;
+    forward(q, k, v.view(), out.view(), options);
+    for (std::int64_t b = 0; b < 2; ++b)
+      for (std::int64_t i = 0; i < 4; ++i)
+        for (std::int64_t c = 0; c < 2; ++c) {
+          double mean = 0;
+          for (std::int64_t j = 0; j < 3; ++j) mean += *v.view().at<float>({b, 0, j, c}) / 3.0;
+          EXPECT_NEAR(*out.view().at<float>({b, 0, i, c}), mean, 1e-6) << kernel_name(kernel);
+        }
+  }
+}
+
+// Found by fuzz/fuzz_validation.cpp: an lse view with strides [-8, -6, -1] writes some elements twice
+// (rows that share an element overwrite each other, and two threads may race on it), and only zero
+// strides were refused. Outputs now must step past what their smaller strides reach.
+TEST(Validation, OutputsThatWriteAnElementTwiceAreRefused) {
+  Call c;
+  const TensorView self_overlapping_out(c.out.raw(), DType::f32, {2, 4, 3, 7}, {84, 7, 7, 1});
+  expect_error([&] { forward(c.q.view(), c.k.view(), c.v.view(), self_overlapping_out); }, ErrorCode::overlap,
+               {"out", "(stride 7)", "overwrite each other"});
+  std::vector<float> room(64);
+  const TensorView self_overlapping_lse(room.data() + 40, DType::f32, {2, 4, 3}, {-8, -6, -1});
+  expect_error([&] { forward(c.q.view(), c.k.view(), c.v.view(), c.out.view(), {}, {.lse = self_overlapping_lse}); },
+               ErrorCode::overlap, {"lse", "strides [-8, -6, -1]"});
+  // Permuted, padded and reversed layouts write each element once and pass.
+  Tensor padded(DType::f32, {2, 4, 3, 9});
+  const TensorView reversed(static_cast<float*>(padded.raw()) + 2 * 4 * 3 * 9 - 9, DType::f32, {2, 4, 3, 7},
+                            {-108, -27, -9, 1});
+  forward(c.q.view(), c.k.view(), c.v.view(), reversed);
+  Tensor heads_first(DType::f32, {4, 2, 3, 7});
+  forward(c.q.view(), c.k.view(), c.v.view(), heads_first.view().permuted({1, 0, 2, 3}));
 }
 
 TEST(Validation, KernelChoiceIsVisibleAndNeverSilentlyReplaced) {

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iterator>
 #include <random>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -654,6 +655,20 @@ TEST(Npy, RejectsShapeOverflow) {
   EXPECT_TRUE(rejects(npy(1, dict("|b1", "(3037000500, 3037000500, 2)")), "overflows 64 bits"));
 }
 
+// Found by fuzz/fuzz_npy.cpp: a zero size used to excuse the others, so (0, 2**43, 2**40) was read
+// as an empty tensor whose strides do not fit in 64 bits (and write_npy overflowed computing them).
+TEST(Npy, RejectsOverflowingSizesBesideAZeroSizeAndNeverWritesThem) {
+  EXPECT_TRUE(rejects(npy(1, dict("<f4", "(0, 8796093022208, 1099511627776)")), "element count"));
+  EXPECT_TRUE(rejects(npy(1, dict("<f8", "(1152921504606846976, 0, 2)")), "byte count"));
+  ScratchDir dir;
+  const std::string path = dir.file("empty.npy");
+  const Tensor empty(DType::f32, {0, std::int64_t{1} << 43, std::int64_t{1} << 40});
+  EXPECT_TRUE(write_fails([&] { write_npy(path, empty); }, path, ErrorCode::size_overflow, "element count"));
+  EXPECT_FALSE(fs::exists(path));
+  write_npy(path, Tensor(DType::f32, {0, std::int64_t{1} << 20, 3}));  // empty, with sizes that fit
+  EXPECT_EQ(read_npy(path).shape(), (std::vector<std::int64_t>{0, std::int64_t{1} << 20, 3}));
+}
+
 TEST(Npy, RejectsTrailingBytesAfterTheData) {
   const std::string three_floats = bytes_of(std::vector<float>{1, 2, 3});
   EXPECT_TRUE(rejects(npy(1, dict("<f4", "(2,)"), three_floats), "4 unexpected trailing bytes"));
@@ -705,6 +720,50 @@ TEST(Npy, RejectsGarbageHeaders) {
   for (const auto& [header, keyword] : cases) {
     EXPECT_TRUE(rejects(raw_npy(1, header), keyword)) << header;
   }
+}
+
+// ============================================================================================
+// In memory: parse_npy runs the same reader on bytes
+// ============================================================================================
+
+std::span<const std::byte> as_bytes(const std::string& text) { return std::as_bytes(std::span(text)); }
+
+TEST(Npy, ParseNpyReadsWhatReadNpyReadsFromTheSameBytes) {
+  ScratchDir dir;
+  const std::string path = dir.file("same.npy");
+  for (const std::string& bytes :
+       {npy(1, dict("<f4", "(2, 3)"), bytes_of(std::vector<float>{1.5f, -2, 3.25f, 0, 1e-30f, -7})),
+        npy(2, R"({"descr": "<i8", "fortran_order": False, "shape": (2,)})", bytes_of(std::vector<std::int64_t>{-1, 9})),
+        npy(3, dict("|b1", "(3,)"), std::string("\1\0\7", 3)), npy(1, dict("<f8", "(0, 4)"))}) {
+    write_file(path, bytes);
+    const Tensor from_file = read_npy(path);
+    const Tensor from_memory = attnkit::parse_npy(as_bytes(bytes));
+    EXPECT_EQ(from_memory.dtype(), from_file.dtype());
+    EXPECT_EQ(from_memory.shape(), from_file.shape());
+    EXPECT_TRUE(same_bytes(from_memory, from_file));
+  }
+}
+
+TEST(Npy, ParseNpyNamesTheSourceAndChecksSizesBeforeAllocating) {
+  const auto parse_error = [](const std::string& bytes, const std::string& source) -> std::string {
+    try {
+      attnkit::parse_npy(as_bytes(bytes), source);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::format_error) << e.what();
+      return e.what();
+    }
+    ADD_FAILURE() << "parse_npy accepted the bytes";
+    return "";
+  };
+  const std::string full = npy(1, dict("<i4", "(3,)"), bytes_of(std::vector<std::int32_t>{1, 2, 3}));
+  for (std::size_t n = 0; n < full.size(); ++n) {
+    const std::string message = parse_error(full.substr(0, n), "weights.npy");
+    EXPECT_EQ(message.rfind("weights.npy: ", 0), 0u) << message;
+    EXPECT_NE(message.find("truncated"), std::string::npos) << message;
+  }
+  EXPECT_EQ(parse_error(full + "x", "<memory>").rfind("<memory>: 1 unexpected trailing byte", 0), 0u);
+  // 2^40 floats claimed, none present: refused by the size check, not by the allocator.
+  EXPECT_NE(parse_error(npy(1, dict("<f4", "(1099511627776,)")), "big").find("truncated in the data"), std::string::npos);
 }
 
 // ============================================================================================

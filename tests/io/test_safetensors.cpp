@@ -722,7 +722,7 @@ TEST(Safetensors, RejectsSizesAndOffsetsThatOverflow) {
   EXPECT_TRUE(rejects(with_shape("[9223372036854775808]"), "tensor 'w': shape entry 9223372036854775808 overflows"));
   EXPECT_TRUE(rejects(with_shape("[4294967296,4294967296]"),
                       "tensor 'w': the element count of shape [4294967296, 4294967296] overflows 64 bits"));
-  EXPECT_TRUE(rejects(with_shape("[4294967296,4294967296,0]"), "element count"));  // checked left to right, like Tensor
+  EXPECT_TRUE(rejects(with_shape("[4294967296,4294967296,0]"), "element count"));  // a zero size excuses nothing
   EXPECT_TRUE(rejects(with_shape("[2305843009213693952]"),
                       "tensor 'w': the byte count of shape [2305843009213693952] of F32 overflows"));
   EXPECT_TRUE(rejects(with_info(R"({"dtype":"F32","shape":[2,3],"data_offsets":[0,18446744073709551616]})"),
@@ -730,6 +730,28 @@ TEST(Safetensors, RejectsSizesAndOffsetsThatOverflow) {
   // A huge claimed tensor with a consistent size: fails on the buffer, never reaches the allocator.
   EXPECT_TRUE(rejects(with_info(R"({"dtype":"F32","shape":[1099511627776],"data_offsets":[0,4398046511104]})"),
                       "out of range"));
+}
+
+// Found by fuzzing the .npy reader, which shared the rule: a zero size used to excuse the others, so
+// [0, 2^32, 2^32] was read as an empty tensor whose strides do not fit in 64 bits.
+TEST(Safetensors, RejectsOverflowingSizesBesideAZeroSizeAndNeverWritesThem) {
+  EXPECT_TRUE(rejects(with_shape("[0,4294967296,4294967296]"), "tensor 'w': the element count of shape"));
+  ScratchDir dir;
+  const std::string path = dir.file("x.safetensors");
+  const std::int64_t big = std::int64_t{1} << 32;
+  EXPECT_TRUE(fails_with([&] { write_safetensors(path, {{"w", ConstTensorView(nullptr, DType::f32, {0, big, big}, {0, 0, 0})}}); },
+                         ErrorCode::size_overflow, path, {"tensor 'w' of shape [0, 4294967296, 4294967296]", "element count"}));
+  SafetensorsFile file;
+  file.tensors.emplace("w", Tensor(DType::f32, {0, big, big}));
+  EXPECT_TRUE(fails_with([&] { write_safetensors(path, file); }, ErrorCode::size_overflow, path, {"element count"}));
+  EXPECT_TRUE(dir.entries().empty());
+}
+
+// Found by fuzz/fuzz_safetensors.cpp's round trip: a tensor named "" was read, but write_safetensors
+// refuses empty names, so what read_safetensors returned could not be written back.
+TEST(Safetensors, RejectsAnEmptyTensorNameAsTheWriterDoes) {
+  EXPECT_TRUE(rejects(file_of(header_of({entry("", "F32", "[1]", 0, 4)}), std::string(4, '\0')),
+                      "a tensor name is empty"));
 }
 
 TEST(Safetensors, RejectsDataOffsetsThatAreNotAPair) {
