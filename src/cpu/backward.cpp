@@ -14,9 +14,7 @@
 namespace attnkit::cpu {
 namespace {
 
-constexpr std::int64_t kPadding = kMaxTileCols;  // d_k, d_v padded to whole tiles of every target
-
-BackwardPlan make_plan(const detail::Problem& p, const detail::BackwardIO& io) {
+BackwardPlan make_plan(const detail::Problem& p, const detail::BackwardIO& io, const Geometry& geometry) {
   const detail::Sizes& s = p.sizes;
   BackwardPlan plan;
   plan.problem = &p;
@@ -29,9 +27,9 @@ BackwardPlan make_plan(const detail::Problem& p, const detail::BackwardIO& io) {
   plan.chunk_keys = std::max<std::int64_t>(ceil_div(blocks, wanted), 1) * kBackwardKeyBlock;
   plan.chunks = ceil_div(s.m, plan.chunk_keys);
   plan.items = s.batch * s.kv_heads * plan.chunks;
-  plan.padded_n = round_up(s.n, kTileRows);
-  plan.padded_d_k = round_up(s.d_k, kPadding);
-  plan.padded_d_v = round_up(s.d_v, kPadding);
+  plan.padded_n = round_up(s.n, geometry.tile_rows);
+  plan.padded_d_k = round_up(s.d_k, geometry.tile_cols());
+  plan.padded_d_v = round_up(s.d_v, geometry.tile_cols());
   plan.scale = static_cast<float>(p.scale);
   plan.softcap = static_cast<float>(p.options->softcap);
   if (p.options->dropout_p > 0) {
@@ -94,21 +92,13 @@ void reduce_dq_head(const BackwardPlan& plan, std::int64_t batch, std::int64_t h
 
 }  // namespace
 
-BackwardKernels backward_kernels(Target target) {
-#if defined(__x86_64__) || defined(__i386__)
-  if (target == Target::avx2) return backward_kernels_avx2();
-#endif
-  (void)target;
-  return backward_kernels_scalar();
-}
-
 detail::ByteCount fast_backward_scratch_bytes(const detail::Problem& p) {
   using detail::ByteCount;
   const detail::Sizes& s = p.sizes;
   if (s.batch == 0 || s.kv_heads == 0) return 0;
   // make_plan's sizes in saturating arithmetic (zero strides make absurd sizes cheap to pass).
-  const ByteCount rows = ByteCount::of(s.batch) * ByteCount::of(s.q_heads) * (ByteCount::of(s.n) + kTileRows);
-  const ByteCount padded_d_k = ByteCount::of(s.d_k) + kPadding, padded_d_v = ByteCount::of(s.d_v) + kPadding;
+  const ByteCount rows = ByteCount::of(s.batch) * ByteCount::of(s.q_heads) * (ByteCount::of(s.n) + kMaxTileRows);
+  const ByteCount padded_d_k = ByteCount::of(s.d_k) + kMaxTileCols, padded_d_v = ByteCount::of(s.d_v) + kMaxTileCols;
   const ByteCount chunks = static_cast<std::uint64_t>(kBackwardMinItems);  // make_plan never makes more
   const ByteCount call = rows * (padded_d_k + padded_d_v + 2) * sizeof(float) + rows +  // q, d_out, lse, delta, finite
                          chunks * rows * padded_d_k * sizeof(float);                   // dq_partials
@@ -120,8 +110,8 @@ detail::ByteCount fast_backward_scratch_bytes(const detail::Problem& p) {
 void fast_backward(const detail::Problem& p, const detail::BackwardIO& io) {
   const detail::Sizes& s = p.sizes;
   if (s.batch == 0 || s.kv_heads == 0) return;  // every gradient is empty
-  BackwardPlan plan = make_plan(p, io);
   const BackwardKernels kernels = backward_kernels(active_target());
+  BackwardPlan plan = make_plan(p, io, kernels.geometry);
 
   thread_local std::vector<float> q, d_out, lse, delta, dq_partials;
   thread_local std::vector<std::uint8_t> finite;

@@ -20,8 +20,8 @@ struct BackwardPlan {
   std::int64_t chunks = 0;      // key chunks per (batch, KV head)
   std::int64_t chunk_keys = 0;  // keys per chunk, a multiple of kBackwardKeyBlock
   std::int64_t items = 0;       // batch · KV heads · chunks
-  std::int64_t padded_n = 0;    // queries per head, rounded up to whole register tiles
-  std::int64_t padded_d_k = 0, padded_d_v = 0;  // rounded up to the widest tile width
+  std::int64_t padded_n = 0;    // queries per head, rounded up to the target's whole register tiles
+  std::int64_t padded_d_k = 0, padded_d_v = 0;  // rounded up to the target's tile width
 
   float scale = 0;
   float softcap = 0;  // 0 when off

@@ -185,6 +185,140 @@ bool pack_values(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordi
   return finite;
 }
 
+// ---- the bf16-dot path: targets with bf16 dot products (Isa::kDotBf16), when q, k and v are bf16 ----
+//
+// Q·Kᵀ and P·V take pairs of bf16 values straight from the inputs (products exact, sums in float32),
+// K packed as pairs along d_k, V as pairs along keys, and P rounded to bf16 before P·V, as
+// FlashAttention and torch do; the row sums l keep the unrounded P. The same rounding of P applies on
+// every path of such a target (decode tiles multiply in float32, with the rounded P), so a target
+// gives one answer whichever path a call takes.
+
+bool uses_bf16_dot(const detail::Problem& p) {
+  return Isa::kDotBf16 && p.q.dtype() == DType::bf16 && p.k.dtype() == DType::bf16 && p.v.dtype() == DType::bf16;
+}
+
+std::int64_t pair_count(std::int64_t elements) { return (elements + 1) / 2; }
+
+std::uint16_t bf16_bits_of(float x) {  // x holds a bf16 value: its upper 16 bits, exactly
+  std::uint32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  return static_cast<std::uint16_t>(bits >> 16);
+}
+
+// `count` elements of row (b, h, i) of a bf16 tensor as bf16 bits, zero-padded to `padded`.
+void load_row_bf16(const ConstTensorView& t, std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t count,
+                   std::int64_t padded, std::uint16_t* out) {
+  const auto* row = static_cast<const std::uint16_t*>(t.data()) + b * t.stride(0) + h * t.stride(1) + i * t.stride(2);
+  if (t.stride(3) == 1) {
+    std::memcpy(out, row, static_cast<std::size_t>(count) * sizeof(std::uint16_t));
+  } else {
+    for (std::int64_t c = 0; c < count; ++c) out[c] = row[c * t.stride(3)];
+  }
+  std::fill(out + count, out + padded, std::uint16_t{0});
+}
+
+bool all_finite_bf16(const std::uint16_t* x, std::int64_t count) {
+  bool special = false;  // exponent all ones: ±inf or NaN
+  for (std::int64_t c = 0; c < count; ++c) special |= (x[c] & 0x7F80) == 0x7F80;
+  return !special;
+}
+
+// The queries as bf16 rows of even length (prepare_rows has loaded them as float32 in ws.q).
+void prepare_query_pairs(ForwardWorkspace& ws) {
+  const std::int64_t stride = 2 * pair_count(ws.d_k);
+  for (std::int64_t r = 0; r < ws.rows; ++r) {
+    std::uint16_t* out = ws.q_bf16 + r * stride;
+    for (std::int64_t c = 0; c < ws.d_k; ++c) out[c] = bf16_bits_of(ws.q[r * ws.d_k + c]);
+    std::fill(out + ws.d_k, out + stride, std::uint16_t{0});
+  }
+}
+
+// Packs K[b, g, j0 .. j0 + width) into panels of pairs along d_k (zero keys up to `cols`): the same
+// in-register transposes as pack_panels, moving 32-bit pairs instead of floats.
+void pack_key_pairs(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordinates& item, std::int64_t j0,
+                    std::int64_t width, std::int64_t cols) {
+  const ConstTensorView& keys = plan.problem->k;
+  const std::int64_t pairs = pair_count(ws.d_k);
+  const bool in_place = keys.stride(3) == 1 && ws.d_k % 2 == 0;
+  float* converted = ws.key_rows;  // [kTileCols][d_k] floats: room for a row of pairs each
+  for (std::int64_t p0 = 0; p0 < cols; p0 += kTileCols) {
+    const float* rows[kTileCols];
+    for (std::int64_t t = 0; t < kTileCols; ++t) {
+      const std::int64_t j = p0 + t;
+      if (j >= width) {
+        rows[t] = ws.zero_row;
+        continue;
+      }
+      const StoredRow at = stored_row(*plan.problem, item.batch, j0 + j);
+      if (in_place) {
+        rows[t] = reinterpret_cast<const float*>(keys.at<bfloat16>({at.outer, item.kv_head, at.row, 0}));
+      } else {
+        auto* row = reinterpret_cast<std::uint16_t*>(converted + t * ws.d_k);
+        load_row_bf16(keys, at.outer, item.kv_head, at.row, ws.d_k, 2 * pairs, row);
+        rows[t] = reinterpret_cast<const float*>(row);
+      }
+    }
+    pack_panels(rows, kTileCols, pairs, ws.k_t + p0 * pairs);
+  }
+}
+
+// v[j/2][c] = (V[j][c], V[j + 1][c]) for even j < cols, c < the padded d_v (zeros past d_v and past
+// width). Returns whether every value is finite.
+template <class I = Isa>
+bool pack_value_pairs(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordinates& item, std::int64_t j0,
+                      std::int64_t width, std::int64_t cols) {
+  const ConstTensorView& values = plan.problem->v;
+  const std::int64_t d_v = plan.problem->sizes.d_v;
+  auto* out = reinterpret_cast<std::uint32_t*>(ws.v);
+  std::uint16_t* row[2] = {ws.bf16_rows, ws.bf16_rows + ws.d_v};
+  bool finite = true;
+  for (std::int64_t j = 0; j < cols; j += 2) {
+    for (std::int64_t e = 0; e < 2; ++e) {
+      if (j + e < width) {
+        const StoredRow at = stored_row(*plan.problem, item.batch, j0 + j + e);
+        load_row_bf16(values, at.outer, item.kv_head, at.row, d_v, ws.d_v, row[e]);
+        finite = all_finite_bf16(row[e], d_v) && finite;
+      } else {
+        std::fill(row[e], row[e] + ws.d_v, std::uint16_t{0});
+      }
+    }
+    for (std::int64_t c = 0; c < ws.d_v; c += kLanes) I::interleave_bf16(row[0] + c, row[1] + c, out + (j / 2) * ws.d_v + c);
+  }
+  return finite;
+}
+
+// scores[r][·] = scale · q[r] · K_jᵀ for the tile's rows, from the pairs.
+template <class I = Isa>
+void score_tile_bf16(const ForwardWorkspace& ws, std::int64_t tile, std::int64_t cols, float scale) {
+  const std::int64_t pairs = pair_count(ws.d_k);
+  tile_a_bt_bf16<I>(reinterpret_cast<const std::uint32_t*>(ws.q_bf16) + tile * pairs, pairs,
+                    reinterpret_cast<const std::uint32_t*>(ws.k_t), pairs, cols, scale, ws.scores, kKeyBlock);
+}
+
+// p ← p rounded to bf16, in place over the tile's rows, before P·V.
+template <class I = Isa>
+void round_probabilities(ForwardWorkspace& ws, std::int64_t cols) {
+  for (std::int64_t r = 0; r < kTileRows; ++r)
+    for (std::int64_t c0 = 0; c0 < cols; c0 += kLanes) {
+      float* p = ws.scores + r * kKeyBlock + c0;
+      I::store(p, I::round_to_bf16(I::load(p)));
+    }
+}
+
+// acc[r][·] = acc[r][·] · alpha[r] + Σ_j p[r][j] · v[j][·] with the (rounded) p in pairs.
+template <class I = Isa>
+void accumulate_pv_bf16(ForwardWorkspace& ws, std::int64_t tile, std::int64_t cols, const float* alpha) {
+  const std::int64_t pairs = cols / 2;  // cols is a whole number of tiles: even
+  for (std::int64_t r = 0; r < kTileRows; ++r) {
+    const float* p = ws.scores + r * kKeyBlock;
+    std::uint32_t* out = ws.p_pairs + r * (kKeyBlock / 2);
+    for (std::int64_t j = 0; j < pairs; ++j)
+      out[j] = std::uint32_t{bf16_bits_of(p[2 * j])} | std::uint32_t{bf16_bits_of(p[2 * j + 1])} << 16;
+  }
+  tile_a_b_bf16<I>(ws.p_pairs, kKeyBlock / 2, reinterpret_cast<const std::uint32_t*>(ws.v), ws.d_v, pairs, ws.d_v,
+                   alpha, ws.acc + tile * ws.d_v, ws.d_v);
+}
+
 // ---- biases and masks on one tile of scores ----
 
 // The tile's rows' logits, each row as bias_and_mask_row makes them.
@@ -267,16 +401,26 @@ void stream_key_blocks(const ForwardPlan& plan, ForwardWorkspace& ws, const Item
     hi = std::max(hi, last_seen(info, keys));
   }
   const bool dropout = p.options->dropout_p > 0;
+  const bool bf16_dot = uses_bf16_dot(p);
+  if (bf16_dot) prepare_query_pairs(ws);
   float alpha[kTileRows];
   // Blocks start at multiples of kKeyBlock from the split's start: the same blocks for any item.
   for (std::int64_t j0 = keys.begin + (lo - keys.begin) / kKeyBlock * kKeyBlock; j0 <= hi; j0 += kKeyBlock) {
     const std::int64_t width = std::min(kKeyBlock, keys.end - j0);
     const std::int64_t cols = round_up(width, kTileCols);
     // One tile (decoding): scores straight from the key rows, then the values, whose rows the score
-    // loop has already requested. Several tiles: pack keys and values once for all of them.
+    // loop has already requested. Several tiles: pack keys and values once for all of them (as bf16
+    // pairs on the bf16-dot path, falling back to float32 values for a block holding NaN or ±inf).
     const bool single_tile = ws.rows == kTileRows;
-    bool values_finite = true;
-    if (!single_tile) {
+    bool values_finite = true, value_pairs = false;
+    if constexpr (Isa::kDotBf16) {
+      if (!single_tile && bf16_dot) {
+        pack_key_pairs(plan, ws, item, j0, width, cols);
+        value_pairs = pack_value_pairs(plan, ws, item, j0, width, cols);
+        if (!value_pairs) values_finite = pack_values(plan, ws, item, j0, width, cols);
+      }
+    }
+    if (!single_tile && !bf16_dot) {
       pack_keys(plan, ws, item, j0, width, cols);
       values_finite = pack_values(plan, ws, item, j0, width, cols);
     }
@@ -293,6 +437,8 @@ void stream_key_blocks(const ForwardPlan& plan, ForwardWorkspace& ws, const Item
       if (single_tile) {
         score_tile_from_key_rows(plan, ws, item, j0, width, cols, plan.scale);
         values_finite = pack_values(plan, ws, item, j0, width, cols);
+      } else if (bf16_dot) {
+        if constexpr (Isa::kDotBf16) score_tile_bf16(ws, tile, tile_cols, plan.scale);
       } else {
         score_tile(ws, tile, tile_cols, plan.scale);
       }
@@ -304,6 +450,13 @@ void stream_key_blocks(const ForwardPlan& plan, ForwardWorkspace& ws, const Item
       }
       online_softmax(ws, tile, tile_cols, alpha);
       if (dropout) apply_dropout(plan, ws, item, tile, j0, tile_width);
+      if constexpr (Isa::kDotBf16) {
+        if (bf16_dot) round_probabilities(ws, tile_cols);
+        if (value_pairs) {
+          accumulate_pv_bf16(ws, tile, tile_cols, alpha);
+          continue;
+        }
+      }
       if (values_finite) {
         accumulate_pv(ws, tile, tile_cols, alpha);
       } else {

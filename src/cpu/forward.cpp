@@ -15,9 +15,7 @@
 namespace attnkit::cpu {
 namespace {
 
-constexpr std::int64_t kValuePadding = 16;  // d_v is padded to a multiple of every target's tile width
-
-ForwardPlan make_plan(const detail::Problem& p, const detail::ForwardOutputs& outputs) {
+ForwardPlan make_plan(const detail::Problem& p, const detail::ForwardOutputs& outputs, const Geometry& geometry) {
   const detail::Sizes& s = p.sizes;
   ForwardPlan plan;
   plan.problem = &p;
@@ -29,8 +27,8 @@ ForwardPlan make_plan(const detail::Problem& p, const detail::ForwardOutputs& ou
   // Decoding: few queries, many keys. Split the keys so that one query keeps every core busy; the
   // split size is fixed, so the result does not depend on the thread count.
   plan.splits = s.n <= kDecodeQueries && s.m > kSplitKeys ? ceil_div(s.m, kSplitKeys) : 1;
-  plan.padded_rows = ceil_div(plan.group * plan.queries_per_item, kTileRows) * kTileRows;
-  plan.padded_d_v = ceil_div(s.d_v, kValuePadding) * kValuePadding;
+  plan.padded_rows = round_up(plan.group * plan.queries_per_item, geometry.tile_rows);
+  plan.padded_d_v = round_up(s.d_v, geometry.tile_cols());
   plan.scale = static_cast<float>(p.scale);
   plan.softcap = static_cast<float>(p.options->softcap);
   return plan;
@@ -53,14 +51,6 @@ void merge_and_finalize(const ForwardPlan& plan, std::int64_t item_index) {
 }
 
 }  // namespace
-
-ForwardKernels forward_kernels(Target target) {
-#if defined(__x86_64__) || defined(__i386__)
-  if (target == Target::avx2) return forward_kernels_avx2();
-#endif
-  (void)target;
-  return forward_kernels_scalar();
-}
 
 void finalize_row(const ForwardPlan& plan, std::int64_t item, std::int64_t row, std::int64_t head, std::int64_t query,
                   float max, float sum, const float* acc) {
@@ -88,8 +78,8 @@ detail::ByteCount fast_forward_scratch_bytes(const detail::Problem& p, bool prob
   // make_plan's sizes, in saturating arithmetic: the sizes may be absurd (zero strides make huge
   // views cheap), and the answer must then be "too large", never a wrapped small number.
   const std::int64_t queries_per_item = std::clamp<std::int64_t>(kRowsPerItem / s.group(), 1, s.n);
-  const ByteCount rows = ByteCount::of(s.group()) * ByteCount::of(queries_per_item) + kTileRows;
-  const ByteCount padded_d_v = ByteCount::of(s.d_v) + kValuePadding;
+  const ByteCount rows = ByteCount::of(s.group()) * ByteCount::of(queries_per_item) + kMaxTileRows;
+  const ByteCount padded_d_v = ByteCount::of(s.d_v) + kMaxTileCols;
   const ByteCount items = ByteCount::of(s.batch) * ByteCount::of(s.kv_heads) * ByteCount::of(ceil_div(s.n, queries_per_item));
   const bool split = s.n <= kDecodeQueries && s.m > kSplitKeys;
   const ByteCount splits = split ? ByteCount::of(s.m / kSplitKeys + 1) : 1;
@@ -105,8 +95,8 @@ detail::ByteCount fast_forward_scratch_bytes(const detail::Problem& p, bool prob
 void fast_forward(const detail::Problem& p, const detail::ForwardOutputs& outputs) {
   const detail::Sizes& s = p.sizes;
   if (s.batch == 0 || s.q_heads == 0 || s.n == 0) return;  // every output is empty
-  ForwardPlan plan = make_plan(p, outputs);
   const ForwardKernels kernels = forward_kernels(active_target());
+  ForwardPlan plan = make_plan(p, outputs, kernels.geometry);
 
   thread_local std::vector<float> partials, row_lse;
   if (plan.splits > 1) plan.partials = scratch(partials, plan.items * plan.splits * plan.padded_rows * plan.partial_stride());

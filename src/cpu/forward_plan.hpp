@@ -21,8 +21,8 @@ struct ForwardPlan {
   std::int64_t query_blocks = 0;      // per (batch, KV head)
   std::int64_t items = 0;             // batch · KV heads · query blocks
   std::int64_t splits = 1;            // key ranges per item (> 1 only when decoding)
-  std::int64_t padded_rows = 0;       // rows of the largest item, in whole register tiles
-  std::int64_t padded_d_v = 0;        // d_v rounded up to the widest target's tile width
+  std::int64_t padded_rows = 0;       // rows of the largest item, in whole register tiles of the target
+  std::int64_t padded_d_v = 0;        // d_v rounded up to the target's tile width
 
   float scale = 0;    // applied to the packed queries
   float softcap = 0;  // 0 when off

@@ -7,10 +7,12 @@
 #include "attnkit/targets.hpp"
 #include "cpu/backward_plan.hpp"
 #include "cpu/forward_plan.hpp"
+#include "cpu/geometry.hpp"
 
 namespace attnkit::cpu {
 
 struct ForwardKernels {
+  Geometry geometry;  // the tiles the plan pads rows and d_v to
   // Streams one work item's keys in the given split; finalizes its rows when the plan has one split,
   // else stores their partial (max, sum, acc).
   void (*run_item)(const ForwardPlan& plan, std::int64_t item, std::int64_t split);
@@ -21,18 +23,26 @@ struct ForwardKernels {
 };
 
 struct BackwardKernels {
+  Geometry geometry;  // the tiles the plan pads rows, d_k and d_v to
   // Computes one work item: dK and dV of its keys, and its chunk's share of dQ.
   void (*run_item)(const BackwardPlan& plan, std::int64_t item);
 };
 
-// The kernels of a target (scalar when the target is not compiled in).
+// The kernels of a target, from the target table (target.cpp); the target must be compiled in.
 ForwardKernels forward_kernels(Target target);
 BackwardKernels backward_kernels(Target target);
 
-ForwardKernels forward_kernels_scalar();
-ForwardKernels forward_kernels_avx2();
-BackwardKernels backward_kernels_scalar();
-BackwardKernels backward_kernels_avx2();
+// Each target's translation unit (kernels_<target>.cpp) defines its pair.
+#define ATTNKIT_DECLARE_TARGET_KERNELS(name) \
+  ForwardKernels forward_kernels_##name();   \
+  BackwardKernels backward_kernels_##name();
+ATTNKIT_DECLARE_TARGET_KERNELS(scalar)
+ATTNKIT_DECLARE_TARGET_KERNELS(avx2)
+ATTNKIT_DECLARE_TARGET_KERNELS(avx512)
+ATTNKIT_DECLARE_TARGET_KERNELS(avx512_bf16)
+ATTNKIT_DECLARE_TARGET_KERNELS(avx512_emulated)
+ATTNKIT_DECLARE_TARGET_KERNELS(avx512_bf16_emulated)
+#undef ATTNKIT_DECLARE_TARGET_KERNELS
 
 // Writes row `row` of an item: out = acc / sum and lse = max + log sum, or 0 and −inf for a row
 // with no visible key; records the log-sum-exp when probabilities are requested.

@@ -3,10 +3,5 @@
 #include "cpu/simd/avx2.hpp"
 #define ATTNKIT_ISA Avx2Isa
 #define ATTNKIT_ISA_NAMESPACE avx2_target
-#include "cpu/flash_forward.inl"
-#include "cpu/flash_backward.inl"
-
-namespace attnkit::cpu {
-ForwardKernels forward_kernels_avx2() { return {avx2_target::run_item, avx2_target::run_probs_item, avx2_target::exp_array}; }
-BackwardKernels backward_kernels_avx2() { return {avx2_target::run_backward_item}; }
-}  // namespace attnkit::cpu
+#define ATTNKIT_TARGET_NAME avx2
+#include "cpu/kernels_target.inl"

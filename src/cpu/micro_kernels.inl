@@ -1,6 +1,6 @@
 // The register-tiled products every fast kernel is made of, written once over an ISA wrapper:
-// kTileRows × kTileCols accumulators (6 × 16 on AVX2: 12 of the 16 vector registers), one or two
-// loads and a broadcast per step. Included inside the target's namespace; no include guard on purpose.
+// kTileRows × kTileVectors vectors of accumulators (geometry.hpp: 6 × 2 on AVX2, 8 × 2 on AVX-512),
+// kTileVectors loads and kTileRows broadcasts per step. Included inside the target's namespace; no include guard on purpose.
 
 // c[r][0 .. cols) = alpha · Σ_x a[r][x] · b[x][·] for the kTileRows rows of a, where b is given as
 // panels (pack_panels) of kTileCols columns: the A·Bᵀ of scores (Q·Kᵀ) and of dP (dO·Vᵀ).
@@ -8,20 +8,20 @@ void tile_a_bt(const float* a, std::int64_t lda, const float* panels, std::int64
                float alpha, float* c, std::int64_t ldc) {
   const Vec alpha_v = Isa::set1(alpha);
   for (std::int64_t c0 = 0; c0 < cols; c0 += kTileCols) {
-    Vec acc[kTileRows][2];
-    for (auto& row : acc) row[0] = row[1] = Isa::zero();
+    Vec acc[kTileRows][kTileVectors];
+    for (auto& row : acc)
+      for (Vec& a : row) a = Isa::zero();
     const float* b = panels + c0 * depth;
     for (std::int64_t x = 0; x < depth; ++x, b += kTileCols) {
-      const Vec b0 = Isa::load(b), b1 = Isa::load(b + kLanes);
+      Vec bv[kTileVectors];
+      for (std::int64_t v = 0; v < kTileVectors; ++v) bv[v] = Isa::load(b + v * kLanes);
       for (std::int64_t r = 0; r < kTileRows; ++r) {
         const Vec ar = Isa::set1(a[r * lda + x]);
-        acc[r][0] = Isa::fma(ar, b0, acc[r][0]);
-        acc[r][1] = Isa::fma(ar, b1, acc[r][1]);
+        for (std::int64_t v = 0; v < kTileVectors; ++v) acc[r][v] = Isa::fma(ar, bv[v], acc[r][v]);
       }
     }
     for (std::int64_t r = 0; r < kTileRows; ++r) {
-      Isa::store(c + r * ldc + c0, Isa::mul(acc[r][0], alpha_v));
-      Isa::store(c + r * ldc + c0 + kLanes, Isa::mul(acc[r][1], alpha_v));
+      for (std::int64_t v = 0; v < kTileVectors; ++v) Isa::store(c + r * ldc + c0 + v * kLanes, Isa::mul(acc[r][v], alpha_v));
     }
   }
 }
@@ -31,24 +31,22 @@ void tile_a_bt(const float* a, std::int64_t lda, const float* panels, std::int64
 void tile_a_b(const float* a, std::int64_t lda, const float* b, std::int64_t ldb, std::int64_t depth,
               std::int64_t width, const float* row_scale, float* c, std::int64_t ldc) {
   for (std::int64_t c0 = 0; c0 < width; c0 += kTileCols) {
-    Vec acc[kTileRows][2];
+    Vec acc[kTileRows][kTileVectors];
     for (std::int64_t r = 0; r < kTileRows; ++r) {
       const Vec scale = Isa::set1(row_scale != nullptr ? row_scale[r] : 1.0f);
-      acc[r][0] = Isa::mul(Isa::load(c + r * ldc + c0), scale);
-      acc[r][1] = Isa::mul(Isa::load(c + r * ldc + c0 + kLanes), scale);
+      for (std::int64_t v = 0; v < kTileVectors; ++v) acc[r][v] = Isa::mul(Isa::load(c + r * ldc + c0 + v * kLanes), scale);
     }
     const float* bj = b + c0;
     for (std::int64_t j = 0; j < depth; ++j, bj += ldb) {
-      const Vec b0 = Isa::load(bj), b1 = Isa::load(bj + kLanes);
+      Vec bv[kTileVectors];
+      for (std::int64_t v = 0; v < kTileVectors; ++v) bv[v] = Isa::load(bj + v * kLanes);
       for (std::int64_t r = 0; r < kTileRows; ++r) {
         const Vec ar = Isa::set1(a[r * lda + j]);
-        acc[r][0] = Isa::fma(ar, b0, acc[r][0]);
-        acc[r][1] = Isa::fma(ar, b1, acc[r][1]);
+        for (std::int64_t v = 0; v < kTileVectors; ++v) acc[r][v] = Isa::fma(ar, bv[v], acc[r][v]);
       }
     }
     for (std::int64_t r = 0; r < kTileRows; ++r) {
-      Isa::store(c + r * ldc + c0, acc[r][0]);
-      Isa::store(c + r * ldc + c0 + kLanes, acc[r][1]);
+      for (std::int64_t v = 0; v < kTileVectors; ++v) Isa::store(c + r * ldc + c0 + v * kLanes, acc[r][v]);
     }
   }
 }
@@ -58,24 +56,76 @@ void tile_a_b(const float* a, std::int64_t lda, const float* b, std::int64_t ldb
 void tile_at_b(const float* a, std::int64_t lda, const float* b, std::int64_t ldb, std::int64_t depth,
                std::int64_t width, float* c, std::int64_t ldc) {
   for (std::int64_t c0 = 0; c0 < width; c0 += kTileCols) {
-    Vec acc[kTileRows][2];
+    Vec acc[kTileRows][kTileVectors];
     for (std::int64_t t = 0; t < kTileRows; ++t) {
-      acc[t][0] = Isa::load(c + t * ldc + c0);
-      acc[t][1] = Isa::load(c + t * ldc + c0 + kLanes);
+      for (std::int64_t v = 0; v < kTileVectors; ++v) acc[t][v] = Isa::load(c + t * ldc + c0 + v * kLanes);
     }
     const float* br = b + c0;
     const float* ar = a;
     for (std::int64_t r = 0; r < depth; ++r, br += ldb, ar += lda) {
-      const Vec b0 = Isa::load(br), b1 = Isa::load(br + kLanes);
+      Vec bv[kTileVectors];
+      for (std::int64_t v = 0; v < kTileVectors; ++v) bv[v] = Isa::load(br + v * kLanes);
       for (std::int64_t t = 0; t < kTileRows; ++t) {
         const Vec at = Isa::set1(ar[t]);
-        acc[t][0] = Isa::fma(at, b0, acc[t][0]);
-        acc[t][1] = Isa::fma(at, b1, acc[t][1]);
+        for (std::int64_t v = 0; v < kTileVectors; ++v) acc[t][v] = Isa::fma(at, bv[v], acc[t][v]);
       }
     }
     for (std::int64_t t = 0; t < kTileRows; ++t) {
-      Isa::store(c + t * ldc + c0, acc[t][0]);
-      Isa::store(c + t * ldc + c0 + kLanes, acc[t][1]);
+      for (std::int64_t v = 0; v < kTileVectors; ++v) Isa::store(c + t * ldc + c0 + v * kLanes, acc[t][v]);
     }
+  }
+}
+
+// ---- the same products with bf16 dot products (targets whose Isa::kDotBf16; templates, so that other
+// targets never instantiate them) ----
+// Operands are pairs of bf16 values packed in 32 bits; each step multiplies kLanes pairs and adds
+// both products into float32 accumulators (Isa::dot_bf16).
+
+// c[r][0 .. cols) = alpha · Σ_x a[r][x] · b[x][·], as tile_a_bt, where a holds each row's elements as
+// `depth` pairs and the panels hold pairs of consecutive elements of kTileCols rows of b.
+template <class I = Isa>
+void tile_a_bt_bf16(const std::uint32_t* a, std::int64_t lda, const std::uint32_t* panels, std::int64_t depth,
+                    std::int64_t cols, float alpha, float* c, std::int64_t ldc) {
+  const Vec alpha_v = I::set1(alpha);
+  for (std::int64_t c0 = 0; c0 < cols; c0 += kTileCols) {
+    Vec acc[kTileRows][kTileVectors];
+    for (auto& row : acc)
+      for (Vec& x : row) x = I::zero();
+    const std::uint32_t* b = panels + c0 * depth;
+    for (std::int64_t x = 0; x < depth; ++x, b += kTileCols) {
+      typename I::Pairs bv[kTileVectors];
+      for (std::int64_t v = 0; v < kTileVectors; ++v) bv[v] = I::load_pairs(b + v * kLanes);
+      for (std::int64_t r = 0; r < kTileRows; ++r) {
+        const typename I::Pairs ar = I::broadcast_pair(a[r * lda + x]);
+        for (std::int64_t v = 0; v < kTileVectors; ++v) acc[r][v] = I::dot_bf16(acc[r][v], ar, bv[v]);
+      }
+    }
+    for (std::int64_t r = 0; r < kTileRows; ++r)
+      for (std::int64_t v = 0; v < kTileVectors; ++v) I::store(c + r * ldc + c0 + v * kLanes, I::mul(acc[r][v], alpha_v));
+  }
+}
+
+// c[r][0 .. width) = c[r][·] · row_scale[r] + Σ_j a[r][j] · b[j][·], as tile_a_b, over `depth` pairs
+// of j: a holds each row's pairs (a[r][j], a[r][j + 1]), b row j/2 the pairs (b[j][·], b[j + 1][·]).
+template <class I = Isa>
+void tile_a_b_bf16(const std::uint32_t* a, std::int64_t lda, const std::uint32_t* b, std::int64_t ldb,
+                   std::int64_t depth, std::int64_t width, const float* row_scale, float* c, std::int64_t ldc) {
+  for (std::int64_t c0 = 0; c0 < width; c0 += kTileCols) {
+    Vec acc[kTileRows][kTileVectors];
+    for (std::int64_t r = 0; r < kTileRows; ++r) {
+      const Vec scale = I::set1(row_scale[r]);
+      for (std::int64_t v = 0; v < kTileVectors; ++v) acc[r][v] = I::mul(I::load(c + r * ldc + c0 + v * kLanes), scale);
+    }
+    const std::uint32_t* bj = b + c0;
+    for (std::int64_t j = 0; j < depth; ++j, bj += ldb) {
+      typename I::Pairs bv[kTileVectors];
+      for (std::int64_t v = 0; v < kTileVectors; ++v) bv[v] = I::load_pairs(bj + v * kLanes);
+      for (std::int64_t r = 0; r < kTileRows; ++r) {
+        const typename I::Pairs ar = I::broadcast_pair(a[r * lda + j]);
+        for (std::int64_t v = 0; v < kTileVectors; ++v) acc[r][v] = I::dot_bf16(acc[r][v], ar, bv[v]);
+      }
+    }
+    for (std::int64_t r = 0; r < kTileRows; ++r)
+      for (std::int64_t v = 0; v < kTileVectors; ++v) I::store(c + r * ldc + c0 + v * kLanes, acc[r][v]);
   }
 }

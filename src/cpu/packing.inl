@@ -2,9 +2,15 @@
 // over an ISA wrapper. Included by src/cpu/kernels_<target>.cpp inside the target's namespace (see
 // flash_forward.inl); no include guard on purpose.
 
+// This target's geometry (geometry.hpp, which checks that it fits every plan and workspace).
 constexpr std::int64_t kLanes = Isa::kLanes;
-constexpr std::int64_t kTileCols = 2 * kLanes;  // two vectors per tile row: 12 accumulators on AVX2
-static_assert(kTileCols <= kMaxTileCols, "the workspaces hold kMaxTileCols converted rows");
+constexpr std::int64_t kTileRows = Isa::kGeometry.tile_rows;
+constexpr std::int64_t kTileVectors = Isa::kGeometry.tile_vectors;
+constexpr std::int64_t kTileCols = Isa::kGeometry.tile_cols();
+constexpr std::int64_t kKeyBlock = Isa::kGeometry.key_block;
+constexpr std::int64_t kBackwardKeyPad = Isa::kGeometry.backward_key_pad();
+static_assert(kLanes == Isa::kGeometry.lanes, "the wrapper's vectors are the geometry's");
+static_assert(fits_every_plan(Isa::kGeometry), "the target's tiles fit the plans and workspaces");
 constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
 
 std::int64_t round_up(std::int64_t x, std::int64_t to) { return (x + to - 1) / to * to; }

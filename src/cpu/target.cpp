@@ -1,95 +1,231 @@
-// Which SIMD target the fast kernels run: detection, ATTNKIT_TARGET, and forcing by the caller.
+// Which SIMD target the fast kernels run: one table of the targets (name, required CPU features,
+// kernels), CPU detection, ATTNKIT_TARGET, and forcing by the caller.
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
 
 #include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <string>
 #include <string_view>
 
 #include "attnkit/error.hpp"
 #include "attnkit/targets.hpp"
+#include "cpu/kernels.hpp"
 
 namespace attnkit {
 namespace {
 
-constexpr Target kAllTargets[] = {Target::avx2, Target::scalar};  // best first
-constexpr int kNoForcedTarget = -1;
+// CPU features, as bits of a set.
+enum Feature : std::uint32_t {
+  kAvx2 = 1u << 0,
+  kFma = 1u << 1,
+  kF16c = 1u << 2,
+  kOsAvxState = 1u << 3,  // the OS saves YMM registers (XCR0 bits 1, 2)
+  kAvx512f = 1u << 4,
+  kAvx512bw = 1u << 5,
+  kAvx512vl = 1u << 6,
+  kAvx512dq = 1u << 7,
+  kOsAvx512State = 1u << 8,  // the OS saves ZMM and mask registers (XCR0 bits 5, 6, 7)
+  kAvx512Bf16 = 1u << 9,
+};
+// In the order errors name them: instruction sets first, then the operating system's support.
+constexpr std::pair<Feature, const char*> kFeatureNames[] = {
+    {kAvx2, "AVX2"},
+    {kFma, "FMA"},
+    {kF16c, "F16C"},
+    {kAvx512f, "AVX512F"},
+    {kAvx512bw, "AVX512BW"},
+    {kAvx512vl, "AVX512VL"},
+    {kAvx512dq, "AVX512DQ"},
+    {kAvx512Bf16, "AVX512_BF16"},
+    {kOsAvxState, "operating-system support for AVX registers (XCR0)"},
+    {kOsAvx512State, "operating-system support for AVX-512 registers (XCR0)"},
+};
 
+constexpr std::uint32_t kAvx2Features = kAvx2 | kFma | kF16c | kOsAvxState;
+constexpr std::uint32_t kAvx512Features = kAvx2Features | kAvx512f | kAvx512bw | kAvx512vl | kAvx512dq | kOsAvx512State;
+
+struct TargetEntry {
+  Target target;
+  const char* name;
+  const char* requirements;
+  std::uint32_t features;  // what the CPU must have
+  bool emulated;           // a test stand-in, never the default
+  bool bf16_dot;           // bf16 inputs' products by bf16 dot products
+  cpu::ForwardKernels (*forward)();  // nullptr: not compiled into this build
+  cpu::BackwardKernels (*backward)();
+};
+
+#if defined(__x86_64__) || defined(__i386__)
+#define ATTNKIT_X86_KERNELS(name) &cpu::forward_kernels_##name, &cpu::backward_kernels_##name
+#else
+#define ATTNKIT_X86_KERNELS(name) nullptr, nullptr
+#endif
+#if (defined(__x86_64__) || defined(__i386__)) && defined(ATTNKIT_EMULATED_TARGETS)
+#define ATTNKIT_EMULATED_KERNELS(name) &cpu::forward_kernels_##name, &cpu::backward_kernels_##name
+#else
+#define ATTNKIT_EMULATED_KERNELS(name) nullptr, nullptr
+#endif
+
+// Best first. (AMX tiles would go above avx512_bf16, with their own feature bits.)
+constexpr TargetEntry kTargets[] = {
+    {Target::avx512_bf16, "avx512_bf16", "AVX-512F/BW/VL/DQ, AVX512_BF16, AVX2, FMA, F16C",
+     kAvx512Features | kAvx512Bf16, false, true, ATTNKIT_X86_KERNELS(avx512_bf16)},
+    {Target::avx512, "avx512", "AVX-512F/BW/VL/DQ, AVX2, FMA, F16C", kAvx512Features, false, false,
+     ATTNKIT_X86_KERNELS(avx512)},
+    {Target::avx2, "avx2", "AVX2, FMA, F16C", kAvx2Features, false, false, ATTNKIT_X86_KERNELS(avx2)},
+    {Target::avx512_bf16_emulated, "avx512_bf16_emulated", "AVX2, FMA, F16C", kAvx2Features, true, true,
+     ATTNKIT_EMULATED_KERNELS(avx512_bf16_emulated)},
+    {Target::avx512_emulated, "avx512_emulated", "AVX2, FMA, F16C", kAvx2Features, true, false,
+     ATTNKIT_EMULATED_KERNELS(avx512_emulated)},
+    {Target::scalar, "scalar", "nothing", 0, false, false, &cpu::forward_kernels_scalar,
+     &cpu::backward_kernels_scalar},
+};
+
+const TargetEntry& entry(Target target) {
+  for (const TargetEntry& e : kTargets)
+    if (e.target == target) return e;
+  return kTargets[std::size(kTargets) - 1];  // unreachable for a valid enumerator
+}
+
+#if defined(__x86_64__) || defined(__i386__)
+std::uint64_t read_xcr0() {
+  std::uint32_t eax = 0, edx = 0;
+  __asm__ volatile("xgetbv" : "=a"(eax), "=d"(edx) : "c"(0));  // _xgetbv would need -mxsave
+  return (std::uint64_t{edx} << 32) | eax;
+}
+
+std::uint32_t detect_features() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  std::uint32_t f = 0;
+  if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return 0;
+  if (ecx & bit_FMA) f |= kFma;
+  if (ecx & bit_F16C) f |= kF16c;
+  if ((ecx & bit_OSXSAVE) && (ecx & bit_AVX)) {
+    const std::uint64_t xcr0 = read_xcr0();
+    if ((xcr0 & 0x6) == 0x6) f |= kOsAvxState;
+    if ((xcr0 & 0xE6) == 0xE6) f |= kOsAvx512State;
+  }
+  if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) != 0) {
+    if (ebx & bit_AVX2) f |= kAvx2;
+    if (ebx & bit_AVX512F) f |= kAvx512f;
+    if (ebx & bit_AVX512DQ) f |= kAvx512dq;
+    if (ebx & bit_AVX512BW) f |= kAvx512bw;
+    if (ebx & bit_AVX512VL) f |= kAvx512vl;
+    if (eax >= 1 && __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) != 0 && (eax & (1u << 5))) f |= kAvx512Bf16;
+  }
+  return f;
+}
+
+// CPUs known to run vdpbf16ps at least at the f32 FMA rate: AMD Zen 4 and Zen 5 (family 19h models
+// 10h and up, family 1Ah), measured at twice the FMA rate on a Zen 5. Intel's (Cooper Lake to Granite
+// Rapids) run it at half the FMA rate (issue 15's Xeon: 80 vs 167 GFLOP/s), so there f32 FMA wins.
+bool bf16_dot_is_fast() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid(0, &eax, &ebx, &ecx, &edx) == 0) return false;
+  const bool amd = ebx == 0x68747541 && edx == 0x69746e65 && ecx == 0x444d4163;  // "AuthenticAMD"
+  if (!amd || __get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return false;
+  const unsigned family = ((eax >> 8) & 0xF) + ((eax >> 20) & 0xFF);
+  const unsigned model = ((eax >> 4) & 0xF) | (((eax >> 16) & 0xF) << 4);
+  return family >= 0x1A || (family == 0x19 && model >= 0x10);
+}
+#else
+std::uint32_t detect_features() { return 0; }
+bool bf16_dot_is_fast() { return false; }
+#endif
+
+std::uint32_t cpu_features() {
+  static const std::uint32_t features = detect_features();
+  return features;
+}
+
+bool compiled(const TargetEntry& e) { return e.forward != nullptr; }
+bool runnable(const TargetEntry& e) { return compiled(e) && (cpu_features() & e.features) == e.features; }
+
+constexpr int kNoForcedTarget = -1;
 std::atomic<int> g_forced_target{kNoForcedTarget};
 
-#if defined(__x86_64__) || defined(__i386__)
-// F16C is read from CPUID (leaf 1, ECX) because Clang before 15 rejects __builtin_cpu_supports("f16c").
-bool cpu_has_f16c() {
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
-}
-#endif
-
-bool cpu_supports(Target target) {
-  switch (target) {
-    case Target::scalar: return true;
-    case Target::avx2:
-#if defined(__x86_64__) || defined(__i386__)
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c();
-#else
-      return false;
-#endif
-  }
-  return false;
-}
-
-bool compiled(Target target) {
-#if defined(__x86_64__) || defined(__i386__)
-  (void)target;
-  return true;
-#else
-  return target == Target::scalar;
-#endif
-}
-
-// The target named by ATTNKIT_TARGET, read once; raises for an unknown or unsupported name.
+// The target named by ATTNKIT_TARGET, read once; -2 for a name that is no target.
 int environment_target() {
   static const int from_env = [] {
     const char* env = std::getenv("ATTNKIT_TARGET");
     if (env == nullptr || *env == '\0') return kNoForcedTarget;
-    for (Target t : kAllTargets) {
-      if (std::string_view(env) == target_name(t)) return static_cast<int>(t);
+    for (const TargetEntry& e : kTargets) {
+      if (std::string_view(env) == e.name) return static_cast<int>(e.target);
     }
     return -2;  // an unknown name: reported by active_target()
   }();
   return from_env;
 }
 
+std::string target_names() {
+  std::string out;
+  for (const TargetEntry& e : kTargets) out += (out.empty() ? "" : ", ") + std::string(e.name);
+  return out;
+}
+
+// Why `target` cannot run here, for errors: "this CPU cannot run target avx512: it lacks AVX512F".
+std::string cannot_run(Target target) {
+  const TargetEntry& e = entry(target);
+  std::string why = std::string("this CPU cannot run target ") + e.name;
+  if (!compiled(e)) return why + ": it is not compiled into this build";
+  return why + ": it lacks " + missing_cpu_feature(target) + " (" + e.name + " needs " + e.requirements + ")";
+}
+
 }  // namespace
 
-const char* target_name(Target target) noexcept {
-  switch (target) {
-    case Target::scalar: return "scalar";
-    case Target::avx2: return "avx2";
-  }
-  return "unknown";
-}
+const char* target_name(Target target) noexcept { return entry(target).name; }
+const char* target_requirements(Target target) noexcept { return entry(target).requirements; }
+bool target_is_emulated(Target target) noexcept { return entry(target).emulated; }
+bool target_uses_bf16_dot(Target target) noexcept { return entry(target).bf16_dot; }
 
 std::vector<Target> compiled_targets() {
   std::vector<Target> out;
-  for (Target t : kAllTargets)
-    if (compiled(t)) out.push_back(t);
+  for (const TargetEntry& e : kTargets)
+    if (compiled(e)) out.push_back(e.target);
   return out;
 }
 
 std::vector<Target> supported_targets() {
   std::vector<Target> out;
-  for (Target t : kAllTargets)
-    if (compiled(t) && cpu_supports(t)) out.push_back(t);
+  for (const TargetEntry& e : kTargets)
+    if (runnable(e)) out.push_back(e.target);
   return out;
 }
 
-void set_target(Target target) {
-  if (!compiled(target) || !cpu_supports(target)) {
-    throw Error(ErrorCode::unsupported, std::string("set_target: this CPU cannot run target ") + target_name(target));
+std::string missing_cpu_feature(Target target) {
+  const std::uint32_t missing = entry(target).features & ~cpu_features();
+  for (const auto& [feature, name] : kFeatureNames)
+    if (missing & feature) return name;
+  return {};
+}
+
+Target default_target() {
+  for (const TargetEntry& e : kTargets) {
+    if (!runnable(e) || e.emulated) continue;
+    if (e.bf16_dot && !bf16_dot_is_fast()) continue;
+    return e.target;
   }
+  return Target::scalar;
+}
+
+std::string default_target_reason() {
+  const Target best = default_target();
+  std::string why = std::string(target_name(best)) + ": the best target this CPU supports";
+  if (best == Target::avx512 && runnable(entry(Target::avx512_bf16))) {
+    why += " (avx512_bf16 is supported too, but this CPU is not known to run vdpbf16ps at the f32 FMA "
+           "rate, so bf16 inputs are widened to f32 and multiplied with FMA; ATTNKIT_TARGET=avx512_bf16 "
+           "forces the bf16 dot products)";
+  } else if (best == Target::avx512_bf16) {
+    why += " (bf16 inputs' products with vdpbf16ps, which this CPU runs at least at the f32 FMA rate)";
+  }
+  return why;
+}
+
+void set_target(Target target) {
+  if (!runnable(entry(target))) throw Error(ErrorCode::unsupported, "set_target: " + cannot_run(target));
   g_forced_target.store(static_cast<int>(target));
 }
 
@@ -101,17 +237,20 @@ Target active_target() {
   const int from_env = environment_target();
   if (from_env == -2) {
     throw Error(ErrorCode::invalid_argument, std::string("ATTNKIT_TARGET: unknown target '") +
-                                                 std::getenv("ATTNKIT_TARGET") + "' (targets: avx2, scalar)");
+                                                 std::getenv("ATTNKIT_TARGET") + "' (targets: " + target_names() + ")");
   }
   if (from_env != kNoForcedTarget) {
     const auto target = static_cast<Target>(from_env);
-    if (!cpu_supports(target)) {
-      throw Error(ErrorCode::unsupported,
-                  std::string("ATTNKIT_TARGET: this CPU cannot run target ") + target_name(target));
-    }
+    if (!runnable(entry(target))) throw Error(ErrorCode::unsupported, "ATTNKIT_TARGET: " + cannot_run(target));
     return target;
   }
-  return supported_targets().front();
+  return default_target();
 }
 
+namespace cpu {
+
+ForwardKernels forward_kernels(Target target) { return entry(target).forward(); }
+BackwardKernels backward_kernels(Target target) { return entry(target).backward(); }
+
+}  // namespace cpu
 }  // namespace attnkit

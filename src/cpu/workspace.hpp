@@ -10,45 +10,35 @@
 #include <memory>
 
 #include "core/memory.hpp"
+#include "cpu/geometry.hpp"
 #include "cpu/visibility.hpp"
 
 namespace attnkit::cpu {
-
-// Block sizes shared by every target; each must be a multiple of every target's tile width.
-inline constexpr std::int64_t kKeyBlock = 128;      // keys streamed per step: K and V blocks stay in L2
-inline constexpr std::int64_t kTileRows = 6;        // query rows per register tile
-inline constexpr std::int64_t kRowsPerItem = 192;    // query rows (over a GQA group) per work item
-inline constexpr std::int64_t kDecodeQueries = 16;  // n at or below this is decoding: keys are split
-inline constexpr std::int64_t kSplitKeys = 1024;    // keys per split when decoding (fixed: results
-                                                    // must not depend on the thread count)
-inline constexpr std::int64_t kMaxTileCols = 16;    // the widest target's register tile (AVX2: 2 × 8)
-static_assert(kRowsPerItem % kTileRows == 0, "a work item holds whole register tiles");
-static_assert(kSplitKeys % kKeyBlock == 0, "a split holds whole key blocks");
-
-// The backward's blocks.
-inline constexpr std::int64_t kBackwardKeyBlock = 96;    // keys per step: K, V, dK, dV blocks stay in L2
-inline constexpr std::int64_t kBackwardKeyPad = 48;      // key blocks padded to whole tiles of rows and columns
-inline constexpr std::int64_t kBackwardQueryBlock = 48;  // query rows whose dK, dV contributions are summed at once
-inline constexpr std::int64_t kBackwardMinItems = 8;     // chunks per (batch, KV head) until there are this many items
-static_assert(kBackwardKeyBlock % kBackwardKeyPad == 0 && kBackwardKeyPad % kTileRows == 0 &&
-                  kBackwardKeyPad % kMaxTileCols == 0 && kBackwardQueryBlock % kTileRows == 0,
-              "backward blocks hold whole register tiles");
 
 struct ForwardWorkspace {
   // Sizes, in elements.
   std::int64_t rows = 0, d_k = 0, d_v = 0;  // rows padded to whole tiles; d_v padded to the tile width
   float* q = nullptr;          // [rows][d_k]            queries times the scale
-  float* k_t = nullptr;        // [kKeyBlock / tile width][d_k][tile width]  current key block, in panels
-  float* v = nullptr;          // [kKeyBlock][d_v]       current value block
-  float* scores = nullptr;     // [kTileRows][kKeyBlock] logits, then probabilities, of one tile
+  // A target lays its key block out in these arrays with its own key block and tile (geometry.hpp);
+  // they are sized for the largest.
+  float* k_t = nullptr;        // [key block / tile width][d_k][tile width]  current key block, in panels
+  float* v = nullptr;          // [key block][d_v]       current value block
+  float* scores = nullptr;     // [tile rows][key block] logits, then probabilities, of one tile
   float* acc = nullptr;        // [rows][d_v]            running Σ p·v
   float* row_max = nullptr;    // [rows]                 running max of the logits
   float* row_sum = nullptr;    // [rows]                 running Σ p
-  float* mask_row = nullptr;   // [kKeyBlock]            one row of a mask, converted
-  float* key_rows = nullptr;   // [kMaxTileCols][d_k]    key rows converted to f32 for packing
+  float* mask_row = nullptr;   // [key block]            one row of a mask, converted
+  float* key_rows = nullptr;   // [tile width][d_k]      key rows converted to f32 for packing
   float* zero_row = nullptr;   // [d_k]                  zeros: the padding keys of the last panel
-  std::uint8_t* seen = nullptr;  // [kTileRows][kKeyBlock] visible keys, for blocks with non-finite v
+  std::uint8_t* seen = nullptr;  // [tile rows][key block] visible keys, for blocks with non-finite v
   RowInfo* row_info = nullptr;   // [rows]
+  // The bf16-dot path (targets with vdpbf16ps; bf16 q, k, v) keeps bf16 bits in pairs: q_bf16 holds
+  // the queries as bf16 rows of even length (d_k rounded up), p_pairs one tile's rounded
+  // probabilities, bf16_rows two value rows converted for interleaving. The key panels and value
+  // pairs reuse k_t and v.
+  std::uint16_t* q_bf16 = nullptr;    // [rows][d_k rounded up to even]
+  std::uint32_t* p_pairs = nullptr;   // [tile rows][key block / 2]
+  std::uint16_t* bf16_rows = nullptr; // [2][d_v]
 
   // Lays the arrays out for these sizes, growing the buffer if needed.
   void prepare(std::int64_t padded_rows, std::int64_t d_k_, std::int64_t padded_d_v) {
@@ -59,13 +49,22 @@ struct ForwardWorkspace {
     reserve(bytes_for(ByteCount::of(rows), ByteCount::of(d_k), ByteCount::of(d_v)).value());
     const Layout layout = layout_for(ByteCount::of(rows), ByteCount::of(d_k), ByteCount::of(d_v));
     std::byte* cursor = buffer_.get();
-    float** arrays[] = {&q, &k_t, &v, &scores, &acc, &row_max, &row_sum, &mask_row, &key_rows, &zero_row};
+    float* q_bf16_floats = nullptr;
+    float* p_pairs_floats = nullptr;
+    float* bf16_rows_floats = nullptr;
+    float** arrays[] = {&q,        &k_t,      &v,        &scores,        &acc,           &row_max,
+                        &row_sum,  &mask_row, &key_rows, &zero_row,      &q_bf16_floats, &p_pairs_floats,
+                        &bf16_rows_floats};
+    static_assert(std::size(arrays) == std::size(Layout{}.floats));
     for (std::size_t a = 0; a < std::size(arrays); ++a) {
       *arrays[a] = reinterpret_cast<float*>(cursor);
       cursor += aligned(layout.floats[a].value() * sizeof(float));
     }
+    q_bf16 = reinterpret_cast<std::uint16_t*>(q_bf16_floats);
+    p_pairs = reinterpret_cast<std::uint32_t*>(p_pairs_floats);
+    bf16_rows = reinterpret_cast<std::uint16_t*>(bf16_rows_floats);
     seen = reinterpret_cast<std::uint8_t*>(cursor);
-    cursor += aligned(static_cast<std::size_t>(kTileRows * kKeyBlock));
+    cursor += aligned(static_cast<std::size_t>(kMaxTileRows * kMaxKeyBlock));
     row_info = reinterpret_cast<RowInfo*>(cursor);
     std::fill(zero_row, zero_row + d_k, 0.0f);
   }
@@ -76,7 +75,7 @@ struct ForwardWorkspace {
     const Layout layout = layout_for(padded_rows, d_k_, padded_d_v);
     detail::ByteCount bytes = 0;
     for (detail::ByteCount n : layout.floats) bytes += aligned(n * sizeof(float));
-    bytes += aligned(static_cast<std::size_t>(kTileRows * kKeyBlock));
+    bytes += aligned(static_cast<std::size_t>(kMaxTileRows * kMaxKeyBlock));
     bytes += aligned(padded_rows * sizeof(RowInfo));
     return bytes;
   }
@@ -87,13 +86,13 @@ struct ForwardWorkspace {
   static detail::ByteCount aligned(detail::ByteCount bytes) { return bytes + (kAlignment - 1); }  // an upper bound
   // The float arrays' lengths, in the order prepare() lays them out.
   struct Layout {
-    detail::ByteCount floats[10];
+    detail::ByteCount floats[13];
   };
   static Layout layout_for(detail::ByteCount r, detail::ByteCount dk, detail::ByteCount dv) {
     using detail::ByteCount;
-    const ByteCount block = ByteCount::of(kKeyBlock);
-    return {{r * dk, dk * block, block * dv, ByteCount::of(kTileRows) * block, r * dv, r, r, block,
-             ByteCount::of(kMaxTileCols) * dk, dk}};
+    const ByteCount block = ByteCount::of(kMaxKeyBlock);
+    return {{r * dk, dk * block, block * dv, ByteCount::of(kMaxTileRows) * block, r * dv, r, r, block,
+             ByteCount::of(kMaxTileCols) * dk, dk, r * (dk + 1), ByteCount::of(kMaxTileRows) * block, dv}};
   }
   struct Free {
     void operator()(std::byte* p) const noexcept { std::free(p); }
@@ -106,7 +105,7 @@ struct ForwardWorkspace {
 
 // Per-thread scratch of the fast backward kernel, grown and reused like the forward's.
 struct BackwardWorkspace {
-  std::int64_t d_k = 0, d_v = 0;  // padded to the widest tile width
+  std::int64_t d_k = 0, d_v = 0;  // padded to the tile width
   float* k_panels = nullptr;  // [kBackwardKeyBlock / tile width][d_k][tile width]  K_j for scores
   float* k_rows = nullptr;    // [kBackwardKeyBlock][d_k]  K_j row by row, for dQ += dS·K_j
   float* v_panels = nullptr;  // [kBackwardKeyBlock / tile width][d_v][tile width]  V_j for dP

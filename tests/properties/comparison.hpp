@@ -11,6 +11,9 @@
 //     what is rounded (logit_scale in random_problems.hpp); plus, for bf16 and f16 storage, one unit
 //     in the last place of the output dtype (two float32 results a hair apart may round to
 //     neighbours).
+//   * a bf16-dot target on bf16 inputs rounds each weight to bf16 before P·V, relative to the running
+//     maximum of the keys seen so far, which depends on the order and blocking of the keys: each
+//     side's output moves by at most 2⁻⁹ of max|V| (kBf16WeightRounding per side).
 //   * lse is float32 for every kernel: each side's value is rounded to float32 once, so even the
 //     reference's two sides may differ by one float32 ulp.
 #pragma once
@@ -37,6 +40,7 @@ inline constexpr double kReferenceRelative = 1e-12;  // float64 sums in another 
 inline constexpr double kF32SumOrder = 1e-5;         // float32 sums in another order, relative to max|V|
 inline constexpr double kLogitRoundings = 4;         // float32 roundings of a logit that may differ
 inline constexpr double kF32Epsilon = 0x1p-24;       // unit roundoff of float32
+inline constexpr double kBf16WeightRounding = 0x1p-9; // unit roundoff of bf16, on each weight
 
 // The spacing of `dtype`'s numbers at |x| (one unit in the last place), subnormals included.
 inline double ulp(double x, DType dtype) {
@@ -65,7 +69,8 @@ struct Tolerance {
 inline Tolerance output_tolerance(const Variant& v, double value_scale, double logit_scale) {
   const double logits = std::max(1.0, logit_scale);
   if (!v.fast()) return {kReferenceRelative * value_scale * logits, 0, DType::f64};
-  return {value_scale * (kF32SumOrder + kLogitRoundings * kF32Epsilon * logits), 1, v.dtype};
+  const double weights = target_uses_bf16_dot(v.target) && v.dtype == DType::bf16 ? 2 * kBf16WeightRounding : 0;
+  return {value_scale * (kF32SumOrder + kLogitRoundings * kF32Epsilon * logits + weights), 1, v.dtype};
 }
 
 // lse (float32) of one kernel on two arrangements: each side rounded to float32 once, plus, for the

@@ -94,8 +94,15 @@ inline float naive_dropout_multiplier(const AttentionOptions& o, std::int64_t b,
   return detail::dropout_keeps(o.seed, o.dropout_p, b, h, i, j) ? 1.0f / static_cast<float>(1 - o.dropout_p) : 0.0f;
 }
 
+// x rounded to the nearest bf16 value (ties to even), as a float.
+inline float round_to_bf16(float x) { return to_float(to_bfloat16(x)); }
+
 // q, k, v: any floating dtype (read as float); returns out [B, Hq, n, d_v] as float32, computed in float.
-inline Tensor naive_f32_forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o) {
+// With round_p_bf16, the comparison kernel of the bf16-dot targets (include/attnkit/targets.hpp): each
+// unnormalised weight e^(z − max), after dropout, is rounded to bf16 before it multiplies V, and the
+// row is divided by the float sum of the unrounded weights at the end, as FlashAttention and torch do.
+inline Tensor naive_f32_forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o,
+                                bool round_p_bf16 = false) {
   const auto& qs = q.shape();
   const std::int64_t B = qs[0], H = qs[1], n = qs[2], Hkv = k.shape()[1], m = k.shape()[2], dv = v.shape()[3];
   const NaiveLogits logits(q, k, o);
@@ -113,6 +120,16 @@ inline Tensor naive_f32_forward(const Tensor& q, const Tensor& k, const Tensor& 
         float sum = 0;
         for (std::int64_t j = 0; j < m; ++j) sum += std::exp(z[static_cast<std::size_t>(j)] - zmax);
         float* o_row = out.data<float>() + ((b * H + h) * n + i) * dv;
+        if (round_p_bf16) {
+          for (std::int64_t j = 0; j < m; ++j) {
+            if (z[static_cast<std::size_t>(j)] == -inf) continue;
+            const float p = round_to_bf16(std::exp(z[static_cast<std::size_t>(j)] - zmax) *
+                                          naive_dropout_multiplier(o, b, h, i, j));
+            for (std::int64_t c = 0; c < dv; ++c) o_row[c] += p * V[((b * Hkv + g) * m + j) * dv + c];
+          }
+          for (std::int64_t c = 0; c < dv; ++c) o_row[c] /= sum;
+          continue;
+        }
         for (std::int64_t j = 0; j < m; ++j) {
           if (z[static_cast<std::size_t>(j)] == -inf) continue;
           float p = std::exp(z[static_cast<std::size_t>(j)] - zmax) / sum;

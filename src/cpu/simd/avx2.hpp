@@ -6,12 +6,17 @@
 
 #include <cstdint>
 
+#include "cpu/geometry.hpp"
+#include "cpu/simd/transpose_8x8.hpp"
+
 namespace attnkit::cpu {
 
 struct Avx2Isa {
   using Vec = __m256;
   static constexpr int kLanes = 8;
   static constexpr const char* kName = "avx2";
+  static constexpr Geometry kGeometry = kAvx2Geometry;  // geometry.hpp
+  static constexpr bool kDotBf16 = false;  // bf16 products through f32 FMA
 
   static Vec zero() { return _mm256_setzero_ps(); }
   static Vec set1(float x) { return _mm256_set1_ps(x); }
@@ -56,25 +61,9 @@ struct Avx2Isa {
     const __m256i exponent = _mm256_add_epi32(_mm256_cvtps_epi32(v), _mm256_set1_epi32(127));
     return _mm256_castsi256_ps(_mm256_slli_epi32(exponent, 23));
   }
-  // out[k·out_stride + t] = rows[t][c + k] for t, k < 8: an 8 × 8 transpose in registers
-  // (pairs interleaved, then quads, then 128-bit halves swapped).
+  // out[k·out_stride + t] = rows[t][c + k] for t, k < 8.
   static void transpose_into(const float* const* rows, std::int64_t c, float* out, std::int64_t out_stride) {
-    __m256 r[8], pairs[8], quads[8];
-    for (int t = 0; t < 8; ++t) r[t] = _mm256_loadu_ps(rows[t] + c);
-    for (int t = 0; t < 8; t += 2) {
-      pairs[t] = _mm256_unpacklo_ps(r[t], r[t + 1]);
-      pairs[t + 1] = _mm256_unpackhi_ps(r[t], r[t + 1]);
-    }
-    for (int t = 0; t < 8; t += 4) {
-      quads[t] = _mm256_shuffle_ps(pairs[t], pairs[t + 2], _MM_SHUFFLE(1, 0, 1, 0));
-      quads[t + 1] = _mm256_shuffle_ps(pairs[t], pairs[t + 2], _MM_SHUFFLE(3, 2, 3, 2));
-      quads[t + 2] = _mm256_shuffle_ps(pairs[t + 1], pairs[t + 3], _MM_SHUFFLE(1, 0, 1, 0));
-      quads[t + 3] = _mm256_shuffle_ps(pairs[t + 1], pairs[t + 3], _MM_SHUFFLE(3, 2, 3, 2));
-    }
-    for (int k = 0; k < 4; ++k) {
-      _mm256_storeu_ps(out + k * out_stride, _mm256_permute2f128_ps(quads[k], quads[k + 4], 0x20));
-      _mm256_storeu_ps(out + (k + 4) * out_stride, _mm256_permute2f128_ps(quads[k], quads[k + 4], 0x31));
-    }
+    transpose_8x8(rows, c, out, out_stride);
   }
   // flags | (v is NaN), lane-wise; any_set tells whether any lane of flags is set.
   static Vec or_nan(Vec flags, Vec v) { return _mm256_or_ps(flags, _mm256_cmp_ps(v, v, _CMP_UNORD_Q)); }

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "attnkit/dtype.hpp"
+#include "cpu/geometry.hpp"
 
 namespace attnkit::cpu {
 
@@ -15,6 +16,8 @@ struct ScalarIsa {
   using Vec = float;
   static constexpr int kLanes = 1;
   static constexpr const char* kName = "scalar";
+  static constexpr Geometry kGeometry = kScalarGeometry;  // geometry.hpp
+  static constexpr bool kDotBf16 = false;  // bf16 products through f32 FMA
 
   static Vec zero() { return 0.0f; }
   static Vec set1(float x) { return x; }

@@ -1,0 +1,55 @@
+// Tile geometry per target: the register tile of the micro-kernels (rows × vectors of accumulators),
+// the vector width, and the key block the forward streams. A plan pads rows and columns to the running
+// target's tiles (its kernels carry their geometry, kernels.hpp); the workspaces are sized for the
+// largest. The static_asserts below tie the numbers together, so a target whose tiles would step past
+// a padded row, column or block does not compile. Target-independent (no intrinsics).
+#pragma once
+
+#include <cstdint>
+#include <numeric>
+
+namespace attnkit::cpu {
+
+struct Geometry {
+  int lanes;         // floats per vector
+  int tile_rows;     // query rows per register tile
+  int tile_vectors;  // vectors per tile row
+  int key_block;     // keys streamed per forward step
+  constexpr int tile_cols() const { return lanes * tile_vectors; }
+  // The backward pads a key block to whole tiles both ways (tile_at_b steps over keys by rows).
+  constexpr int backward_key_pad() const { return std::lcm(tile_rows, tile_cols()); }
+};
+
+// AVX2: 16 vector registers; 6 × 2 accumulators, two loaded vectors and a broadcast.
+inline constexpr Geometry kAvx2Geometry{8, 6, 2, 128};
+// The scalar target runs the AVX2 geometry's rows and key blocks over one-float vectors.
+inline constexpr Geometry kScalarGeometry{1, 6, 2, 128};
+// AVX-512: 32 vector registers; 8 × 2 accumulators of 16 floats, keys in blocks of 512 (the shapes a
+// FlashAttention-2 loop measured best on an AVX-512 Zen 5, issue 15; other AVX-512 CPUs may want
+// their own). The emulated 16-lane targets use the same geometry.
+inline constexpr Geometry kAvx512Geometry{16, 8, 2, 512};
+
+inline constexpr Geometry kAllGeometries[] = {kScalarGeometry, kAvx2Geometry, kAvx512Geometry};
+
+// The sizes plans and workspaces are laid out for, whichever target runs.
+inline constexpr std::int64_t kMaxTileRows = 8;     // the most rows any plan pads to (scores of one tile)
+inline constexpr std::int64_t kMaxTileCols = 32;    // the most columns any plan pads d_k or d_v to
+inline constexpr std::int64_t kMaxKeyBlock = 512;   // the forward's key and value blocks
+inline constexpr std::int64_t kRowsPerItem = 192;   // query rows (over a GQA group) per work item
+inline constexpr std::int64_t kDecodeQueries = 16;  // n at or below this is decoding: keys are split
+inline constexpr std::int64_t kSplitKeys = 1024;    // keys per split when decoding (fixed: results
+                                                    // must not depend on the thread count)
+// The backward's blocks.
+inline constexpr std::int64_t kBackwardKeyBlock = 96;    // keys per step: K, V, dK, dV blocks stay in L2
+inline constexpr std::int64_t kBackwardQueryBlock = 48;  // query rows whose dK, dV contributions are summed at once
+inline constexpr std::int64_t kBackwardMinItems = 8;     // chunks per (batch, KV head) until there are this many items
+
+constexpr bool fits_every_plan(const Geometry& g) {
+  return g.tile_rows <= kMaxTileRows && g.tile_cols() <= kMaxTileCols && g.key_block <= kMaxKeyBlock &&
+         g.key_block % g.tile_cols() == 0 && kSplitKeys % g.key_block == 0 && kRowsPerItem % g.tile_rows == 0 &&
+         kBackwardQueryBlock % g.tile_rows == 0 && kBackwardKeyBlock % g.backward_key_pad() == 0;
+}
+static_assert(fits_every_plan(kScalarGeometry) && fits_every_plan(kAvx2Geometry) && fits_every_plan(kAvx512Geometry),
+              "every target's tiles fit the plans' paddings and blocks");
+
+}  // namespace attnkit::cpu

@@ -1,0 +1,83 @@
+// Sixteen floats in a 512-bit AVX-512 register (AVX-512F/BW/VL/DQ), 32 vector registers. Included
+// only by translation units compiled with -mavx512f -mavx512bw -mavx512vl -mavx512dq (and -mfma
+// -mf16c), and only called when the CPU has all of them.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "cpu/geometry.hpp"
+#include "cpu/simd/transpose_8x8.hpp"
+
+namespace attnkit::cpu {
+
+struct Avx512Isa {
+  using Vec = __m512;
+  static constexpr int kLanes = 16;
+  static constexpr const char* kName = "avx512";
+  static constexpr Geometry kGeometry = kAvx512Geometry;  // geometry.hpp
+  static constexpr bool kDotBf16 = false;  // bf16 products through f32 FMA
+
+  static Vec zero() { return _mm512_setzero_ps(); }
+  static Vec set1(float x) { return _mm512_set1_ps(x); }
+  static Vec load(const float* p) { return _mm512_loadu_ps(p); }
+  // Sixteen elements widened from bf16 (zero-extend, shift into the high half) or IEEE half.
+  static Vec load_bf16(const void* p) {
+    const __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256(static_cast<const __m256i*>(p)));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
+  }
+  static Vec load_f16(const void* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(static_cast<const __m256i*>(p))); }
+  static void store(float* p, Vec v) { _mm512_storeu_ps(p, v); }
+  static Vec add(Vec a, Vec b) { return _mm512_add_ps(a, b); }
+  static Vec sub(Vec a, Vec b) { return _mm512_sub_ps(a, b); }
+  static Vec mul(Vec a, Vec b) { return _mm512_mul_ps(a, b); }
+  static Vec fma(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
+  static Vec max(Vec a, Vec b) { return _mm512_max_ps(a, b); }  // b when either is NaN
+  static Vec min(Vec a, Vec b) { return _mm512_min_ps(a, b); }  // b when either is NaN
+  static Vec div(Vec a, Vec b) { return _mm512_div_ps(a, b); }
+  static float reduce_max(Vec v) {
+    const __m256 half = _mm256_max_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(half), _mm256_extractf128_ps(half, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    return _mm_cvtss_f32(m);
+  }
+  static float reduce_add(Vec v) {
+    const __m256 half = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(half), _mm256_extractf128_ps(half, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+  }
+  static Vec select_less(Vec a, Vec b, Vec then_value, Vec else_value) {
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, b, _CMP_LT_OQ), else_value, then_value);
+  }
+  static Vec select_equal(Vec a, Vec b, Vec then_value, Vec else_value) {
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, b, _CMP_EQ_OQ), else_value, then_value);
+  }
+  static Vec iota(float start) {
+    return _mm512_add_ps(_mm512_set1_ps(start),
+                         _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+  }
+  static Vec round_nearest(Vec v) { return _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  static Vec pow2_int(Vec v) {
+    const __m512i exponent = _mm512_add_epi32(_mm512_cvtps_epi32(v), _mm512_set1_epi32(127));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(exponent, 23));
+  }
+  // out[k·out_stride + t] = rows[t][c + k] for t, k < 16 (packing is not the hot loop: four 8 × 8
+  // transposes in 256-bit registers serve).
+  static void transpose_into(const float* const* rows, std::int64_t c, float* out, std::int64_t out_stride) {
+    transpose_16x16(rows, c, out, out_stride);
+  }
+  // flags | (v is NaN), lane-wise, kept as all-ones lanes; any_set tells whether any lane is set.
+  static Vec or_nan(Vec flags, Vec v) {
+    const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    return _mm512_mask_mov_ps(flags, nan, _mm512_castsi512_ps(_mm512_set1_epi32(-1)));
+  }
+  static bool any_set(Vec flags) {
+    return _mm512_test_epi32_mask(_mm512_castps_si512(flags), _mm512_castps_si512(flags)) != 0;
+  }
+};
+
+}  // namespace attnkit::cpu

@@ -1,0 +1,38 @@
+// The AVX-512 target with AVX512_BF16: bf16 inputs' products by vdpbf16ps, sixteen pairs of bf16
+// values per register, accumulated in float32. Included only by the translation unit compiled with
+// -mavx512bf16 as well as the AVX-512 target's flags, and only called when the CPU has AVX512_BF16.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "cpu/simd/avx512.hpp"
+
+namespace attnkit::cpu {
+
+struct Avx512Bf16Isa : Avx512Isa {
+  static constexpr const char* kName = "avx512_bf16";
+  static constexpr bool kDotBf16 = true;
+  using Pairs = __m512bh;
+
+  static Pairs load_pairs(const std::uint32_t* p) { return (__m512bh)_mm512_loadu_si512(p); }
+  static Pairs broadcast_pair(std::uint32_t pair) { return (__m512bh)_mm512_set1_epi32(static_cast<int>(pair)); }
+  // acc + a.hi·b.hi + a.lo·b.lo per lane (vdpbf16ps; bf16_dot_model.hpp says exactly how).
+  static Vec dot_bf16(Vec acc, Pairs a, Pairs b) { return _mm512_dpbf16_ps(acc, a, b); }
+  // Each float rounded to the nearest bf16 (ties to even), as a float whose low 16 bits are zero.
+  static Vec round_to_bf16(Vec v) {
+    const __m512i bits = _mm512_castps_si512(v);
+    const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
+    const __m512i rounded = _mm512_add_epi32(bits, _mm512_add_epi32(_mm512_set1_epi32(0x7FFF), odd));
+    return _mm512_castsi512_ps(_mm512_and_si512(rounded, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u))));
+  }
+  // out[i] = even[i] | odd[i] << 16 for 16 lanes: the pairs of two bf16 rows.
+  static void interleave_bf16(const std::uint16_t* even, const std::uint16_t* odd, std::uint32_t* out) {
+    const __m512i e = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(even)));
+    const __m512i o = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(odd)));
+    _mm512_storeu_si512(out, _mm512_or_si512(e, _mm512_slli_epi32(o, 16)));
+  }
+};
+
+}  // namespace attnkit::cpu

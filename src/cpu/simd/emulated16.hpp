@@ -1,0 +1,122 @@
+// A 16-lane "vector" made of two 8-lane AVX2 halves: the AVX-512 target's geometry (tile shapes,
+// tails, paddings, lane counts) run on any CPU with AVX2, so that every machine tests the code paths
+// of the 16-lane kernels, not only those that have AVX-512. Each operation is the AVX2 one on both
+// halves, so results equal a real 16-lane run up to the order of the cross-lane reductions.
+// Compiled with the AVX2 target's flags.
+#pragma once
+
+#include <cstdint>
+
+#include "cpu/geometry.hpp"
+#include "cpu/simd/avx2.hpp"
+
+namespace attnkit::cpu {
+
+struct Emulated16Isa {
+  struct Vec {
+    Avx2Isa::Vec lo, hi;
+  };
+  static constexpr int kLanes = 16;
+  static constexpr const char* kName = "avx512_emulated";
+  static constexpr Geometry kGeometry = kAvx512Geometry;  // the real AVX-512 target's tiles
+  static constexpr bool kDotBf16 = false;
+  static_assert(kLanes == 2 * Avx2Isa::kLanes && kLanes == kGeometry.lanes);
+
+  static Vec zero() { return {Avx2Isa::zero(), Avx2Isa::zero()}; }
+  static Vec set1(float x) { return {Avx2Isa::set1(x), Avx2Isa::set1(x)}; }
+  static Vec load(const float* p) { return {Avx2Isa::load(p), Avx2Isa::load(p + 8)}; }
+  static Vec load_bf16(const void* p) {
+    return {Avx2Isa::load_bf16(p), Avx2Isa::load_bf16(static_cast<const std::uint16_t*>(p) + 8)};
+  }
+  static Vec load_f16(const void* p) {
+    return {Avx2Isa::load_f16(p), Avx2Isa::load_f16(static_cast<const std::uint16_t*>(p) + 8)};
+  }
+  static void store(float* p, Vec v) {
+    Avx2Isa::store(p, v.lo);
+    Avx2Isa::store(p + 8, v.hi);
+  }
+  static Vec add(Vec a, Vec b) { return {Avx2Isa::add(a.lo, b.lo), Avx2Isa::add(a.hi, b.hi)}; }
+  static Vec sub(Vec a, Vec b) { return {Avx2Isa::sub(a.lo, b.lo), Avx2Isa::sub(a.hi, b.hi)}; }
+  static Vec mul(Vec a, Vec b) { return {Avx2Isa::mul(a.lo, b.lo), Avx2Isa::mul(a.hi, b.hi)}; }
+  static Vec fma(Vec a, Vec b, Vec c) { return {Avx2Isa::fma(a.lo, b.lo, c.lo), Avx2Isa::fma(a.hi, b.hi, c.hi)}; }
+  static Vec max(Vec a, Vec b) { return {Avx2Isa::max(a.lo, b.lo), Avx2Isa::max(a.hi, b.hi)}; }
+  static Vec min(Vec a, Vec b) { return {Avx2Isa::min(a.lo, b.lo), Avx2Isa::min(a.hi, b.hi)}; }
+  static Vec div(Vec a, Vec b) { return {Avx2Isa::div(a.lo, b.lo), Avx2Isa::div(a.hi, b.hi)}; }
+  static float reduce_max(Vec v) { return Avx2Isa::reduce_max(Avx2Isa::max(v.lo, v.hi)); }
+  static float reduce_add(Vec v) { return Avx2Isa::reduce_add(Avx2Isa::add(v.lo, v.hi)); }
+  static Vec select_less(Vec a, Vec b, Vec then_value, Vec else_value) {
+    return {Avx2Isa::select_less(a.lo, b.lo, then_value.lo, else_value.lo),
+            Avx2Isa::select_less(a.hi, b.hi, then_value.hi, else_value.hi)};
+  }
+  static Vec select_equal(Vec a, Vec b, Vec then_value, Vec else_value) {
+    return {Avx2Isa::select_equal(a.lo, b.lo, then_value.lo, else_value.lo),
+            Avx2Isa::select_equal(a.hi, b.hi, then_value.hi, else_value.hi)};
+  }
+  static Vec iota(float start) { return {Avx2Isa::iota(start), Avx2Isa::iota(start + 8)}; }
+  static Vec round_nearest(Vec v) { return {Avx2Isa::round_nearest(v.lo), Avx2Isa::round_nearest(v.hi)}; }
+  static Vec pow2_int(Vec v) { return {Avx2Isa::pow2_int(v.lo), Avx2Isa::pow2_int(v.hi)}; }
+  static void transpose_into(const float* const* rows, std::int64_t c, float* out, std::int64_t out_stride) {
+    transpose_16x16(rows, c, out, out_stride);
+  }
+  static Vec or_nan(Vec flags, Vec v) { return {Avx2Isa::or_nan(flags.lo, v.lo), Avx2Isa::or_nan(flags.hi, v.hi)}; }
+  static bool any_set(Vec flags) { return Avx2Isa::any_set(flags.lo) || Avx2Isa::any_set(flags.hi); }
+};
+
+}  // namespace attnkit::cpu
+
+namespace attnkit::cpu {
+
+// The emulated 16-lane target with bf16 dot products: vdpbf16ps by its model (bf16_dot_model.hpp) in
+// AVX2 arithmetic, so the pair packing and P rounding of the avx512_bf16 target run on any AVX2 CPU.
+struct Emulated16Bf16Isa : Emulated16Isa {
+  static constexpr const char* kName = "avx512_bf16_emulated";
+  static constexpr bool kDotBf16 = true;
+  struct Pairs {
+    __m256i lo, hi;  // lanes 0–7 and 8–15, each a pair of bf16 values
+  };
+
+  static Pairs load_pairs(const std::uint32_t* p) {
+    return {_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 8))};
+  }
+  static Pairs broadcast_pair(std::uint32_t pair) {
+    const __m256i v = _mm256_set1_epi32(static_cast<int>(pair));
+    return {v, v};
+  }
+  // acc + a.hi·b.hi + a.lo·b.lo per lane, as dot_bf16_pair does it.
+  static Vec dot_bf16(Vec acc, Pairs a, Pairs b) { return {dot_half(acc.lo, a.lo, b.lo), dot_half(acc.hi, a.hi, b.hi)}; }
+  // Each float rounded to the nearest bf16 (ties to even), as a float whose low 16 bits are zero.
+  static Vec round_to_bf16(Vec v) { return {round_half(v.lo), round_half(v.hi)}; }
+  // out[i] = even[i] | odd[i] << 16 for 16 lanes: the pairs of two bf16 rows.
+  static void interleave_bf16(const std::uint16_t* even, const std::uint16_t* odd, std::uint32_t* out) {
+    for (int h = 0; h < 16; h += 8) {
+      const __m256i e = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(even + h)));
+      const __m256i o = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(odd + h)));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + h), _mm256_or_si256(e, _mm256_slli_epi32(o, 16)));
+    }
+  }
+
+ private:
+  // Denormals (0 < |x| < 2^−126) become a zero of their sign; everything else stays.
+  static __m256 flush(__m256 x) {
+    const __m256 sign = _mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int>(0x80000000u)));
+    const __m256 magnitude = _mm256_andnot_ps(sign, x);
+    return _mm256_blendv_ps(x, _mm256_and_ps(x, sign), _mm256_cmp_ps(magnitude, _mm256_set1_ps(0x1p-126f), _CMP_LT_OQ));
+  }
+  static __m256 dot_half(__m256 acc, __m256i a, __m256i b) {
+    const __m256i high = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
+    const __m256 a_hi = flush(_mm256_castsi256_ps(_mm256_and_si256(a, high)));
+    const __m256 b_hi = flush(_mm256_castsi256_ps(_mm256_and_si256(b, high)));
+    const __m256 a_lo = flush(_mm256_castsi256_ps(_mm256_slli_epi32(a, 16)));
+    const __m256 b_lo = flush(_mm256_castsi256_ps(_mm256_slli_epi32(b, 16)));
+    acc = flush(_mm256_fmadd_ps(a_hi, b_hi, flush(acc)));
+    return flush(_mm256_fmadd_ps(a_lo, b_lo, acc));
+  }
+  static __m256 round_half(__m256 v) {
+    const __m256i bits = _mm256_castps_si256(v);
+    const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(1));
+    const __m256i rounded = _mm256_add_epi32(bits, _mm256_add_epi32(_mm256_set1_epi32(0x7FFF), odd));
+    return _mm256_castsi256_ps(_mm256_and_si256(rounded, _mm256_set1_epi32(static_cast<int>(0xFFFF0000u))));
+  }
+};
+
+}  // namespace attnkit::cpu

@@ -1,0 +1,15 @@
+// The emulated bf16-dot target's vector operations, for tests/cpu/test_bf16_dot.cpp (AVX2 flags).
+#include "cpu/simd/emulated16.hpp"
+#include "cpu/bf16_dot_lanes.hpp"
+
+namespace attnkit::testing {
+
+using Isa = cpu::Emulated16Bf16Isa;
+
+void emulated_dot_bf16(const float* acc, const std::uint32_t* a, const std::uint32_t* b, float* out) {
+  Isa::store(out, Isa::dot_bf16(Isa::load(acc), Isa::load_pairs(a), Isa::load_pairs(b)));
+}
+
+void emulated_round_to_bf16(const float* in, float* out) { Isa::store(out, Isa::round_to_bf16(Isa::load(in))); }
+
+}  // namespace attnkit::testing

@@ -1,0 +1,19 @@
+// Sixteen lanes of a bf16-dot target's vector operations, each compiled in its own translation unit
+// with its target's flags so the test can compare them with the portable model (bf16_dot_model.hpp):
+// the emulated target's (bf16_dot_emulated.cpp, AVX2: call only on CPUs with AVX2) and the real
+// instruction's (bf16_dot_hardware.cpp, AVX512_BF16: call only on CPUs with it).
+#pragma once
+
+#include <cstdint>
+
+namespace attnkit::testing {
+
+inline constexpr int kDotLanes = 16;
+
+// out[i] = acc[i] + a[i].hi · b[i].hi + a[i].lo · b[i].lo (vdpbf16ps), and round[i] = in[i] rounded to bf16.
+void emulated_dot_bf16(const float* acc, const std::uint32_t* a, const std::uint32_t* b, float* out);
+void emulated_round_to_bf16(const float* in, float* out);
+void hardware_dot_bf16(const float* acc, const std::uint32_t* a, const std::uint32_t* b, float* out);
+void hardware_round_to_bf16(const float* in, float* out);
+
+}  // namespace attnkit::testing

@@ -1,0 +1,235 @@
+// The bf16-dot targets (include/attnkit/targets.hpp): the portable model of vdpbf16ps
+// (src/cpu/simd/bf16_dot_model.hpp) on the cases that define it, the emulated target's vector version
+// and, where the CPU has AVX512_BF16, the instruction itself against the model bit for bit; then the
+// forward kernel of every supported bf16-dot target on bf16 inputs: P is rounded to bf16 before P·V
+// (its error is that of the naive kernel that rounds P the same way, and far above one that does not),
+// and the accuracy rule holds against that naive kernel.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "attnkit/targets.hpp"
+#include "cpu/bf16_dot_lanes.hpp"
+#include "cpu/simd/bf16_dot_model.hpp"
+#include "support/naive_f32.hpp"
+#include "support/testing.hpp"
+
+namespace attnkit {
+namespace {
+
+using cpu::dot_bf16_pair;
+using cpu::float_to_bf16_bits;
+
+// Two bf16 values (each exactly representable) as one 32-bit pair: lo in the low half.
+std::uint32_t pair(float lo, float hi) {
+  return std::uint32_t{float_to_bf16_bits(lo)} | std::uint32_t{float_to_bf16_bits(hi)} << 16;
+}
+
+bool same_bits_or_both_nan(float x, float y) {
+  if (std::isnan(x) || std::isnan(y)) return std::isnan(x) && std::isnan(y);
+  return std::memcmp(&x, &y, sizeof x) == 0;
+}
+
+bool supported(Target t) {
+  const std::vector<Target> s = supported_targets();
+  return std::find(s.begin(), s.end(), t) != s.end();
+}
+
+// ---- the model ----
+
+TEST(Bf16DotModel, AddsTheHighProductFirst) {
+  // 2^24 + 1 (high pair) is a tie that rounds back to 2^24, then − 2^24 (low pair) leaves 0. Adding the
+  // low product first would give 1.
+  EXPECT_EQ(dot_bf16_pair(0x1p24f, pair(-0x1p24f, 1.0f), pair(1.0f, 1.0f)), 0.0f);
+  EXPECT_EQ(dot_bf16_pair(0.0f, pair(3.0f, 2.0f), pair(5.0f, 7.0f)), 29.0f);  // 2·7 + 3·5
+}
+
+TEST(Bf16DotModel, ReadsDenormalInputsAsZeroAndFlushesDenormalResults) {
+  const std::uint32_t denormal_pair = 0x00010001;  // the smallest bf16 denormal, twice
+  EXPECT_EQ(dot_bf16_pair(0.0f, denormal_pair, pair(0x1p100f, 0x1p100f)), 0.0f);
+  EXPECT_EQ(dot_bf16_pair(0.0f, pair(0.0f, 0x1p-70f), pair(0.0f, 0x1p-70f)), 0.0f) << "2^−140, a denormal, flushed";
+  EXPECT_EQ(dot_bf16_pair(0.0f, pair(0.0f, 0x1p-60f), pair(0.0f, 0x1p-60f)), 0x1p-120f) << "a normal product stays";
+  EXPECT_EQ(dot_bf16_pair(0x1p-140f, 0, 0), 0.0f) << "a denormal accumulator is read as zero";
+  EXPECT_EQ(dot_bf16_pair(0x1p-126f, 0, 0), 0x1p-126f) << "the smallest normal stays";
+}
+
+TEST(Bf16DotModel, RoundsToNearestEven) {
+  EXPECT_EQ(float_to_bf16_bits(1.0f + 0x1p-8f), float_to_bf16_bits(1.0f));             // a tie: to even
+  EXPECT_EQ(float_to_bf16_bits(1.0f + 0x1p-8f + 0x1p-20f), float_to_bf16_bits(1.0f + 0x1p-7f));  // above
+  EXPECT_EQ(float_to_bf16_bits(1.0f + 3 * 0x1p-8f), float_to_bf16_bits(1.0f + 0x1p-6f));  // a tie: to even
+  EXPECT_EQ(float_to_bf16_bits(-2.5f), 0xC020);
+}
+
+// ---- vector versions against the model ----
+
+// Random lanes: any bf16 bit patterns (denormals, ±inf and NaN included) and accumulators spanning
+// denormals to large values.
+struct Lanes {
+  float acc[testing::kDotLanes];
+  std::uint32_t a[testing::kDotLanes], b[testing::kDotLanes];
+};
+Lanes random_lanes(testing::Rng& rng, int round) {
+  Lanes l;
+  for (int i = 0; i < testing::kDotLanes; ++i) {
+    auto bits16 = [&] {
+      // Mostly ordinary numbers near 1, sometimes any pattern at all.
+      if (rng.uniform() < 0.3) return static_cast<std::uint32_t>(rng.integer(0, 0xFFFF));
+      return std::uint32_t{float_to_bf16_bits(static_cast<float>(rng.normal() * std::ldexp(1.0, static_cast<int>(rng.integer(-30, 30)))))};
+    };
+    l.a[i] = bits16() | bits16() << 16;
+    l.b[i] = bits16() | bits16() << 16;
+    l.acc[i] = round % 7 == 0 ? static_cast<float>(rng.normal() * 0x1p-130) : static_cast<float>(rng.normal() * 100);
+  }
+  return l;
+}
+
+using DotLanes = void (*)(const float*, const std::uint32_t*, const std::uint32_t*, float*);
+using RoundLanes = void (*)(const float*, float*);
+
+void expect_matches_model(DotLanes dot, RoundLanes round_bf16) {
+  testing::Rng rng(0xBF16);
+  std::int64_t compared = 0;
+  for (int round = 0; round < 20000; ++round) {
+    const Lanes l = random_lanes(rng, round);
+    float got[testing::kDotLanes];
+    dot(l.acc, l.a, l.b, got);
+    for (int i = 0; i < testing::kDotLanes; ++i, ++compared) {
+      const float want = dot_bf16_pair(l.acc[i], l.a[i], l.b[i]);
+      ASSERT_TRUE(same_bits_or_both_nan(got[i], want))
+          << "lane " << i << ": acc " << l.acc[i] << ", a 0x" << std::hex << l.a[i] << ", b 0x" << l.b[i] << std::dec
+          << ": got " << got[i] << ", the model " << want;
+    }
+    float in[testing::kDotLanes], rounded[testing::kDotLanes];
+    for (int i = 0; i < testing::kDotLanes; ++i) in[i] = static_cast<float>(rng.normal() * std::ldexp(1.0, static_cast<int>(rng.integer(-140, 120))));
+    round_bf16(in, rounded);
+    for (int i = 0; i < testing::kDotLanes; ++i) {
+      const std::uint32_t want = std::uint32_t{float_to_bf16_bits(in[i])} << 16;
+      float want_f;
+      std::memcpy(&want_f, &want, sizeof want_f);
+      ASSERT_TRUE(same_bits_or_both_nan(rounded[i], want_f)) << in[i];
+    }
+  }
+  std::printf("[ note ] %lld lanes equal to the model bit for bit\n", static_cast<long long>(compared));
+}
+
+TEST(Bf16Dot, EmulatedTargetMatchesTheModelBitForBit) {
+  if (!missing_cpu_feature(Target::avx512_emulated).empty()) {
+    GTEST_SKIP() << "the emulated target needs " << missing_cpu_feature(Target::avx512_emulated) << ", which this CPU lacks";
+  }
+  expect_matches_model(testing::emulated_dot_bf16, testing::emulated_round_to_bf16);
+}
+
+TEST(Bf16Dot, InstructionMatchesTheModelBitForBit) {
+  if (!supported(Target::avx512_bf16)) {
+    GTEST_SKIP() << "vdpbf16ps not compared with its model here: this CPU lacks "
+                 << missing_cpu_feature(Target::avx512_bf16);
+  }
+  expect_matches_model(testing::hardware_dot_bf16, testing::hardware_round_to_bf16);
+}
+
+// ---- the forward kernel of each bf16-dot target ----
+
+struct Case {
+  const char* name;
+  std::int64_t B, H, Hkv, n, m, d, dv;
+  AttentionOptions options;
+  bool strided_kv = false;  // K and V stored [B, m, Hkv, d]: packed through the element reader
+  bool nan_in_unseen_value = false;  // a NaN value at a key no row sees: the block's float32 fallback
+};
+
+std::vector<Case> cases() {
+  static const float slopes[] = {0.01f, 0.02f, 0.03f};
+  std::vector<Case> out;
+  out.push_back({"odd_sizes_gqa", 1, 4, 2, 50, 700, 37, 19, {}});
+  out.push_back({"one_key_block", 1, 4, 2, 60, 300, 64, 64, {}});
+  AttentionOptions biased;
+  biased.causal = Causal::bottom_right;
+  biased.window = {300, 0};
+  biased.softcap = 20;
+  biased.alibi_slopes = slopes;
+  out.push_back({"causal_window_softcap_alibi", 2, 3, 3, 70, 600, 64, 64, biased});
+  AttentionOptions dropped;
+  dropped.dropout_p = 0.15;
+  dropped.seed = 7;
+  out.push_back({"dropout", 1, 2, 1, 40, 430, 32, 48, dropped});
+  out.push_back({"strided_kv", 1, 2, 2, 30, 650, 40, 24, {}, true});
+  AttentionOptions causal;
+  causal.causal = Causal::top_left;
+  out.push_back({"nan_value_not_seen", 1, 2, 2, 30, 600, 16, 16, causal, false, true});
+  return out;
+}
+
+// The fraction of elements of two bf16 tensors that differ.
+double differing_fraction(const Tensor& a, const Tensor& b) {
+  std::int64_t differ = 0;
+  for (std::int64_t i = 0; i < a.numel(); ++i) differ += testing::value(a, i) != testing::value(b, i) ? 1 : 0;
+  return static_cast<double>(differ) / static_cast<double>(std::max<std::int64_t>(a.numel(), 1));
+}
+
+TEST(Bf16Dot, ForwardRoundsPAndMeetsTheAccuracyRule) {
+  std::vector<Target> targets;
+  for (Target t : supported_targets())
+    if (target_uses_bf16_dot(t)) targets.push_back(t);
+  for (Target t : compiled_targets())
+    if (target_uses_bf16_dot(t) && !supported(t))
+      std::printf("[ note ] target %s not run here: this CPU lacks %s\n", target_name(t), missing_cpu_feature(t).c_str());
+  if (targets.empty()) GTEST_SKIP() << "no bf16-dot target runs on this CPU or is compiled into this build";
+  ATTNKIT_TRACE_SEED();
+  testing::Rng rng(15);
+  for (const Case& c : cases()) {
+    SCOPED_TRACE(c.name);
+    const Tensor q = testing::random_tensor(rng, {c.B, c.H, c.n, c.d}, DType::bf16);
+    Tensor k_store = testing::random_tensor(rng, c.strided_kv ? std::vector<std::int64_t>{c.B, c.m, c.Hkv, c.d}
+                                                              : std::vector<std::int64_t>{c.B, c.Hkv, c.m, c.d}, DType::bf16);
+    Tensor v_store = testing::random_tensor(rng, c.strided_kv ? std::vector<std::int64_t>{c.B, c.m, c.Hkv, c.dv}
+                                                              : std::vector<std::int64_t>{c.B, c.Hkv, c.m, c.dv}, DType::bf16);
+    if (c.nan_in_unseen_value) v_store.data<bfloat16>()[(c.m - 1) * c.dv] = to_bfloat16(std::numeric_limits<float>::quiet_NaN());
+    const ConstTensorView k_view = c.strided_kv ? k_store.view().permuted({0, 2, 1, 3}) : k_store.view();
+    const ConstTensorView v_view = c.strided_kv ? v_store.view().permuted({0, 2, 1, 3}) : v_store.view();
+    const Tensor k = Tensor::converted(k_view, DType::bf16), v = Tensor::converted(v_view, DType::bf16);  // contiguous copies for the oracles
+
+    AttentionOptions reference_options = c.options;
+    reference_options.kernel = Kernel::reference;
+    auto wide = [](const Tensor& t) { return Tensor::converted(t.view(), DType::f64); };
+    const Tensor exact = testing::run_forward(wide(q), wide(k), wide(v), reference_options).out;
+    auto error_of = [&](const Tensor& out) { return testing::rms_diff(Tensor::converted(out.view(), DType::f64), exact); };
+    const Tensor plain = Tensor::converted(testing::naive_f32_forward(q, k, v, c.options).view(), DType::bf16);
+    const Tensor rounded = Tensor::converted(testing::naive_f32_forward(q, k, v, c.options, true).view(), DType::bf16);
+    const double naive_plain = error_of(plain), naive_rounded = error_of(rounded);
+    const double floor = 1e-7;
+
+    AttentionOptions fast_options = c.options;
+    fast_options.kernel = Kernel::fast;
+    for (Target t : targets) {
+      SCOPED_TRACE(target_name(t));
+      set_target(t);
+      Tensor out = testing::poisoned(DType::bf16, {c.B, c.H, c.n, c.dv});
+      forward(q.view(), k_view, v_view, out.view(), fast_options);
+      reset_target();
+      const double fast = error_of(out);
+      EXPECT_LE(fast, 2 * naive_rounded + floor) << "RMS errors: fast " << fast << ", naive with P rounded " << naive_rounded;
+      // Whether P was rounded: with one key block (m ≤ 512) the running max is the row's max, so the
+      // kernel rounds the very weights the naive kernel rounds, and its bf16 outputs equal that
+      // kernel's but where float32 sums in another order straddle a rounding boundary; without the
+      // rounding of P they would differ as often as the plain naive kernel's do.
+      const double differ_rounded = differing_fraction(out, rounded), differ_plain = differing_fraction(out, plain);
+      std::printf("[ note ] %s %s: RMS error %.3g = %.2f x the naive kernel's with P rounded (plain naive: %.3g); "
+                  "outputs differing from the naive ones: %.4f (P rounded), %.4f (plain)\n",
+                  target_name(t), c.name, fast, fast / naive_rounded, naive_plain, differ_rounded, differ_plain);
+      if (c.m <= 512) {
+        EXPECT_LT(differ_rounded, 0.05);
+        EXPECT_GT(differ_plain, 4 * differ_rounded) << "P does not look rounded to bf16";
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace attnkit

@@ -1,0 +1,92 @@
+// The target table (src/cpu/target.cpp): which targets are compiled and supported, the default, the
+// errors for a target this CPU cannot run, and that the emulated targets run the AVX-512 tile geometry.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "attnkit/error.hpp"
+#include "attnkit/targets.hpp"
+#include "cpu/kernels.hpp"
+
+namespace attnkit {
+namespace {
+
+bool contains(const std::vector<Target>& targets, Target t) { return std::find(targets.begin(), targets.end(), t) != targets.end(); }
+
+TEST(Targets, ScalarIsAlwaysSupportedAndTheDefaultIsActive) {
+  const std::vector<Target> supported = supported_targets();
+  ASSERT_FALSE(supported.empty());
+  EXPECT_EQ(supported.back(), Target::scalar);
+  EXPECT_EQ(active_target(), default_target());
+  EXPECT_TRUE(contains(supported, default_target()));
+  EXPECT_FALSE(target_is_emulated(default_target())) << "an emulated target is never the default";
+  set_target(Target::scalar);
+  EXPECT_EQ(active_target(), Target::scalar);
+  reset_target();
+  EXPECT_EQ(active_target(), default_target());
+  std::printf("[ note ] default target: %s\n", default_target_reason().c_str());
+}
+
+TEST(Targets, SupportedMeansNoMissingFeature) {
+  const std::vector<Target> supported = supported_targets();
+  for (Target t : compiled_targets()) {
+    SCOPED_TRACE(target_name(t));
+    if (contains(supported, t)) {
+      EXPECT_EQ(missing_cpu_feature(t), "");
+      continue;
+    }
+    // A target this CPU cannot run: forcing it raises an error that names the missing feature.
+    const std::string missing = missing_cpu_feature(t);
+    ASSERT_FALSE(missing.empty());
+    try {
+      set_target(t);
+      ADD_FAILURE() << "set_target accepted a target this CPU cannot run";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::unsupported);
+      EXPECT_NE(std::string(e.what()).find(missing), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(target_name(t)), std::string::npos) << e.what();
+    }
+    std::printf("[ note ] target %s is compiled but not tested here: this CPU lacks %s\n", target_name(t), missing.c_str());
+  }
+  reset_target();
+}
+
+TEST(Targets, NamesAndRequirementsAreThoseOfTheTable) {
+  EXPECT_STREQ(target_name(Target::avx512), "avx512");
+  EXPECT_STREQ(target_name(Target::avx512_bf16_emulated), "avx512_bf16_emulated");
+  EXPECT_NE(std::string(target_requirements(Target::avx512)).find("AVX-512F"), std::string::npos);
+  EXPECT_NE(std::string(target_requirements(Target::avx512_bf16)).find("AVX512_BF16"), std::string::npos);
+  EXPECT_TRUE(target_uses_bf16_dot(Target::avx512_bf16));
+  EXPECT_TRUE(target_uses_bf16_dot(Target::avx512_bf16_emulated));
+  EXPECT_FALSE(target_uses_bf16_dot(Target::avx512));
+  EXPECT_TRUE(target_is_emulated(Target::avx512_emulated));
+  EXPECT_FALSE(target_is_emulated(Target::avx2));
+}
+
+// The emulated targets stand in for the AVX-512 ones: same lanes, tiles and key blocks, so the tests
+// that loop over supported_targets() run the 16-lane code paths on every AVX2 machine.
+TEST(Targets, EmulatedTargetsRunTheAvx512Geometry) {
+  const std::vector<Target> compiled = compiled_targets();
+  if (!contains(compiled, Target::avx512_emulated)) {
+    GTEST_SKIP() << "this build has no emulated targets (configure with -DATTNKIT_EMULATED_TARGETS=ON)";
+  }
+  if (!contains(supported_targets(), Target::avx512_emulated)) {
+    GTEST_SKIP() << "the emulated targets need " << missing_cpu_feature(Target::avx512_emulated) << ", which this CPU lacks";
+  }
+  for (Target t : {Target::avx512_emulated, Target::avx512_bf16_emulated}) {
+    SCOPED_TRACE(target_name(t));
+    const cpu::Geometry g = cpu::forward_kernels(t).geometry;
+    EXPECT_EQ(g.lanes, cpu::kAvx512Geometry.lanes);
+    EXPECT_EQ(g.tile_rows, cpu::kAvx512Geometry.tile_rows);
+    EXPECT_EQ(g.tile_vectors, cpu::kAvx512Geometry.tile_vectors);
+    EXPECT_EQ(g.key_block, cpu::kAvx512Geometry.key_block);
+    EXPECT_EQ(cpu::backward_kernels(t).geometry.tile_cols(), cpu::kAvx512Geometry.tile_cols());
+  }
+  EXPECT_EQ(cpu::forward_kernels(Target::avx2).geometry.tile_cols(), cpu::kAvx2Geometry.tile_cols());
+}
+
+}  // namespace
+}  // namespace attnkit
