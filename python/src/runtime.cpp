@@ -52,7 +52,7 @@ void bind_runtime(nb::module_& m) {
         "Bytes one request may take, in place of what the system reports; 0 restores that.");
   m.def("available_memory", &available_memory, "Bytes one request may take now.");
   m.def("active_target", [] { return std::string(target_name(active_target())); },
-        "The SIMD target the fast kernels run on (\"avx2\", \"scalar\").");
+        "The SIMD target the fast kernels run on (\"avx512_bf16\", \"avx512\", \"avx2\", \"scalar\", ...).");
 }
 
 }  // namespace attnkit::python

@@ -1148,6 +1148,33 @@ TEST(CliInfo, TargetFromTheEnvironment) {
   while (std::fgets(buffer, sizeof buffer, pipe) != nullptr) output += buffer;
   EXPECT_EQ(WEXITSTATUS(pclose(pipe)), kError) << output;
   EXPECT_TRUE(contains(output, "ATTNKIT_TARGET")) << output;
+  // A target this CPU cannot run: the error names the feature it lacks.
+  for (attnkit::Target t : attnkit::compiled_targets()) {
+    const std::string missing = attnkit::missing_cpu_feature(t);
+    if (missing.empty()) continue;
+    const std::string lacking = "ATTNKIT_TARGET=" + std::string(attnkit::target_name(t)) + " " + ATTNKIT_CLI_BINARY + " info 2>&1";
+    pipe = popen(lacking.c_str(), "r");
+    ASSERT_NE(pipe, nullptr);
+    output.clear();
+    while (std::fgets(buffer, sizeof buffer, pipe) != nullptr) output += buffer;
+    EXPECT_EQ(WEXITSTATUS(pclose(pipe)), kError) << output;
+    EXPECT_TRUE(contains(output, "lacks " + missing)) << output;
+    break;
+  }
+  // An emulated target can be forced where it runs, and info says how it multiplies bf16.
+  if (attnkit::missing_cpu_feature(attnkit::Target::avx512_bf16_emulated).empty()) {
+    const auto compiled = attnkit::compiled_targets();
+    if (std::find(compiled.begin(), compiled.end(), attnkit::Target::avx512_bf16_emulated) != compiled.end()) {
+      const std::string emulated = "ATTNKIT_TARGET=avx512_bf16_emulated " + std::string(ATTNKIT_CLI_BINARY) + " info 2>&1";
+      pipe = popen(emulated.c_str(), "r");
+      ASSERT_NE(pipe, nullptr);
+      output.clear();
+      while (std::fgets(buffer, sizeof buffer, pipe) != nullptr) output += buffer;
+      EXPECT_EQ(WEXITSTATUS(pclose(pipe)), kOk) << output;
+      EXPECT_TRUE(contains(output, "target in use:     avx512_bf16_emulated")) << output;
+      EXPECT_TRUE(contains(output, "bf16 products:     bf16 dot products")) << output;
+    }
+  }
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
 // `attnkit info`: what this build of attnkit will run on this machine.
+#include <algorithm>
 #include <ostream>
 #include <string>
 
@@ -13,11 +14,15 @@ namespace {
 constexpr const char* kHelp = R"(Usage: attnkit info
 
 Prints the attnkit version, the kernel each dtype runs on, the SIMD targets compiled into this build
-and those this CPU can run, the target in use (ATTNKIT_TARGET=<name> forces one) and the thread
-count (ATTNKIT_NUM_THREADS=<n> sets it).
+and those this CPU can run (for each one it cannot, the CPU feature it lacks), the target in use and
+why it is the default (ATTNKIT_TARGET=<name> forces one), how that target multiplies bf16 inputs
+(f32 FMA, or bf16 dot products with P rounded to bf16), and the thread count (ATTNKIT_NUM_THREADS=<n>
+sets it). Targets ending in _emulated are test stand-ins for the AVX-512 ones on any AVX2 CPU.
 
-Example:
+Examples:
+  attnkit info
   ATTNKIT_TARGET=scalar attnkit info
+  ATTNKIT_TARGET=avx512_bf16 attnkit info
 )";
 
 constexpr FlagSpec kFlags[] = {{"help", false}};
@@ -34,12 +39,23 @@ int info(const CommandArgs& words, std::ostream& out) {
     out << kHelp;
     return kExitOk;
   }
+  const Target active = active_target();
   out << "attnkit " << version() << '\n'
       << "kernels:           f32, f16, bf16 -> " << kernel_name(resolve_kernel(Kernel::automatic, DType::f32))
       << "; f64 -> " << kernel_name(resolve_kernel(Kernel::automatic, DType::f64)) << " (forward and backward)\n"
       << "targets compiled:  " << target_list(compiled_targets()) << '\n'
-      << "targets supported: " << target_list(supported_targets()) << '\n'
-      << "target in use:     " << target_name(active_target()) << '\n'
+      << "targets supported: " << target_list(supported_targets()) << '\n';
+  const std::vector<Target> supported = supported_targets();
+  for (Target t : compiled_targets()) {
+    if (std::find(supported.begin(), supported.end(), t) == supported.end())
+      out << "  not on this CPU:  " << target_name(t) << " (lacks " << missing_cpu_feature(t) << ")\n";
+  }
+  out << "target in use:     " << target_name(active) << '\n'
+      << "default target:    " << default_target_reason() << '\n'
+      << "bf16 products:     "
+      << (target_uses_bf16_dot(active) ? "bf16 dot products (vdpbf16ps), P rounded to bf16 before P·V; backward in f32 FMA"
+                                       : "widened to f32, f32 FMA")
+      << '\n'
       << "threads:           " << num_threads() << '\n';
   return kExitOk;
 }
