@@ -2,6 +2,7 @@
 #pragma once
 
 #include "attnkit/attention.hpp"
+#include "attnkit/blas.hpp"
 #include "attnkit/dtype.hpp"
 #include "attnkit/error.hpp"
 #include "attnkit/kv_cache.hpp"
