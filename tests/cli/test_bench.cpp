@@ -1,10 +1,12 @@
 // `attnkit bench`: not its timings (benchmarks are programs, never timed tests) but what its figures
 // rest on: the two baselines compute attention correctly (against the float64 reference), the case
 // list and FLOP counts are the documented ones (the backward's 2.5× the forward's, the module's
-// projections and causal attention), --json prints parseable lines with the documented keys, and bad
-// usage exits 2.
+// projections and causal attention), --json prints parseable lines with the documented keys (each
+// target's FMA loop, the best of them as every fraction_of_peak's denominator, the SIMD target of
+// every row, the verdict on OpenBLAS's core), and bad usage exits 2.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdint>
@@ -17,9 +19,11 @@
 #include "attnkit/attnkit.hpp"
 #include "bench/blas_attention.hpp"
 #include "bench/cases.hpp"
+#include "bench/ceilings.hpp"
 #include "bench/json_line.hpp"
 #include "bench/module_cases.hpp"
 #include "bench/naive_attention.hpp"
+#include "bench/report.hpp"
 #include "cli.hpp"
 #include "cli/cli_runner.hpp"
 #include "support/testing.hpp"
@@ -104,7 +108,30 @@ TEST(BenchBaselines, OpenBlasCompositionMatchesReference) {
   const attnkit::bench::BlasInfo info = attnkit::bench::BlasAttention::info();
   if (!info.available) GTEST_SKIP() << info.description;
   EXPECT_FALSE(info.core.empty());
+  const attnkit::BlasCoreVerdict expected = attnkit::judge_blas_core(info.core, attnkit::cpu_vector_features());
+  EXPECT_EQ(info.verdict.generic, expected.generic) << info.core;
+  EXPECT_EQ(info.verdict.kind, expected.kind) << info.core;
+  EXPECT_EQ(info.verdict.coretype, expected.coretype) << info.core;
   expect_matches_reference<attnkit::bench::BlasAttention>("openblas");
+}
+
+// ---- the best FMA rate over the targets' loops ----
+
+TEST(BenchCeilings, BestFmaIsTheMaximumPerThreadCount) {
+  using attnkit::bench::FmaLoopPeak;
+  const std::vector<FmaLoopPeak> loops = {
+      {"avx2", "avx2+fma", std::vector<double>{100, 190, 50}, ""},
+      {"avx512", "avx512f", std::vector<double>{160, 180, 50}, ""},  // 50: a tie goes to the first listed
+      {"other", "unmeasured", std::nullopt, "absent"},
+  };
+  std::vector<double> gflops;
+  std::vector<std::string> isa;
+  attnkit::bench::take_best_fma(loops, 3, gflops, isa);
+  EXPECT_EQ(gflops, (std::vector<double>{160, 190, 50}));
+  EXPECT_EQ(isa, (std::vector<std::string>{"avx512f", "avx2+fma", "avx2+fma"}));
+  attnkit::bench::take_best_fma({loops[2]}, 2, gflops, isa);  // nothing measured: no rate, no name
+  EXPECT_EQ(gflops, (std::vector<double>{0, 0}));
+  EXPECT_EQ(isa, (std::vector<std::string>{"", ""}));
 }
 
 // ---- cases and FLOP counts ----
@@ -389,6 +416,132 @@ double number_of(const JsonObject& o, const std::string& key) {
   return d ? *d : std::nan("");
 }
 
+// The key's boolean; fails the test when it is missing or not a boolean.
+bool bool_of(const JsonObject& o, const std::string& key) {
+  const auto it = o.find(key);
+  const bool* b = it == o.end() ? nullptr : std::get_if<bool>(&it->second.value);
+  EXPECT_TRUE(b != nullptr) << key << " is not a boolean";
+  return b != nullptr && *b;
+}
+
+// The key's array of numbers (empty when missing, null or not an array of numbers).
+std::vector<double> numbers_of(const JsonObject& o, const std::string& key) {
+  std::vector<double> values;
+  const auto it = o.find(key);
+  const auto* array = it == o.end() ? nullptr : std::get_if<JsonArray>(&it->second.value);
+  if (array == nullptr) return values;
+  for (const JsonValue& v : *array) {
+    const auto* d = std::get_if<double>(&v.value);
+    values.push_back(d ? *d : std::nan(""));
+  }
+  return values;
+}
+
+std::vector<std::string> texts_of(const JsonObject& o, const std::string& key) {
+  std::vector<std::string> values;
+  const auto it = o.find(key);
+  const auto* array = it == o.end() ? nullptr : std::get_if<JsonArray>(&it->second.value);
+  if (array == nullptr) return values;
+  for (const JsonValue& v : *array) {
+    const auto* text = std::get_if<std::string>(&v.value);
+    values.push_back(text ? *text : "(not a string)");
+  }
+  return values;
+}
+
+constexpr double kJsonDigits = 1e-5;  // JSON numbers carry 6 significant digits
+
+// The ceilings line's FMA figures: each x86 target's loop measured exactly when this CPU has its
+// instructions (else null with a reason), and fma_gflops the best of them per thread count, named
+// by fma_best_isa.
+void expect_fma_ceilings(const JsonObject& ceilings, std::size_t counts) {
+  const attnkit::CpuVectorFeatures cpu = attnkit::cpu_vector_features();
+  struct Loop {
+    std::string key, isa;
+    bool expected;
+  };
+  const std::vector<Loop> loops = {{"avx2", "avx2+fma", cpu.avx2_fma},
+                                   {"avx512", "avx512f", cpu.avx512f},
+                                   {"generic", "generic", !cpu.avx2_fma && !cpu.avx512f}};
+  std::vector<double> best(counts, 0.0);
+  std::vector<std::string> best_isa(counts);
+  for (const Loop& loop : loops) {
+    SCOPED_TRACE(loop.key);
+    const std::string key = "fma_" + loop.key + "_gflops";
+    if (!loop.expected) {
+      if (loop.key != "generic") {
+        EXPECT_TRUE(is_null(ceilings, key)) << "the CPU lacks it: null, not a figure";
+        EXPECT_FALSE(text_of(ceilings, "fma_" + loop.key + "_note").empty()) << "and says why";
+      } else {
+        EXPECT_EQ(ceilings.count(key), 0u) << "the generic floor runs only when no target loop can";
+      }
+      continue;
+    }
+    const std::vector<double> rates = numbers_of(ceilings, key);
+    ASSERT_EQ(rates.size(), counts) << "one per thread count";
+    EXPECT_EQ(ceilings.count("fma_" + loop.key + "_note"), 0u);
+    for (std::size_t i = 0; i < counts; ++i) {
+      EXPECT_GT(rates[i], 0.0);
+      if (rates[i] > best[i]) {
+        best[i] = rates[i];
+        best_isa[i] = loop.isa;
+      }
+    }
+  }
+  const std::vector<double> fma = numbers_of(ceilings, "fma_gflops");
+  const std::vector<std::string> fma_best_isa = texts_of(ceilings, "fma_best_isa");
+  ASSERT_EQ(fma.size(), counts);
+  ASSERT_EQ(fma_best_isa.size(), counts);
+  for (std::size_t i = 0; i < counts; ++i) {
+    EXPECT_NEAR(fma[i] / best[i], 1.0, kJsonDigits) << "fma_gflops is the best measured rate at count " << i;
+    EXPECT_TRUE(fma_best_isa[i].starts_with(best_isa[i])) << fma_best_isa[i] << " vs " << best_isa[i];
+    EXPECT_NE(text_of(ceilings, "fma_isa").find(fma_best_isa[i]), std::string::npos) << text_of(ceilings, "fma_isa");
+  }
+}
+
+// The ceilings line's verdict on OpenBLAS's core is judge_blas_core's on the core it names, for
+// this CPU.
+void expect_blas_verdict(const JsonObject& ceilings) {
+  const attnkit::CpuVectorFeatures cpu = attnkit::cpu_vector_features();
+  EXPECT_EQ(bool_of(ceilings, "cpu_avx2_fma"), cpu.avx2_fma);
+  EXPECT_EQ(bool_of(ceilings, "cpu_avx512f"), cpu.avx512f);
+  const std::string core = text_of(ceilings, "blas_core");
+  EXPECT_FALSE(core.empty()) << "the module's OpenBLAS names its core even without the baseline";
+  if (bool_of(ceilings, "openblas")) {
+    EXPECT_EQ(core, text_of(ceilings, "openblas_core"));
+  }
+  const attnkit::BlasCoreVerdict verdict = attnkit::judge_blas_core(core, cpu);
+  EXPECT_EQ(text_of(ceilings, "blas_core_kind"), attnkit::blas_core_kind_name(verdict.kind));
+  EXPECT_EQ(bool_of(ceilings, "blas_core_generic"), verdict.generic) << core;
+  if (verdict.generic) {
+    EXPECT_EQ(text_of(ceilings, "blas_coretype_advice"), verdict.coretype);
+    EXPECT_EQ(text_of(ceilings, "blas_core_warning"), verdict.message);
+  } else {
+    EXPECT_TRUE(is_null(ceilings, "blas_coretype_advice"));
+    EXPECT_TRUE(is_null(ceilings, "blas_core_warning"));
+  }
+}
+
+// A case or module line names the SIMD target its kernel ran on: the active one for the fast
+// kernel, null for the reference.
+void expect_target(const JsonObject& o) {
+  ASSERT_TRUE(o.count("target")) << "every row names its target";
+  if (text_of(o, "kernel") == "fast") {
+    EXPECT_EQ(text_of(o, "target"), attnkit::target_name(attnkit::active_target()));
+  } else {
+    EXPECT_TRUE(is_null(o, "target")) << text_of(o, "kernel");
+  }
+}
+
+// fraction_of_peak is gflops over the best f32 FMA rate at the line's thread count.
+void expect_fraction_of_best(const JsonObject& o, const JsonObject& ceilings) {
+  const std::vector<double> threads = numbers_of(ceilings, "threads"), fma = numbers_of(ceilings, "fma_gflops");
+  const auto it = std::find(threads.begin(), threads.end(), number_of(o, "threads"));
+  ASSERT_NE(it, threads.end());
+  const double peak = fma[static_cast<std::size_t>(it - threads.begin())];
+  EXPECT_NEAR(number_of(o, "fraction_of_peak") / (number_of(o, "gflops") / peak), 1.0, 3 * kJsonDigits);
+}
+
 // Tiny shapes, one repeat, a small copy: the whole run takes well under a second of work.
 std::vector<std::string> tiny_run(const std::string& threads, const std::vector<std::string>& extra) {
   std::vector<std::string> args = {"bench",   "--quick", "--sizes", "24", "--dims",     "8",
@@ -408,18 +561,25 @@ TEST(BenchCommand, JsonLinesCarryTheDocumentedKeys) {
 
   const JsonObject& ceilings = lines.front();
   EXPECT_EQ(text_of(ceilings, "kind"), "ceilings");
-  for (const char* key : {"fma_isa", "fma_gflops", "bf16_gflops", "copy_gbytes_per_s", "threads", "openblas_core"}) {
+  for (const char* key : {"fma_isa", "fma_gflops", "fma_best_isa", "fma_avx2_gflops", "fma_avx512_gflops",
+                          "bf16_gflops", "copy_gbytes_per_s", "threads", "openblas_core", "cpu_avx2_fma",
+                          "cpu_avx512f", "blas_core", "blas_core_kind", "blas_core_generic", "blas_coretype_advice",
+                          "blas_core_warning"}) {
     EXPECT_TRUE(ceilings.count(key)) << key;
   }
   const auto& fma = std::get<JsonArray>(ceilings.at("fma_gflops").value);
   ASSERT_EQ(fma.size(), 2u);  // one per thread count
   for (const JsonValue& v : fma) EXPECT_GT(std::get<double>(v.value), 0.0);
+  expect_fma_ceilings(ceilings, 2);
+  expect_blas_verdict(ceilings);
 
   const bool openblas = std::get<bool>(ceilings.at("openblas").value);
   int forward = 0, backward = 0, decode = 0, module = 0;
   for (std::size_t i = 1; i + 1 < lines.size(); ++i) {
     const JsonObject& o = lines[i];
     SCOPED_TRACE(text_of(o, "name"));
+    expect_target(o);
+    expect_fraction_of_best(o, ceilings);
     if (text_of(o, "kind").starts_with("mha_")) {  // checked in detail by ModuleLinesCarryTheDocumentedKeys
       ++module;
       EXPECT_EQ(number_of(o, text_of(o, "kind") == "mha_decode" ? "m" : "n"), 24.0) << "--sizes sets n and m";
@@ -427,7 +587,8 @@ TEST(BenchCommand, JsonLinesCarryTheDocumentedKeys) {
       continue;
     }
     for (const char* key : {"name", "direction", "batch", "heads", "kv_heads", "n", "m", "d", "causal", "dtype",
-                            "threads", "seconds", "gflops", "fraction_of_peak", "kernel", "speedup_vs_naive"}) {
+                            "threads", "seconds", "gflops", "fraction_of_peak", "kernel", "target",
+                            "speedup_vs_naive"}) {
       EXPECT_TRUE(o.count(key)) << key;
     }
     const bool is_backward = text_of(o, "kind") == "backward";
@@ -518,7 +679,8 @@ TEST(BenchCommand, ModuleLinesCarryTheDocumentedKeys) {
     SCOPED_TRACE(text_of(o, "name"));
     for (const char* key : {"kind", "direction", "name", "batch", "embed_dim", "heads", "kv_heads", "d", "n", "m",
                             "causal", "dtype", "layout", "threads", "seconds", "runs", "tokens_per_second", "flops",
-                            "gflops", "fraction_of_peak", "kernel", "attention_seconds", "attention_share"}) {
+                            "gflops", "fraction_of_peak", "kernel", "target", "attention_seconds",
+                            "attention_share"}) {
       EXPECT_TRUE(o.count(key)) << key;
     }
     const bool decode = text_of(o, "kind") == "mha_decode";
@@ -565,6 +727,91 @@ TEST(BenchCommand, ModuleLinesCarryTheDocumentedKeys) {
   }
 }
 
+// The SIMD target of every row is the one the kernels run on now: forcing another (as ATTNKIT_TARGET
+// or set_target does) changes it, and the reference kernel has none.
+TEST(BenchCommand, RowsNameTheTargetTheKernelsRanOn) {
+  const std::vector<attnkit::Target> supported = attnkit::supported_targets();
+  ASSERT_FALSE(supported.empty());
+  for (const attnkit::Target target : {supported.front(), supported.back()}) {
+    SCOPED_TRACE(attnkit::target_name(target));
+    attnkit::set_target(target);
+    const Result r = cli(tiny_run("1", {"--json", "--filter", "f32_n24_d8"}));
+    const Result module = cli(tiny_run("1", {"--json", "--filter", "mha_prefill"}));
+    attnkit::reset_target();
+    ASSERT_EQ(r.code, kOk) << r.err;
+    ASSERT_EQ(module.code, kOk) << module.err;
+    const std::vector<JsonObject> lines = json_lines(r.out), module_lines = json_lines(module.out);
+    ASSERT_EQ(lines.size(), 4u) << r.out;  // ceilings, fwd_f32_n24_d8, fwd_f32_n24_d8_causal, bwd_f32_n24_d8
+    ASSERT_EQ(module_lines.size(), 2u) << module.out;
+    for (const JsonObject& o : {lines[1], lines[2], lines[3], module_lines[1]}) {
+      SCOPED_TRACE(text_of(o, "name"));
+      EXPECT_EQ(text_of(o, "kernel"), "fast");
+      EXPECT_EQ(text_of(o, "target"), attnkit::target_name(target));
+    }
+  }
+  const Result reference = cli(tiny_run("1", {"--json", "--filter", "fwd_f32_n24_d8_causal", "--kernel", "reference"}));
+  ASSERT_EQ(reference.code, kOk) << reference.err;
+  const std::vector<JsonObject> lines = json_lines(reference.out);
+  ASSERT_EQ(lines.size(), 2u) << reference.out;
+  EXPECT_EQ(text_of(lines[1], "kernel"), "reference");
+  EXPECT_TRUE(is_null(lines[1], "target")) << "the float64 reference has no SIMD target";
+}
+
+// The machine lines for a CPU this one may not be: a generic OpenBLAS core on an AVX-512 CPU (issue
+// 15's Xeon), and a target loop that did not run. The Report is fed made-up ceilings.
+TEST(BenchReport, GenericBlasCoreIsSaidInTextAndJson) {
+  attnkit::bench::Ceilings c;
+  c.threads = {1, 2};
+  c.fma_loops = {{"avx2", "avx2+fma", std::vector<double>{80, 160}, ""},
+                 {"avx512", "avx512f", std::nullopt, "this CPU has no avx512f"}};
+  attnkit::bench::take_best_fma(c.fma_loops, 2, c.fma_gflops, c.fma_best_isa);
+  c.fma_isa = "avx2+fma";
+  c.bf16_note = "no avx512_bf16";
+  c.copy_gbytes_per_s = {20, 30};
+  attnkit::bench::RunInfo info;
+  info.kernel = "fast";
+  info.openblas = {true, "OpenBLAS 0.3.21, core Prescott", "Prescott", {}};
+  info.cpu = {true, true};
+  info.blas_core = "Prescott";
+  info.blas_verdict = attnkit::judge_blas_core("Prescott", info.cpu);
+
+  std::ostringstream text;
+  attnkit::bench::Report(text, false).machine(info, c);
+  for (const char* part : {"avx2+fma loop:  1 thread 80.0 GFLOP/s  2 threads 160.0 GFLOP/s",
+                           "avx512f loop: not measured: this CPU has no avx512f",
+                           "OpenBLAS core: Prescott (pre_avx2 kernels) on a CPU with AVX2+FMA, AVX-512F: a GENERIC "
+                           "core",
+                           "WARNING: OpenBLAS runs its 'Prescott' core", "OPENBLAS_CORETYPE=SkylakeX"}) {
+    EXPECT_NE(text.str().find(part), std::string::npos) << part << " in:\n" << text.str();
+  }
+
+  std::ostringstream json;
+  attnkit::bench::Report(json, true).machine(info, c);
+  const std::vector<JsonObject> lines = json_lines(json.str());
+  ASSERT_EQ(lines.size(), 1u);
+  const JsonObject& o = lines[0];
+  EXPECT_TRUE(bool_of(o, "blas_core_generic"));
+  EXPECT_EQ(text_of(o, "blas_core_kind"), "pre_avx2");
+  EXPECT_EQ(text_of(o, "blas_coretype_advice"), "SkylakeX");
+  EXPECT_NE(text_of(o, "blas_core_warning").find("OPENBLAS_CORETYPE=SkylakeX"), std::string::npos);
+  EXPECT_EQ(numbers_of(o, "fma_avx2_gflops"), (std::vector<double>{80, 160}));
+  EXPECT_TRUE(is_null(o, "fma_avx512_gflops"));
+  EXPECT_EQ(text_of(o, "fma_avx512_note"), "this CPU has no avx512f");
+  EXPECT_EQ(texts_of(o, "fma_best_isa"), (std::vector<std::string>{"avx2+fma", "avx2+fma"}));
+
+  // And the same machine with OpenBLAS's own choice right: no warning, no advice.
+  info.blas_core = "SkylakeX";
+  info.blas_verdict = attnkit::judge_blas_core("SkylakeX", info.cpu);
+  std::ostringstream fine_text, fine_json;
+  attnkit::bench::Report(fine_text, false).machine(info, c);
+  attnkit::bench::Report(fine_json, true).machine(info, c);
+  EXPECT_EQ(fine_text.str().find("WARNING"), std::string::npos) << fine_text.str();
+  EXPECT_NE(fine_text.str().find("OpenBLAS core: SkylakeX (avx512 kernels)"), std::string::npos) << fine_text.str();
+  const JsonObject fine = json_lines(fine_json.str()).at(0);
+  EXPECT_FALSE(bool_of(fine, "blas_core_generic"));
+  EXPECT_TRUE(is_null(fine, "blas_coretype_advice"));
+}
+
 TEST(BenchCommand, FilterSelectsByName) {
   // (a substring: "decode_f32" alone would also select mha_decode_f32_m24_e1024_paged and _contiguous)
   const Result r = cli(tiny_run("1", {"--json", "--filter", "decode_f32_m24_d"}));
@@ -578,8 +825,19 @@ TEST(BenchCommand, TextTableNamesTheColumns) {
   const Result r = cli(tiny_run("1", {"--filter", "f32_n24_d8"}));
   ASSERT_EQ(r.code, kOk) << r.err;
   for (const char* part : {"f32 FMA peak", "copy bandwidth", "OpenBLAS", "of peak", "vs naive", "vs BLAS",
-                           "fwd_f32_n24_d8_causal", "backward:", "vs fwd", "bwd_f32_n24_d8 "}) {
+                           "fwd_f32_n24_d8_causal", "backward:", "vs fwd", "bwd_f32_n24_d8 ", "  kernel  target\n",
+                           "avx2+fma loop:", "avx512f loop:", "OpenBLAS core: "}) {
     EXPECT_NE(r.out.find(part), std::string::npos) << part << " in:\n" << r.out;
+  }
+  // Each target loop's line has its figures, or says why there are none.
+  const attnkit::CpuVectorFeatures cpu = attnkit::cpu_vector_features();
+  for (const auto& [name, has] :
+       {std::pair{"avx2+fma loop:", cpu.avx2_fma}, std::pair{"avx512f loop:", cpu.avx512f}}) {
+    const std::size_t at = r.out.find(name);
+    ASSERT_NE(at, std::string::npos) << name;
+    const std::string loop_line = r.out.substr(at, r.out.find('\n', at) - at);
+    EXPECT_EQ(loop_line.find("1 thread ") != std::string::npos, has) << loop_line;
+    EXPECT_EQ(loop_line.find("not measured: ") != std::string::npos, !has) << loop_line;
   }
   // The backward row: its baselines columns read "-" (they are forward-only).
   const std::size_t row = r.out.find("bwd_f32_n24_d8 ");
@@ -587,10 +845,13 @@ TEST(BenchCommand, TextTableNamesTheColumns) {
   std::istringstream line(r.out.substr(row, r.out.find('\n', row) - row));
   std::vector<std::string> cells;
   for (std::string cell; line >> cell;) cells.push_back(cell);
-  ASSERT_EQ(cells.size(), 9u) << line.str();  // case threads seconds GFLOP/s of-peak vs-fwd naive BLAS kernel
+  // case threads seconds GFLOP/s of-peak vs-fwd naive BLAS kernel target
+  ASSERT_EQ(cells.size(), 10u) << line.str();
   EXPECT_NE(cells[5], "-") << "vs fwd is measured: " << line.str();
   EXPECT_EQ(cells[6], "-") << line.str();
   EXPECT_EQ(cells[7], "-") << line.str();
+  EXPECT_EQ(cells[8], "fast") << line.str();
+  EXPECT_EQ(cells[9], attnkit::target_name(attnkit::active_target())) << line.str();
 }
 
 TEST(BenchCommand, ModuleTableNamesTheColumns) {
@@ -601,15 +862,17 @@ TEST(BenchCommand, ModuleTableNamesTheColumns) {
                            "mha_decode_f32_m24_e1024_contiguous "}) {
     EXPECT_NE(r.out.find(part), std::string::npos) << part << " in:\n" << r.out;
   }
-  // A decode row: case threads seconds tokens/s GB/s of-bandw. attn-share kernel, every figure measured.
+  // A decode row: case threads seconds tokens/s GB/s of-bandw. attn-share kernel target, every figure
+  // measured.
   const std::size_t row = r.out.find("mha_decode_f32_m24_e1024_paged ");
   ASSERT_NE(row, std::string::npos);
   std::istringstream line(r.out.substr(row, r.out.find('\n', row) - row));
   std::vector<std::string> cells;
   for (std::string cell; line >> cell;) cells.push_back(cell);
-  ASSERT_EQ(cells.size(), 8u) << line.str();
+  ASSERT_EQ(cells.size(), 9u) << line.str();
   for (std::size_t i = 1; i < cells.size(); ++i) EXPECT_NE(cells[i], "-") << line.str();
   EXPECT_EQ(cells[6].back(), '%') << "attn share is a percentage: " << line.str();
+  EXPECT_EQ(cells[8], attnkit::target_name(attnkit::active_target())) << line.str();
 }
 
 TEST(BenchCommand, HelpListsFlagsAndAnExample) {
@@ -619,7 +882,8 @@ TEST(BenchCommand, HelpListsFlagsAndAnExample) {
                            "vs fwd", "vs_forward", "2.5", "env -u OPENBLAS_CORETYPE", "attnkit bench --quick",
                            "mha_prefill_f32_n2048_e4096", "mha_decode_f32_m{4096,32768}_e4096_paged",
                            "mha_prefill_f32_n256_e1024", "tokens/s", "attn share", "tokens_per_second",
-                           "attention_share", "fraction_of_bandwidth", "1 - share"}) {
+                           "attention_share", "fraction_of_bandwidth", "1 - share", "fma_avx512_gflops",
+                           "blas_core_generic", "OPENBLAS_CORETYPE=SkylakeX", "Haswell", "target"}) {
     EXPECT_NE(r.out.find(part), std::string::npos) << part;
   }
   EXPECT_NE(cli({"--help"}).out.find("bench"), std::string::npos) << "listed among the commands";

@@ -17,6 +17,7 @@
 
 #include "args.hpp"
 #include "attnkit/attention.hpp"
+#include "attnkit/blas.hpp"
 #include "attnkit/error.hpp"
 #include "bench/blas_attention.hpp"
 #include "bench/case_runner.hpp"
@@ -48,9 +49,10 @@ constexpr std::string_view kHelp = R"(Usage: attnkit bench [--quick] [--json] [-
 
 Times attnkit::forward, attnkit::backward and the MultiHeadAttention module, and reports every
 case as ratios measured in the same run, since absolute times on a shared machine are noise:
-  - the machine's ceilings, measured first: peak f32 FMA rate (a register-only loop on 1 and all
-    threads), peak bf16 dot-product rate (vdpbf16ps, only on CPUs with avx512_bf16) and memory
-    bandwidth (a 2 x 256 MiB copy, read + write bytes);
+  - the machine's ceilings, measured first: the f32 FMA rate of each x86 target's register-only
+    loop (AVX2+FMA, and AVX-512F where the CPU has it; on 1 and all threads) and the best of them,
+    the "FMA peak" every "of peak" is a share of; peak bf16 dot-product rate (vdpbf16ps, only on
+    CPUs with avx512_bf16) and memory bandwidth (a 2 x 256 MiB copy, read + write bytes);
   - two f32 forward baselines on the same shapes and threads: a naive kernel (scores materialised,
     plain loops) and the hand-written OpenBLAS composition sgemm(Q·Kᵀ) -> softmax -> sgemm(P·V).
 Cases: forward (fwd_*), batch 1, 8 heads, n = m in {512, 1024, 2048, 8192}, d in {64, 128}, causal
@@ -67,12 +69,12 @@ each also timing attnkit::attend alone on the same cache, shapes and threads. Ev
 1 thread and on all. Last, the extra memory of one n = m = 65536, d = 64 call with the fast kernel.
 
 Columns: seconds (median), GFLOP/s (4·n·m·d per head, halved for causal; backward 2.5 times the
-forward's), of peak (share of the FMA peak at that thread count), GB/s and of bandw. (decode: K and
+forward's), of peak (share of the best f32 FMA rate at that thread count), GB/s and of bandw. (decode: K and
 V bytes over the copy bandwidth; the caches are flushed before each decode call), vs fwd (backward:
 its GFLOP/s over the forward's on the same case and threads, measured in this run; the forward is
 timed for it when --filter left it out), vs naive and vs BLAS (speed-up over each baseline; bf16
 cases against the f32 baselines; "-" for the backward, the baselines are forward-only), kernel
-(the kernel attnkit ran).
+and target (the kernel attnkit ran and its SIMD target, e.g. avx2; "-" for the reference).
 
 Module columns: seconds (median call), tokens/s (new tokens per second: n / seconds for a prefill,
 1 / seconds for a decode step), GFLOP/s and of peak (prefill: the projections
@@ -81,14 +83,16 @@ GB/s and of bandw. (decode: the f32 weights E·(H + 2·Hkv)·d + H·d·E plus K 
 tokens, 2·m·Hkv·d, read once, over the copy bandwidth), attn share (attnkit::attend alone over the
 module's time, both medians of this run: n queries over the n cached tokens for a prefill, 1 query
 over the m cached tokens for a decode step; the rest, 1 - share, is the projections, RoPE, appending
-to the cache and the module's copies).
+to the cache and the module's copies), kernel and target.
 
 Flags:
   --quick           a ~30-second subset: n = m in {256, 512}, d = 64, one backward case
                     (bwd_f32_n256_d64), decode m = 4096, 3 repeats; module cases on a smaller
                     layer (E = 1024, 8 heads over 2 KV heads, d = 128): mha_prefill_f32_n256_e1024
                     and mha_decode_f32_m1024_e1024_{paged,contiguous}
-  --json            one JSON object per line: "ceilings", then one per case (with "direction":
+  --json            one JSON object per line: "ceilings" (with "fma_avx2_gflops" and
+                    "fma_avx512_gflops", null with a "_note" when not measured, "fma_best_isa",
+                    "blas_core_generic" and "blas_coretype_advice"), then one per case (with "direction":
                     "forward" or "backward", and "vs_forward" for the backward), then one per
                     module case ("kind": "mha_prefill" or "mha_decode", with "embed_dim", "layout",
                     "tokens_per_second", "attention_seconds" and "attention_share"; decode also
@@ -115,6 +119,11 @@ Flags:
 OpenBLAS reads OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE; a forced core can halve its speed, so run
 the bench with them unset (the core in use is printed):
   env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE attnkit bench
+unless OpenBLAS's own choice is a generic core: an OpenBLAS older than the CPU does not know it and
+runs SSE3 kernels (OpenBLAS 0.3.21 on a 2023 Xeon: 'Prescott', about 10x slower). The bench then
+prints a WARNING line (JSON: "blas_core_generic": true) naming the core to force: Haswell on CPUs
+with AVX2, SkylakeX on CPUs with AVX-512:
+  env -u OPENBLAS_L2_SIZE OPENBLAS_CORETYPE=SkylakeX attnkit bench
 
 Examples:
   attnkit bench --quick
@@ -224,12 +233,16 @@ std::string fast_kernel_note() {
 
 std::vector<std::string> environment_notes() {
   std::vector<std::string> notes;
-  for (const char* name : {"OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"}) {
-    if (const char* value = std::getenv(name)) {
-      notes.push_back(std::string(name) + "=" + value +
-                      " is set: OpenBLAS then skips its own CPU detection and can run at half speed; run "
-                      "'env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE attnkit bench' for a fair baseline");
-    }
+  if (const char* value = std::getenv("OPENBLAS_CORETYPE")) {
+    notes.push_back(std::string("OPENBLAS_CORETYPE=") + value +
+                    " is set: OpenBLAS runs that core instead of the one it detects, and a wrong one can halve its "
+                    "speed; unset it ('env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE attnkit bench') unless OpenBLAS's "
+                    "own choice is a generic core (the OpenBLAS core line says)");
+  }
+  if (const char* value = std::getenv("OPENBLAS_L2_SIZE")) {
+    notes.push_back(std::string("OPENBLAS_L2_SIZE=") + value +
+                    " is set: OpenBLAS sizes its blocks for that cache instead of the one it detects; unset it for a "
+                    "fair baseline");
   }
   return notes;
 }
@@ -242,6 +255,15 @@ bench::RunInfo run_info(const Request& r) {
   info.hardware_threads = hardware_threads();
   info.repeats = r.repeats;
   info.openblas = bench::BlasAttention::info();
+  info.cpu = cpu_vector_features();
+  if (info.openblas.available) {
+    info.blas_core = info.openblas.core;
+    info.blas_verdict = info.openblas.verdict;
+  } else {  // the module's projections still run on OpenBLAS
+    const ProjectionBlas module_blas = projection_blas();
+    info.blas_core = module_blas.core;
+    info.blas_verdict = module_blas.verdict;
+  }
   if (!r.openblas) info.openblas.description = "skipped (--no-openblas)";
   info.notes = environment_notes();
   return info;

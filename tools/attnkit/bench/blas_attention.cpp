@@ -29,6 +29,7 @@ BlasInfo BlasAttention::info() {
   i.available = true;
   i.core = openblas_get_corename();
   i.description = std::string(openblas_get_config()) + ", core " + i.core + ", one BLAS thread per bench thread";
+  i.verdict = judge_blas_core(i.core, cpu_vector_features());
   return i;
 }
 

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "attnkit/blas.hpp"
 #include "bench/attention_shape.hpp"
 
 namespace attnkit::bench {
@@ -20,6 +21,9 @@ struct BlasInfo {
   bool available = false;
   std::string description;  // "OpenBLAS 0.3.21 ..., core Zen", or why there is no BLAS baseline
   std::string core;         // openblas_get_corename(); empty when unavailable
+  // judge_blas_core(core, this CPU): a generic core on a CPU with AVX2 or AVX-512 (attnkit/blas.hpp).
+  // Not judged (kind other, generic false) when unavailable.
+  BlasCoreVerdict verdict;
 };
 
 class BlasAttention {

@@ -13,7 +13,7 @@ constexpr const char* kWhy =
 
 }  // namespace
 
-BlasInfo BlasAttention::info() { return {false, kWhy, ""}; }
+BlasInfo BlasAttention::info() { return {false, kWhy, "", {}}; }
 
 BlasAttention::BlasAttention(const AttentionShape& shape, int threads, std::int64_t rows_per_block)
     : shape_(shape), threads_(threads), blocks_(shape, rows_per_block) {

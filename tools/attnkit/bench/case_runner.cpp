@@ -9,6 +9,7 @@
 #include "attnkit/tensor.hpp"
 #include "bench/attnkit_threads.hpp"
 #include "bench/blas_attention.hpp"
+#include "bench/kernel_target.hpp"
 #include "bench/naive_attention.hpp"
 #include "bench/random_inputs.hpp"
 
@@ -113,7 +114,9 @@ CaseResult CaseRunner::run(const BenchCase& c) {
   const Inputs in(c.shape, c.kind == CaseKind::backward);
   CaseResult r;
   r.bench_case = c;
-  r.kernel = kernel_name(resolve_kernel(options_.kernel, c.dtype));
+  const Kernel resolved = resolve_kernel(options_.kernel, c.dtype);
+  r.kernel = kernel_name(resolved);
+  r.target = target_of(resolved);
   if (c.kind == CaseKind::backward) {
     r.openblas_note = "the baselines are forward-only";
     r.timing = time_backward(c, in);

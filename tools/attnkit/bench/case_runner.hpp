@@ -21,6 +21,7 @@ namespace attnkit::bench {
 struct CaseResult {
   BenchCase bench_case;
   std::string kernel;                 // the kernel attnkit ran: kernel_name(resolve_kernel(requested, dtype))
+  std::optional<std::string> target;  // the SIMD target it ran on (kernel_target.hpp); none for the reference
   Timing timing;                      // attnkit::forward, or attnkit::backward for a backward case
   std::optional<Timing> naive;        // naive f32 baseline, same shape and threads (forward-only)
   std::optional<Timing> openblas;     // OpenBLAS composition, same shape and threads (forward-only)

@@ -27,9 +27,13 @@ std::optional<double> Ceilings::copy_for(int t) const { return lookup(threads, c
 Ceilings measure_ceilings(const CeilingPlan& plan) {
   Ceilings c;
   c.threads = plan.threads;
-  ComputePeak fma = measure_fma_peak(plan.threads, plan.repeats);
-  c.fma_isa = fma.isa;
-  c.fma_gflops = fma.gflops;
+  c.fma_loops = measure_fma_peaks(plan.threads, plan.repeats);
+  take_best_fma(c.fma_loops, plan.threads.size(), c.fma_gflops, c.fma_best_isa);
+  std::vector<std::string> distinct;
+  for (const std::string& isa : c.fma_best_isa) {
+    if (!isa.empty() && std::find(distinct.begin(), distinct.end(), isa) == distinct.end()) distinct.push_back(isa);
+  }
+  for (const std::string& isa : distinct) c.fma_isa += (c.fma_isa.empty() ? "" : " / ") + isa;
   if (auto bf16 = measure_bf16_peak(plan.threads, plan.repeats, c.bf16_note)) c.bf16_gflops = bf16->gflops;
   c.copy_bytes = plan.copy_mib * kMiB;
   c.copy_gbytes_per_s = measure_copy_bandwidth(plan.threads, plan.repeats, c.copy_bytes);

@@ -1,4 +1,5 @@
-// Peak arithmetic rates: the widest register-only loop this CPU runs, on 1..N threads at once.
+// Peak arithmetic rates: each x86 target's register-only FMA loop this CPU runs (and the bf16 dot
+// loop), on 1..N threads at once.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -21,7 +22,7 @@ struct PeakLoop {
 };
 
 // Each timed run lasts about this long: long enough that starting threads (~50 µs) and timer
-// resolution are below 0.1%, short enough that the ceilings cost about a second.
+// resolution are below 0.1%, short enough that the ceilings cost a second or two.
 constexpr double kSampleSeconds = 0.05;
 constexpr std::int64_t kCalibrationIterations = 1 << 16;
 constexpr double kGiga = 1e9;
@@ -33,13 +34,7 @@ bool has_avx512f() { return __builtin_cpu_supports("avx512f"); }
 bool has_avx512_bf16() { return has_avx512f() && __builtin_cpu_supports("avx512bf16"); }
 #endif
 
-PeakLoop widest_fma_loop() {
-#if defined(ATTNKIT_BENCH_X86)
-  if (has_avx512f()) return {"avx512f", fma_loop_avx512};
-  if (has_avx2_fma()) return {"avx2+fma", fma_loop_avx2};
-#endif
-  return {"generic 128-bit mul+add (no AVX2+FMA: a floor, not the peak)", fma_loop_generic};
-}
+constexpr const char* kGenericIsa = "generic 128-bit mul+add (no AVX2+FMA: a floor, not the peak)";
 
 // Iterations that take about kSampleSeconds on one thread.
 std::int64_t calibrate(Loop loop) {
@@ -73,8 +68,40 @@ ComputePeak measure(const PeakLoop& loop, const std::vector<int>& threads, int r
 
 }  // namespace
 
-ComputePeak measure_fma_peak(const std::vector<int>& threads, int repeats) {
-  return measure(widest_fma_loop(), threads, repeats);
+std::vector<FmaLoopPeak> measure_fma_peaks(const std::vector<int>& threads, int repeats) {
+  const auto loop_peak = [&](const char* key, const PeakLoop& loop) {
+    return FmaLoopPeak{key, loop.isa, measure(loop, threads, repeats).gflops, ""};
+  };
+  std::vector<FmaLoopPeak> loops;
+#if defined(ATTNKIT_BENCH_X86)
+  const PeakLoop avx2{"avx2+fma", fma_loop_avx2}, avx512{"avx512f", fma_loop_avx512};
+  loops.push_back(has_avx2_fma() ? loop_peak("avx2", avx2)
+                                 : FmaLoopPeak{"avx2", avx2.isa, std::nullopt, "this CPU has no avx2 and fma"});
+  loops.push_back(has_avx512f() ? loop_peak("avx512", avx512)
+                                : FmaLoopPeak{"avx512", avx512.isa, std::nullopt, "this CPU has no avx512f"});
+  if (has_avx2_fma() || has_avx512f()) return loops;
+#else
+  const char* why = "the target's loops exist for x86-64 only";
+  loops.push_back({"avx2", "avx2+fma", std::nullopt, why});
+  loops.push_back({"avx512", "avx512f", std::nullopt, why});
+#endif
+  loops.push_back(loop_peak("generic", {kGenericIsa, fma_loop_generic}));
+  return loops;
+}
+
+void take_best_fma(const std::vector<FmaLoopPeak>& loops, std::size_t counts, std::vector<double>& gflops,
+                   std::vector<std::string>& isa) {
+  gflops.assign(counts, 0.0);
+  isa.assign(counts, "");
+  for (const FmaLoopPeak& loop : loops) {
+    if (!loop.gflops) continue;
+    for (std::size_t i = 0; i < counts && i < loop.gflops->size(); ++i) {
+      if ((*loop.gflops)[i] > gflops[i]) {
+        gflops[i] = (*loop.gflops)[i];
+        isa[i] = loop.isa;
+      }
+    }
+  }
 }
 
 std::optional<ComputePeak> measure_bf16_peak(const std::vector<int>& threads, int repeats, std::string& why_not) {

@@ -88,4 +88,12 @@ JsonLine& JsonLine::integers(std::string_view k, const std::vector<int>& values)
   return *this;
 }
 
+JsonLine& JsonLine::texts(std::string_view k, const std::vector<std::string>& values) {
+  key(k);
+  body_ += "[";
+  for (std::size_t i = 0; i < values.size(); ++i) body_ += (i ? ", " : "") + json_quoted(values[i]);
+  body_ += "]";
+  return *this;
+}
+
 }  // namespace attnkit::bench

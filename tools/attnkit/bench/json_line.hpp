@@ -18,6 +18,7 @@ class JsonLine {
   JsonLine& null(std::string_view key);
   JsonLine& numbers(std::string_view key, const std::vector<double>& values);
   JsonLine& integers(std::string_view key, const std::vector<int>& values);
+  JsonLine& texts(std::string_view key, const std::vector<std::string>& values);
 
   std::string str() const { return "{" + body_ + "}"; }
 

@@ -12,6 +12,7 @@
 #include "attnkit/kv_cache.hpp"
 #include "attnkit/tensor.hpp"
 #include "bench/attnkit_threads.hpp"
+#include "bench/kernel_target.hpp"
 #include "bench/random_inputs.hpp"
 
 namespace attnkit::bench {
@@ -163,7 +164,9 @@ void ModuleRunner::time_decode(const ModuleCase& c, ModuleResult& r) {
 ModuleResult ModuleRunner::run(const ModuleCase& c) {
   ModuleResult r;
   r.module_case = c;
-  r.kernel = kernel_name(resolve_kernel(options_.kernel, DType::f32));
+  const Kernel resolved = resolve_kernel(options_.kernel, DType::f32);
+  r.kernel = kernel_name(resolved);
+  r.target = target_of(resolved);
   if (c.kind == ModuleKind::prefill) {
     time_prefill(c, r);
   } else {

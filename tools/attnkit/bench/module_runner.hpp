@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "attnkit/mha.hpp"
@@ -19,6 +20,7 @@ namespace attnkit::bench {
 struct ModuleResult {
   ModuleCase module_case;
   std::string kernel;  // the kernel attnkit ran: kernel_name(resolve_kernel(requested))
+  std::optional<std::string> target;  // the SIMD target it ran on (kernel_target.hpp); none for the reference
   Timing timing;       // MultiHeadAttention::forward_cached
   Timing attention;    // attnkit::attend alone: the same queries' shape over the same cache
 };

@@ -110,6 +110,19 @@ void optional_number(JsonLine& line, std::string_view key, const std::optional<d
   }
 }
 
+// `key`: the text, or null when there is none.
+void optional_text(JsonLine& line, std::string_view key, const std::optional<std::string>& value) {
+  if (value) {
+    line.text(key, *value);
+  } else {
+    line.null(key);
+  }
+}
+
+std::string cpu_text(const CpuVectorFeatures& cpu) {
+  return std::string(cpu.avx2_fma ? "AVX2+FMA" : "no AVX2+FMA") + (cpu.avx512f ? ", AVX-512F" : ", no AVX-512F");
+}
+
 std::string per_thread_count(const std::vector<int>& threads, const std::vector<double>& values, const char* unit) {
   std::string text;
   for (std::size_t i = 0; i < threads.size() && i < values.size(); ++i) {
@@ -173,7 +186,20 @@ void Report::text_machine(const RunInfo& info) const {
   out_ << "  hardware threads: " << info.hardware_threads << "; each time is the median of up to " << info.repeats
        << " timed calls after a warm-up\n\n";
   out_ << "machine ceilings, measured now\n";
-  out_ << "  f32 FMA peak (" << c.fma_isa << "):" << per_thread_count(c.threads, c.fma_gflops, "GFLOP/s") << '\n';
+  out_ << "  f32 FMA peak (the best loop below; \"of peak\" is of it):";
+  for (std::size_t i = 0; i < c.threads.size() && i < c.fma_gflops.size(); ++i) {
+    out_ << "  " << c.threads[i] << (c.threads[i] == 1 ? " thread " : " threads ") << format("%.1f", c.fma_gflops[i])
+         << " GFLOP/s" << (i < c.fma_best_isa.size() ? " (" + c.fma_best_isa[i] + ")" : "");
+  }
+  out_ << '\n';
+  for (const FmaLoopPeak& loop : c.fma_loops) {
+    out_ << "    " << loop.isa << " loop:";
+    if (loop.gflops) {
+      out_ << per_thread_count(c.threads, *loop.gflops, "GFLOP/s") << '\n';
+    } else {
+      out_ << " not measured: " << loop.note << '\n';
+    }
+  }
   if (c.bf16_gflops) {
     out_ << "  bf16 dot peak (vdpbf16ps):" << per_thread_count(c.threads, *c.bf16_gflops, "GFLOP/s") << '\n';
   } else {
@@ -182,6 +208,15 @@ void Report::text_machine(const RunInfo& info) const {
   out_ << "  copy bandwidth (2 x " << format("%.0f", static_cast<double>(c.copy_bytes) / kMiB)
        << " MiB, read + write bytes):" << per_thread_count(c.threads, c.copy_gbytes_per_s, "GB/s") << '\n';
   out_ << "  OpenBLAS: " << info.openblas.description << '\n';
+  const BlasCoreVerdict& v = info.blas_verdict;
+  out_ << "  OpenBLAS core: " << (info.blas_core.empty() ? "(unnamed)" : info.blas_core) << " ("
+       << blas_core_kind_name(v.kind) << " kernels) on a CPU with " << cpu_text(info.cpu) << ": "
+       << (v.generic ? "a GENERIC core" : "not a generic core") << '\n';
+  if (v.generic) {
+    out_ << "  WARNING: " << v.message << ". The OpenBLAS baseline (vs BLAS) and the module's projections (mha_ "
+         << "cases) are slowed by it; measure with  env -u OPENBLAS_L2_SIZE OPENBLAS_CORETYPE=" << v.coretype
+         << " attnkit bench\n";
+  }
   for (const std::string& note : info.notes) out_ << "  note: " << note << '\n';
 }
 
@@ -191,7 +226,15 @@ void Report::json_machine(const RunInfo& info) const {
   line.text("kind", "ceilings").text("name", "ceilings").text("attnkit_version", info.attnkit_version);
   line.text("kernel", info.kernel).text("fast_kernel_note", info.fast_note);
   line.integer("hardware_threads", info.hardware_threads).integers("threads", c.threads);
-  line.text("fma_isa", c.fma_isa).numbers("fma_gflops", c.fma_gflops);
+  line.text("fma_isa", c.fma_isa).numbers("fma_gflops", c.fma_gflops).texts("fma_best_isa", c.fma_best_isa);
+  for (const FmaLoopPeak& loop : c.fma_loops) {
+    const std::string key = "fma_" + loop.key + "_gflops";
+    if (loop.gflops) {
+      line.numbers(key, *loop.gflops);
+    } else {
+      line.null(key).text("fma_" + loop.key + "_note", loop.note);
+    }
+  }
   if (c.bf16_gflops) {
     line.numbers("bf16_gflops", *c.bf16_gflops);
   } else {
@@ -200,6 +243,14 @@ void Report::json_machine(const RunInfo& info) const {
   line.integer("copy_bytes", static_cast<std::int64_t>(c.copy_bytes)).numbers("copy_gbytes_per_s", c.copy_gbytes_per_s);
   line.boolean("openblas", info.openblas.available).text("openblas_info", info.openblas.description);
   line.text("openblas_core", info.openblas.core);
+  line.boolean("cpu_avx2_fma", info.cpu.avx2_fma).boolean("cpu_avx512f", info.cpu.avx512f);
+  line.text("blas_core", info.blas_core).text("blas_core_kind", blas_core_kind_name(info.blas_verdict.kind));
+  line.boolean("blas_core_generic", info.blas_verdict.generic);
+  if (info.blas_verdict.generic) {
+    line.text("blas_coretype_advice", info.blas_verdict.coretype).text("blas_core_warning", info.blas_verdict.message);
+  } else {
+    line.null("blas_coretype_advice").null("blas_core_warning");
+  }
   out_ << line.str() << '\n';
 }
 
@@ -221,7 +272,7 @@ void Report::text_result(const CaseResult& r, const Figures& f) {
           pad_left("seconds", kNumberWidth) + pad_left("GFLOP/s", kNumberWidth) + pad_left("of peak", kNumberWidth) +
           (decode ? pad_left("GB/s", kNumberWidth) + pad_left("of bandw.", kNumberWidth) : "") +
           (backward ? pad_left("vs fwd", kNumberWidth) : "") + pad_left("vs naive", kNumberWidth) +
-          pad_left("vs BLAS", kNumberWidth) + "  kernel\n");
+          pad_left("vs BLAS", kNumberWidth) + "  kernel  target\n");
   out_ << pad_right(c.name, kNameWidth) << pad_left(std::to_string(c.threads), kThreadsWidth)
        << pad_left(format("%.4g", r.timing.median_seconds), kNumberWidth)
        << pad_left(format("%.1f", f.gflops), kNumberWidth)
@@ -232,7 +283,8 @@ void Report::text_result(const CaseResult& r, const Figures& f) {
   }
   if (backward) out_ << pad_left(cell(f.vs_forward, "%.2f"), kNumberWidth);
   out_ << pad_left(cell(f.speedup_vs_naive, "%.2fx"), kNumberWidth)
-       << pad_left(cell(f.speedup_vs_openblas, "%.2fx"), kNumberWidth) << "  " << r.kernel << '\n';
+       << pad_left(cell(f.speedup_vs_openblas, "%.2fx"), kNumberWidth) << "  " << r.kernel << "  "
+       << r.target.value_or("-") << '\n';
 }
 
 void Report::json_result(const CaseResult& r, const Figures& f) const {
@@ -249,6 +301,7 @@ void Report::json_result(const CaseResult& r, const Figures& f) const {
   optional_number(line, "fraction_of_peak", f.fraction_of_peak);
   if (f.fraction_of_bf16_peak) line.number("fraction_of_bf16_peak", *f.fraction_of_bf16_peak);
   line.text("kernel", r.kernel);
+  optional_text(line, "target", r.target);
   if (f.gbytes_per_s) line.number("gbytes_per_s", *f.gbytes_per_s);
   if (c.kind == CaseKind::decode) optional_number(line, "fraction_of_bandwidth", f.fraction_of_bandwidth);
   if (backward) {
@@ -291,7 +344,7 @@ void Report::text_module_result(const ModuleResult& r, const ModuleFigures& f) {
           pad_left("seconds", kNumberWidth) + pad_left("tokens/s", kNumberWidth) +
           (decode ? pad_left("GB/s", kNumberWidth) + pad_left("of bandw.", kNumberWidth)
                   : pad_left("GFLOP/s", kNumberWidth) + pad_left("of peak", kNumberWidth)) +
-          pad_left("attn share", kShareWidth) + "  kernel\n");
+          pad_left("attn share", kShareWidth) + "  kernel  target\n");
   out_ << pad_right(c.name, kModuleNameWidth) << pad_left(std::to_string(c.threads), kThreadsWidth)
        << pad_left(format("%.4g", r.timing.median_seconds), kNumberWidth)
        << pad_left(format("%.1f", f.tokens_per_second), kNumberWidth);
@@ -302,7 +355,8 @@ void Report::text_module_result(const ModuleResult& r, const ModuleFigures& f) {
     out_ << pad_left(format("%.1f", f.gflops), kNumberWidth)
          << pad_left(cell(percent(f.fraction_of_peak), "%.1f%%"), kNumberWidth);
   }
-  out_ << pad_left(format("%.1f%%", f.attention_share * kPercent), kShareWidth) << "  " << r.kernel << '\n';
+  out_ << pad_left(format("%.1f%%", f.attention_share * kPercent), kShareWidth) << "  " << r.kernel << "  "
+       << r.target.value_or("-") << '\n';
 }
 
 void Report::json_module_result(const ModuleResult& r, const ModuleFigures& f) const {
@@ -322,6 +376,7 @@ void Report::json_module_result(const ModuleResult& r, const ModuleFigures& f) c
   line.number("flops", c.flops()).number("gflops", f.gflops);
   optional_number(line, "fraction_of_peak", f.fraction_of_peak);
   line.text("kernel", r.kernel);
+  optional_text(line, "target", r.target);
   if (decode) {
     line.number("bytes", c.bytes()).number("gbytes_per_s", *f.gbytes_per_s);
     optional_number(line, "fraction_of_bandwidth", f.fraction_of_bandwidth);

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "attnkit/blas.hpp"
 #include "bench/blas_attention.hpp"
 #include "bench/case_runner.hpp"
 #include "bench/ceilings.hpp"
@@ -25,13 +26,18 @@ struct RunInfo {
   int hardware_threads = 1;
   int repeats = 0;
   BlasInfo openblas;
+  // The check of OpenBLAS's core (attnkit/blas.hpp), for the baseline and the module's projections
+  // alike (one OpenBLAS per process): the baseline's when it is built, else the module's.
+  std::string blas_core;
+  BlasCoreVerdict blas_verdict;
+  CpuVectorFeatures cpu;           // what the verdict was judged against
   std::vector<std::string> notes;  // warnings about the environment
 };
 
 // The ratios of one case, derived from its timings and the ceilings.
 struct Figures {
   double gflops = 0;
-  std::optional<double> fraction_of_peak;       // of the f32 FMA peak at this thread count
+  std::optional<double> fraction_of_peak;       // of the best f32 FMA rate at this thread count
   std::optional<double> fraction_of_bf16_peak;  // of the bf16 dot peak, bf16 cases on CPUs with one
   std::optional<double> gbytes_per_s;           // decode: K and V bytes read per second
   std::optional<double> fraction_of_bandwidth;  // decode: of the copy bandwidth at this thread count
@@ -47,7 +53,7 @@ Figures figures_of(const CaseResult& result, const Ceilings& ceilings);
 struct ModuleFigures {
   double tokens_per_second = 0;                 // new tokens per second of the module's median call
   double gflops = 0;
-  std::optional<double> fraction_of_peak;       // of the f32 FMA peak at this thread count
+  std::optional<double> fraction_of_peak;       // of the best f32 FMA rate at this thread count
   std::optional<double> gbytes_per_s;           // decode: weights and K and V bytes read per second
   std::optional<double> fraction_of_bandwidth;  // decode: of the copy bandwidth at this thread count
   double attention_share = 0;                   // attnkit::attend alone over the module, both medians
