@@ -49,6 +49,11 @@ using Vec = Isa::Vec;
 
 static_assert(kKeyBlock % kTileCols == 0, "key blocks hold whole register tiles");
 
+// The value block in panels of kTileCols columns (the layout tile_a_b streams front to back): element
+// (j, c) at v[value_index(j, c)], each panel kKeyBlock keys long.
+constexpr std::int64_t kValuePanel = kKeyBlock * kTileCols;
+std::int64_t value_index(std::int64_t j, std::int64_t c) { return c / kTileCols * kValuePanel + j * kTileCols + c % kTileCols; }
+
 // ---- micro-kernels: one register tile ----
 
 // scores[r][·] = scale · q[r] · K_jᵀ for the kTileRows rows of the tile and `cols` keys.
@@ -106,7 +111,7 @@ void score_tile_from_key_rows(const ForwardPlan& plan, ForwardWorkspace& ws, con
 
 // acc[r][·] = acc[r][·] · alpha[r] + Σ_j p[r][j] · v[j][·] over the tile's rows and `cols` keys.
 void accumulate_pv(ForwardWorkspace& ws, std::int64_t tile, std::int64_t cols, const float* alpha) {
-  tile_a_b(ws.scores, kKeyBlock, ws.v, ws.d_v, cols, ws.d_v, alpha, ws.acc + tile * ws.d_v, ws.d_v);
+  tile_a_b(ws.scores, kKeyBlock, ws.v, kTileCols, kValuePanel, cols, ws.d_v, alpha, ws.acc + tile * ws.d_v, ws.d_v);
 }
 
 // The same sum for a value block holding NaN or ±inf: only keys the row can see contribute, so a
@@ -118,7 +123,7 @@ void accumulate_pv_seen_only(ForwardWorkspace& ws, std::int64_t tile, std::int64
     for (std::int64_t j = 0; j < cols; ++j) {
       if (!ws.seen[r * kKeyBlock + j]) continue;
       const float p = ws.scores[r * kKeyBlock + j];
-      for (std::int64_t c = 0; c < ws.d_v; ++c) a[c] += p * ws.v[j * ws.d_v + c];
+      for (std::int64_t c = 0; c < ws.d_v; ++c) a[c] += p * ws.v[value_index(j, c)];
     }
   }
 }
@@ -166,20 +171,29 @@ void pack_keys(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordina
   }
 }
 
-// v[j][c] = V[b, g, j0 + j, c], zero-padded to whole tiles. Returns whether every value is finite.
+// v[j][c] = V[b, g, j0 + j, c] in panels, zero-padded to whole tiles. Returns whether every value is
+// finite.
 bool pack_values(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordinates& item, std::int64_t j0,
                  std::int64_t width, std::int64_t cols) {
+  const ConstTensorView& values = plan.problem->v;
   const std::int64_t d_v = plan.problem->sizes.d_v;
+  const bool in_place = values.dtype() == DType::f32 && values.stride(3) == 1 && d_v == ws.d_v;
   bool finite = true;
+  float* converted = reinterpret_cast<float*>(ws.bf16_rows);  // [d_v] floats of scratch
   for (std::int64_t j = 0; j < cols; ++j) {
-    float* row = ws.v + j * ws.d_v;
-    if (j < width) {
-      const StoredRow at = stored_row(*plan.problem, item.batch, j0 + j);
-      load_row_f32(plan.problem->v, at.outer, item.kv_head, at.row, row, d_v);
+    const float* row = converted;
+    if (j >= width) {
+      std::fill(converted, converted + ws.d_v, 0.0f);
     } else {
-      std::fill(row, row + d_v, 0.0f);
+      const StoredRow at = stored_row(*plan.problem, item.batch, j0 + j);
+      if (in_place) {
+        row = values.at<float>({at.outer, item.kv_head, at.row, 0});
+      } else {
+        load_row_f32(values, at.outer, item.kv_head, at.row, converted, d_v);
+        std::fill(converted + d_v, converted + ws.d_v, 0.0f);
+      }
     }
-    std::fill(row + d_v, row + ws.d_v, 0.0f);
+    for (std::int64_t c0 = 0; c0 < ws.d_v; c0 += kLanes) Isa::store(ws.v + value_index(j, c0), Isa::load(row + c0));
     finite = all_finite(row, ws.d_v) && finite;
   }
   return finite;

@@ -34,7 +34,8 @@ struct ForwardWorkspace {
   RowInfo* row_info = nullptr;   // [rows]
   // The bf16-dot path (targets with vdpbf16ps; bf16 q, k, v) keeps bf16 bits in pairs: q_bf16 holds
   // the queries as bf16 rows of even length (d_k rounded up), p_pairs one tile's rounded
-  // probabilities, bf16_rows two value rows converted for interleaving. The key panels and value
+  // probabilities, bf16_rows two value rows converted for interleaving (and, as d_v floats, the one
+  // value row pack_values converts). The key panels and value
   // pairs reuse k_t and v.
   std::uint16_t* q_bf16 = nullptr;    // [rows][d_k rounded up to even]
   std::uint32_t* p_pairs = nullptr;   // [tile rows][key block / 2]
