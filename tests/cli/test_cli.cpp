@@ -20,6 +20,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "attnkit/attnkit.hpp"
@@ -1128,52 +1129,46 @@ TEST(CliInfo, ShowsKernelsTargetsAndThreads) {
   EXPECT_EQ(cli({"info", "--bogus"}).code, kUsage);
 }
 
-// ATTNKIT_TARGET is read from the environment: force the portable target in a child process, and
-// name a target that does not exist.
+// Runs the CLI binary as `VARIABLE=value attnkit ARGS` in a child process; its exit code and its
+// standard output and error together.
+std::pair<int, std::string> run_with_environment(const std::string& assignment, const std::string& args) {
+  const std::string command = assignment + " " + std::string(ATTNKIT_CLI_BINARY) + " " + args + " 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return {-1, "popen failed: " + command};
+  std::string output;
+  char buffer[256];
+  while (std::fgets(buffer, sizeof buffer, pipe) != nullptr) output += buffer;
+  return {WEXITSTATUS(pclose(pipe)), output};
+}
+
+// ATTNKIT_TARGET is read from the environment: force the portable target in a child process, name a
+// target that does not exist, one this CPU lacks, and an emulated one.
 TEST(CliInfo, TargetFromTheEnvironment) {
   std::string output;
   EXPECT_EQ(run_binary("info", output), kOk) << output;
-  const std::string forced = "ATTNKIT_TARGET=scalar " + std::string(ATTNKIT_CLI_BINARY) + " info 2>&1";
-  FILE* pipe = popen(forced.c_str(), "r");
-  ASSERT_NE(pipe, nullptr);
-  char buffer[256];
-  output.clear();
-  while (std::fgets(buffer, sizeof buffer, pipe) != nullptr) output += buffer;
-  ASSERT_EQ(WEXITSTATUS(pclose(pipe)), kOk) << output;
-  EXPECT_TRUE(contains(output, "target in use:     scalar")) << output;
-  const std::string bogus = "ATTNKIT_TARGET=avx9000 " + std::string(ATTNKIT_CLI_BINARY) + " info 2>&1";
-  pipe = popen(bogus.c_str(), "r");
-  ASSERT_NE(pipe, nullptr);
-  output.clear();
-  while (std::fgets(buffer, sizeof buffer, pipe) != nullptr) output += buffer;
-  EXPECT_EQ(WEXITSTATUS(pclose(pipe)), kError) << output;
-  EXPECT_TRUE(contains(output, "ATTNKIT_TARGET")) << output;
+  auto [code, forced] = run_with_environment("ATTNKIT_TARGET=scalar", "info");
+  ASSERT_EQ(code, kOk) << forced;
+  EXPECT_TRUE(contains(forced, "target in use:     scalar")) << forced;
+  auto [bogus_code, bogus] = run_with_environment("ATTNKIT_TARGET=avx9000", "info");
+  EXPECT_EQ(bogus_code, kError) << bogus;
+  EXPECT_TRUE(contains(bogus, "ATTNKIT_TARGET")) << bogus;
   // A target this CPU cannot run: the error names the feature it lacks.
   for (attnkit::Target t : attnkit::compiled_targets()) {
     const std::string missing = attnkit::missing_cpu_feature(t);
     if (missing.empty()) continue;
-    const std::string lacking = "ATTNKIT_TARGET=" + std::string(attnkit::target_name(t)) + " " + ATTNKIT_CLI_BINARY + " info 2>&1";
-    pipe = popen(lacking.c_str(), "r");
-    ASSERT_NE(pipe, nullptr);
-    output.clear();
-    while (std::fgets(buffer, sizeof buffer, pipe) != nullptr) output += buffer;
-    EXPECT_EQ(WEXITSTATUS(pclose(pipe)), kError) << output;
-    EXPECT_TRUE(contains(output, "lacks " + missing)) << output;
+    auto [lacking_code, lacking] = run_with_environment("ATTNKIT_TARGET=" + std::string(attnkit::target_name(t)), "info");
+    EXPECT_EQ(lacking_code, kError) << lacking;
+    EXPECT_TRUE(contains(lacking, "lacks " + missing)) << lacking;
     break;
   }
   // An emulated target can be forced where it runs, and info says how it multiplies bf16.
-  if (attnkit::missing_cpu_feature(attnkit::Target::avx512_bf16_emulated).empty()) {
-    const auto compiled = attnkit::compiled_targets();
-    if (std::find(compiled.begin(), compiled.end(), attnkit::Target::avx512_bf16_emulated) != compiled.end()) {
-      const std::string emulated = "ATTNKIT_TARGET=avx512_bf16_emulated " + std::string(ATTNKIT_CLI_BINARY) + " info 2>&1";
-      pipe = popen(emulated.c_str(), "r");
-      ASSERT_NE(pipe, nullptr);
-      output.clear();
-      while (std::fgets(buffer, sizeof buffer, pipe) != nullptr) output += buffer;
-      EXPECT_EQ(WEXITSTATUS(pclose(pipe)), kOk) << output;
-      EXPECT_TRUE(contains(output, "target in use:     avx512_bf16_emulated")) << output;
-      EXPECT_TRUE(contains(output, "bf16 products:     bf16 dot products")) << output;
-    }
+  const auto compiled = attnkit::compiled_targets();
+  if (attnkit::missing_cpu_feature(attnkit::Target::avx512_bf16_emulated).empty() &&
+      std::find(compiled.begin(), compiled.end(), attnkit::Target::avx512_bf16_emulated) != compiled.end()) {
+    auto [emulated_code, emulated] = run_with_environment("ATTNKIT_TARGET=avx512_bf16_emulated", "info");
+    EXPECT_EQ(emulated_code, kOk) << emulated;
+    EXPECT_TRUE(contains(emulated, "target in use:     avx512_bf16_emulated")) << emulated;
+    EXPECT_TRUE(contains(emulated, "bf16 products:     bf16 dot products")) << emulated;
   }
 }
 
