@@ -305,8 +305,8 @@ bool pack_value_pairs(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemC
 template <class I = Isa>
 void score_tile_bf16(const ForwardWorkspace& ws, std::int64_t tile, std::int64_t cols, float scale) {
   const std::int64_t pairs = pair_count(ws.d_k);
-  tile_a_bt_bf16<I>(reinterpret_cast<const std::uint32_t*>(ws.q_bf16) + tile * pairs, pairs,
-                    reinterpret_cast<const std::uint32_t*>(ws.k_t), pairs, cols, scale, ws.scores, kKeyBlock);
+  tile_a_bt_bf16<I>(ws.q_bf16 + tile * 2 * pairs, 2 * pairs, reinterpret_cast<const std::uint32_t*>(ws.k_t), pairs,
+                    cols, scale, ws.scores, kKeyBlock);
 }
 
 // p ← p rounded to bf16, in place over the tile's rows, before P·V.

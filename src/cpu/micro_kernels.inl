@@ -84,10 +84,18 @@ void tile_at_b(const float* a, std::int64_t lda, const float* b, std::int64_t ld
 // Operands are pairs of bf16 values packed in 32 bits; each step multiplies kLanes pairs and adds
 // both products into float32 accumulators (Isa::dot_bf16).
 
+// Two consecutive bf16 values as one pair (read as bytes: the array holds 16-bit elements).
+inline std::uint32_t pair_at(const std::uint16_t* p) {
+  std::uint32_t pair;
+  std::memcpy(&pair, p, sizeof pair);
+  return pair;
+}
+
 // c[r][0 .. cols) = alpha · Σ_x a[r][x] · b[x][·], as tile_a_bt, where a holds each row's elements as
-// `depth` pairs and the panels hold pairs of consecutive elements of kTileCols rows of b.
+// bf16 values (`depth` pairs, rows lda elements apart) and the panels hold pairs of consecutive
+// elements of kTileCols rows of b.
 template <class I = Isa>
-void tile_a_bt_bf16(const std::uint32_t* a, std::int64_t lda, const std::uint32_t* panels, std::int64_t depth,
+void tile_a_bt_bf16(const std::uint16_t* a, std::int64_t lda, const std::uint32_t* panels, std::int64_t depth,
                     std::int64_t cols, float alpha, float* c, std::int64_t ldc) {
   const Vec alpha_v = I::set1(alpha);
   for (std::int64_t c0 = 0; c0 < cols; c0 += kTileCols) {
@@ -99,7 +107,7 @@ void tile_a_bt_bf16(const std::uint32_t* a, std::int64_t lda, const std::uint32_
       typename I::Pairs bv[kTileVectors];
       for (std::int64_t v = 0; v < kTileVectors; ++v) bv[v] = I::load_pairs(b + v * kLanes);
       for (std::int64_t r = 0; r < kTileRows; ++r) {
-        const typename I::Pairs ar = I::broadcast_pair(a[r * lda + x]);
+        const typename I::Pairs ar = I::broadcast_pair(pair_at(a + r * lda + 2 * x));
         for (std::int64_t v = 0; v < kTileVectors; ++v) acc[r][v] = I::dot_bf16(acc[r][v], ar, bv[v]);
       }
     }

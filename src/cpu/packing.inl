@@ -40,8 +40,10 @@ void pack_panels(const float* const* rows, std::int64_t count, std::int64_t dept
     for (std::int64_t c = 0; c < vector_end; c += kLanes)
       for (std::int64_t t0 = 0; t0 < kTileCols; t0 += kLanes)
         Isa::transpose_into(rows + p0 + t0, c, panel + c * kTileCols + t0, kTileCols);
+    // The tail moves 32-bit elements as bytes: the bf16-dot path packs pairs of bf16 values (bits,
+    // not floats, possibly 2-byte aligned) through this same function.
     for (std::int64_t c = vector_end; c < depth; ++c)
-      for (std::int64_t t = 0; t < kTileCols; ++t) panel[c * kTileCols + t] = rows[p0 + t][c];
+      for (std::int64_t t = 0; t < kTileCols; ++t) std::memcpy(panel + c * kTileCols + t, rows[p0 + t] + c, sizeof(float));
   }
 }
 
