@@ -142,6 +142,7 @@ struct Case {
   AttentionOptions options;
   bool strided_kv = false;  // K and V stored [B, m, Hkv, d]: packed through the element reader
   bool nan_in_unseen_value = false;  // a NaN value at a key no row sees: the block's float32 fallback
+  bool odd_offset_kv = false;  // K and V start one element into their storage: rows only 2-byte aligned
 };
 
 std::vector<Case> cases() {
@@ -163,6 +164,7 @@ std::vector<Case> cases() {
   AttentionOptions causal;
   causal.causal = Causal::top_left;
   out.push_back({"nan_value_not_seen", 1, 2, 2, 30, 600, 16, 16, causal, false, true});
+  out.push_back({"odd_offset_rows", 1, 2, 2, 30, 300, 38, 20, {}, false, false, true});
   return out;
 }
 
@@ -191,8 +193,15 @@ TEST(Bf16Dot, ForwardRoundsPAndMeetsTheAccuracyRule) {
     Tensor v_store = testing::random_tensor(rng, c.strided_kv ? std::vector<std::int64_t>{c.B, c.m, c.Hkv, c.dv}
                                                               : std::vector<std::int64_t>{c.B, c.Hkv, c.m, c.dv}, DType::bf16);
     if (c.nan_in_unseen_value) v_store.data<bfloat16>()[(c.m - 1) * c.dv] = to_bfloat16(std::numeric_limits<float>::quiet_NaN());
-    const ConstTensorView k_view = c.strided_kv ? k_store.view().permuted({0, 2, 1, 3}) : k_store.view();
-    const ConstTensorView v_view = c.strided_kv ? v_store.view().permuted({0, 2, 1, 3}) : v_store.view();
+    ConstTensorView k_view = c.strided_kv ? k_store.view().permuted({0, 2, 1, 3}) : k_store.view();
+    ConstTensorView v_view = c.strided_kv ? v_store.view().permuted({0, 2, 1, 3}) : v_store.view();
+    Tensor k_shifted(DType::bf16, {k_store.numel() + 1}), v_shifted(DType::bf16, {v_store.numel() + 1});
+    if (c.odd_offset_kv) {  // the same values one element further into their storage
+      std::memcpy(k_shifted.data<bfloat16>() + 1, k_store.raw(), k_store.nbytes());
+      std::memcpy(v_shifted.data<bfloat16>() + 1, v_store.raw(), v_store.nbytes());
+      k_view = ConstTensorView::contiguous(k_shifted.data<bfloat16>() + 1, DType::bf16, {c.B, c.Hkv, c.m, c.d});
+      v_view = ConstTensorView::contiguous(v_shifted.data<bfloat16>() + 1, DType::bf16, {c.B, c.Hkv, c.m, c.dv});
+    }
     const Tensor k = Tensor::converted(k_view, DType::bf16), v = Tensor::converted(v_view, DType::bf16);  // contiguous copies for the oracles
 
     AttentionOptions reference_options = c.options;
