@@ -81,23 +81,32 @@ void score_tile_from_key_rows(const ForwardPlan& plan, ForwardWorkspace& ws, con
   const detail::Problem& p = *plan.problem;
   const ConstTensorView& keys = p.k;
   const bool direct = keys.dtype() == DType::f32 && keys.stride(3) == 1;
+  // bf16 and f16 rows of whole vectors are widened in registers, without a converted copy.
+  const bool widened = (keys.dtype() == DType::bf16 || keys.dtype() == DType::f16) && keys.stride(3) == 1 &&
+                       ws.d_k % kLanes == 0;
+  const bool brain = keys.dtype() == DType::bf16;
   const std::int64_t vector_end = ws.d_k / kLanes * kLanes;
   for (std::int64_t j = 0; j < width; ++j) {
     // Decoding streams K and V from memory once: ask for rows ahead of use, so that their latency
     // overlaps the arithmetic (the hardware prefetcher alone left single-thread decode latency-bound).
     const StoredRow at = stored_row(p, item.batch, j0 + j);
-    if (direct && j + kPrefetchRows < width) prefetch_row(keys, stored_row(p, item.batch, j0 + j + kPrefetchRows), item.kv_head);
+    if ((direct || widened) && j + kPrefetchRows < width) {
+      prefetch_row(keys, stored_row(p, item.batch, j0 + j + kPrefetchRows), item.kv_head);
+    }
     prefetch_row(p.v, at, item.kv_head);
     const float* k = ws.key_rows;
+    const std::uint16_t* k16 = nullptr;
     if (direct) {
       k = keys.at<float>({at.outer, item.kv_head, at.row, 0});
+    } else if (widened) {
+      k16 = keys.at<std::uint16_t>({at.outer, item.kv_head, at.row, 0});
     } else {
       load_row_f32(keys, at.outer, item.kv_head, at.row, ws.key_rows, ws.d_k);
     }
     Vec acc[kTileRows];
     for (Vec& a : acc) a = Isa::zero();
     for (std::int64_t c = 0; c < vector_end; c += kLanes) {
-      const Vec kc = Isa::load(k + c);
+      const Vec kc = k16 == nullptr ? Isa::load(k + c) : brain ? Isa::load_bf16(k16 + c) : Isa::load_f16(k16 + c);
       for (std::int64_t r = 0; r < kTileRows; ++r) acc[r] = Isa::fma(Isa::load(ws.q + r * ws.d_k + c), kc, acc[r]);
     }
     for (std::int64_t r = 0; r < kTileRows; ++r) {
@@ -171,32 +180,44 @@ void pack_keys(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordina
   }
 }
 
-// v[j][c] = V[b, g, j0 + j, c] in panels, zero-padded to whole tiles. Returns whether every value is
-// finite.
+// v[j][c] = V[b, g, j0 + j, c] in panels, zero-padded to whole tiles. Rows of unit stride are read in
+// place (f16 and bf16 widened in registers on the way), others through a converted copy. Returns
+// whether every value is finite.
 bool pack_values(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordinates& item, std::int64_t j0,
                  std::int64_t width, std::int64_t cols) {
   const ConstTensorView& values = plan.problem->v;
   const std::int64_t d_v = plan.problem->sizes.d_v;
-  const bool in_place = values.dtype() == DType::f32 && values.stride(3) == 1 && d_v == ws.d_v;
-  bool finite = true;
+  const DType dtype = values.dtype();
+  const bool in_place = values.stride(3) == 1 && d_v == ws.d_v &&
+                        (dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16);
   float* converted = reinterpret_cast<float*>(ws.bf16_rows);  // [d_v] floats of scratch
+  Vec not_finite = Isa::zero();
   for (std::int64_t j = 0; j < cols; ++j) {
-    const float* row = converted;
+    const void* row = converted;
+    DType row_dtype = DType::f32;
     if (j >= width) {
       std::fill(converted, converted + ws.d_v, 0.0f);
     } else {
       const StoredRow at = stored_row(*plan.problem, item.batch, j0 + j);
       if (in_place) {
-        row = values.at<float>({at.outer, item.kv_head, at.row, 0});
+        row = static_cast<const char*>(values.data()) +
+              (at.outer * values.stride(0) + item.kv_head * values.stride(1) + at.row * values.stride(2)) *
+                  static_cast<std::int64_t>(dtype_size(dtype));
+        row_dtype = dtype;
       } else {
         load_row_f32(values, at.outer, item.kv_head, at.row, converted, d_v);
         std::fill(converted + d_v, converted + ws.d_v, 0.0f);
       }
     }
-    for (std::int64_t c0 = 0; c0 < ws.d_v; c0 += kLanes) Isa::store(ws.v + value_index(j, c0), Isa::load(row + c0));
-    finite = all_finite(row, ws.d_v) && finite;
+    for (std::int64_t c0 = 0; c0 < ws.d_v; c0 += kLanes) {
+      const Vec x = row_dtype == DType::f32    ? Isa::load(static_cast<const float*>(row) + c0)
+                    : row_dtype == DType::bf16 ? Isa::load_bf16(static_cast<const std::uint16_t*>(row) + c0)
+                                               : Isa::load_f16(static_cast<const std::uint16_t*>(row) + c0);
+      Isa::store(ws.v + value_index(j, c0), x);
+      not_finite = Isa::or_nan(not_finite, Isa::sub(x, x));  // x − x is NaN exactly for ±inf and NaN
+    }
   }
-  return finite;
+  return !Isa::any_set(not_finite);
 }
 
 // ---- the bf16-dot path: targets with bf16 dot products (Isa::kDotBf16), when q, k and v are bf16 ----
