@@ -45,6 +45,11 @@ TEST(Soak, AShortRunMakesAndChecksEveryKindOfCall) {
   }
   EXPECT_TRUE(contains(format_report(r), "soak passed"));
   EXPECT_TRUE(contains(format_report_json(r), "\"passed\": true"));
+  // The calls are drawn over every supported target (none is forced in the tests' environment), and
+  // the target is restored afterwards.
+  EXPECT_EQ(r.targets, supported_targets());
+  for (Target t : r.targets) EXPECT_TRUE(contains(format_report(r), target_name(t))) << target_name(t);
+  EXPECT_EQ(active_target(), default_target());
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
   EXPECT_TRUE(r.memory_judged()) << "with glibc's malloc the heap figure is known";
 #endif

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <optional>
 #include <string>
@@ -12,6 +13,7 @@
 #include "attnkit/attention.hpp"
 #include "attnkit/error.hpp"
 #include "attnkit/kv_cache.hpp"
+#include "attnkit/targets.hpp"
 #include "soak/compare.hpp"
 #include "soak/random_call.hpp"
 
@@ -110,7 +112,7 @@ void forward_call(Random& random, bool check, Tally& tally) {
   RandomOptions o;
   random_options(random, s, true, o);
   const bool want_probs = s.n * s.m <= 40000 && random.chance(0.2);
-  const std::string call = std::string("forward ") + std::string(dtype_name(dtype)) + " " + describe(s) +
+  const std::string call = std::string("forward ") + target_name(active_target()) + " " + std::string(dtype_name(dtype)) + " " + describe(s) +
                            (sequence_major ? " sequence-major" : "") + o.text + (want_probs ? " probs" : "");
 
   Tensor out = poisoned(dtype, {s.batch, s.q_heads, s.n, s.d_v}), lse = poisoned(DType::f32, {s.batch, s.q_heads, s.n});
@@ -150,7 +152,7 @@ void backward_call(Random& random, bool check, Tally& tally) {
   const Input d_out = random_input(random, dtype, s.batch, s.q_heads, s.n, s.d_v, false);
   RandomOptions o;
   random_options(random, s, true, o);
-  const std::string call = std::string("backward ") + std::string(dtype_name(dtype)) + " " + describe(s) +
+  const std::string call = std::string("backward ") + target_name(active_target()) + " " + std::string(dtype_name(dtype)) + " " + describe(s) +
                            (sequence_major ? " sequence-major" : "") + o.text;
 
   Tensor out = poisoned(dtype, {s.batch, s.q_heads, s.n, s.d_v}), lse = poisoned(DType::f32, {s.batch, s.q_heads, s.n});
@@ -236,7 +238,7 @@ void attend_call(Random& random, bool check, Tally& tally) {
     options.softcap = random.uniform(5.0, 50.0);
     text += " softcap=" + number(options.softcap);
   }
-  const std::string call = std::string("attend ") + std::string(dtype_name(dtype)) + " over a " +
+  const std::string call = std::string("attend ") + target_name(active_target()) + " " + std::string(dtype_name(dtype)) + " over a " +
                            (config.layout == KVCacheLayout::paged ? "paged " : "contiguous ") + std::string(dtype_name(config.dtype)) +
                            " cache, " + std::to_string(batch) + " sequences, Hq=" + std::to_string(heads) +
                            " Hkv=" + std::to_string(config.num_kv_heads) + " n=" + std::to_string(n) +
@@ -322,8 +324,15 @@ SoakReport run_soak(const SoakOptions& options) {
   double next_progress = options.progress_seconds;
   std::int64_t valid_calls = 0;
   report.after_warmup = memory_usage();
+  // Each call runs on a random supported SIMD target (the emulated ones included), unless
+  // ATTNKIT_TARGET forces one.
+  const char* forced = std::getenv("ATTNKIT_TARGET");
+  const std::vector<Target> targets =
+      forced != nullptr && *forced != '\0' ? std::vector<Target>{active_target()} : supported_targets();
+  report.targets = targets;
   while (elapsed() < options.seconds && (options.max_calls == 0 || report.calls < options.max_calls)) {
     const double kind = random.uniform();
+    if (targets.size() > 1) set_target(targets[static_cast<std::size_t>(random.integer(0, static_cast<std::int64_t>(targets.size()) - 1))]);
     try {
       if (kind < 0.1) {
         refused_call(random, tally);
@@ -351,6 +360,7 @@ SoakReport run_soak(const SoakOptions& options) {
       next_progress += options.progress_seconds;
     }
   }
+  if (targets.size() > 1) reset_target();
   report.seconds = elapsed();
   report.at_end = memory_usage();
   return report;
@@ -377,6 +387,9 @@ std::string format_report(const SoakReport& r) {
                      " backward, " + std::to_string(r.attend_calls) + " attend over a KV cache, " +
                      std::to_string(r.refused_calls) + " refused as they must be), " + std::to_string(r.checked) +
                      " checked against the float64 reference, " + std::to_string(r.failures) + " failures\n";
+  std::string targets;
+  for (Target t : r.targets) targets += (targets.empty() ? "" : ", ") + std::string(target_name(t));
+  text += "  SIMD targets, one drawn per call: " + targets + "\n";
   for (const DTypeErrors& e : r.errors) {
     const auto stat = [](const char* name, const ErrorStat& x, double base) {
       return std::string(name) + " " + number(x.largest) + " (" + number(x.share) + " of its bound; base " + number(base) + ")";
@@ -407,7 +420,9 @@ std::string format_report_json(const SoakReport& r) {
                      ", \"resident_growth_bytes\": " + std::to_string(r.resident_growth()) +
                      ", \"heap_growth_bytes\": " + std::to_string(r.heap_growth()) +
                      ", \"memory_judged\": " + (r.memory_judged() ? "true" : "false") +
-                     ", \"memory_flat\": " + (r.memory_flat() ? "true" : "false") + ", \"errors\": {";
+                     ", \"memory_flat\": " + (r.memory_flat() ? "true" : "false") + ", \"targets\": [";
+  for (std::size_t i = 0; i < r.targets.size(); ++i) text += std::string(i ? ", " : "") + "\"" + target_name(r.targets[i]) + "\"";
+  text += "], \"errors\": {";
   for (std::size_t i = 0; i < r.errors.size(); ++i) {
     const DTypeErrors& e = r.errors[i];
     text += std::string(i ? ", " : "") + "\"" + std::string(dtype_name(e.dtype)) + "\": {\"checked\": " + std::to_string(e.checked) +

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "attnkit/dtype.hpp"
+#include "attnkit/targets.hpp"
 #include "soak/memory_usage.hpp"
 
 namespace attnkit::cli::soak {
@@ -55,6 +56,7 @@ struct SoakReport {
   std::vector<std::string> first_failures;  // up to kMaxReportedFailures, each naming the call
   MemoryUsage after_warmup, at_end;
   std::vector<DTypeErrors> errors;          // f32, bf16, f16, then f64 (the reference against itself is not run)
+  std::vector<Target> targets;              // the SIMD targets the calls were drawn over
 
   std::int64_t resident_growth() const { return at_end.resident_bytes - after_warmup.resident_bytes; }
   std::int64_t heap_growth() const { return at_end.heap_bytes - after_warmup.heap_bytes; }
