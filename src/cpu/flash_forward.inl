@@ -459,7 +459,19 @@ void stream_key_blocks(const ForwardPlan& plan, ForwardWorkspace& ws, const Item
       pack_keys(plan, ws, item, j0, width, cols);
       values_finite = pack_values(plan, ws, item, j0, width, cols);
     }
+    // While this block's tiles compute, the next block's key and value rows are requested, a share
+    // per tile, so that packing it finds them in cache rather than waiting on memory.
+    const std::int64_t next = j0 + kKeyBlock, next_width = std::min(kKeyBlock, std::min(keys.end, hi + 1) - next);
+    const std::int64_t tiles = ws.rows / kTileRows, rows_per_tile = next_width > 0 ? (next_width + tiles - 1) / tiles : 0;
     for (std::int64_t tile = 0; tile < ws.rows; tile += kTileRows) {
+      if (!single_tile) {
+        const std::int64_t first = tile / kTileRows * rows_per_tile, end = std::min(next_width, first + rows_per_tile);
+        for (std::int64_t j = first; j < end; ++j) {
+          const StoredRow at = stored_row(p, item.batch, next + j);
+          prefetch_row(p.k, at, item.kv_head);
+          prefetch_row(p.v, at, item.kv_head);
+        }
+      }
       // The tile's last visible key in this block: columns past it are not computed at all (on the
       // causal diagonal that halves the work of the block).
       std::int64_t last = -1;
