@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "attnkit/error.hpp"
 #include "attnkit/targets.hpp"
