@@ -49,10 +49,8 @@ using Vec = Isa::Vec;
 
 static_assert(kKeyBlock % kTileCols == 0, "key blocks hold whole register tiles");
 
-// The value block in panels of kTileCols columns (the layout tile_a_b streams front to back): element
-// (j, c) at v[value_index(j, c)], each panel kKeyBlock keys long.
-constexpr std::int64_t kValuePanel = kKeyBlock * kTileCols;
-std::int64_t value_index(std::int64_t j, std::int64_t c) { return c / kTileCols * kValuePanel + j * kTileCols + c % kTileCols; }
+// The value block is stored row by row, v[j · d_v + c]. (Panels of one tile's columns, which tile_a_b
+// would stream front to back, measured no faster for the forward and 10% slower for decoding.)
 
 // ---- micro-kernels: one register tile ----
 
@@ -120,7 +118,7 @@ void score_tile_from_key_rows(const ForwardPlan& plan, ForwardWorkspace& ws, con
 
 // acc[r][·] = acc[r][·] · alpha[r] + Σ_j p[r][j] · v[j][·] over the tile's rows and `cols` keys.
 void accumulate_pv(ForwardWorkspace& ws, std::int64_t tile, std::int64_t cols, const float* alpha) {
-  tile_a_b(ws.scores, kKeyBlock, ws.v, kTileCols, kValuePanel, cols, ws.d_v, alpha, ws.acc + tile * ws.d_v, ws.d_v);
+  tile_a_b(ws.scores, kKeyBlock, ws.v, ws.d_v, kTileCols, cols, ws.d_v, alpha, ws.acc + tile * ws.d_v, ws.d_v);
 }
 
 // The same sum for a value block holding NaN or ±inf: only keys the row can see contribute, so a
@@ -132,7 +130,7 @@ void accumulate_pv_seen_only(ForwardWorkspace& ws, std::int64_t tile, std::int64
     for (std::int64_t j = 0; j < cols; ++j) {
       if (!ws.seen[r * kKeyBlock + j]) continue;
       const float p = ws.scores[r * kKeyBlock + j];
-      for (std::int64_t c = 0; c < ws.d_v; ++c) a[c] += p * ws.v[value_index(j, c)];
+      for (std::int64_t c = 0; c < ws.d_v; ++c) a[c] += p * ws.v[j * ws.d_v + c];
     }
   }
 }
@@ -180,7 +178,7 @@ void pack_keys(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordina
   }
 }
 
-// v[j][c] = V[b, g, j0 + j, c] in panels, zero-padded to whole tiles. Rows of unit stride are read in
+// v[j][c] = V[b, g, j0 + j, c], zero-padded to whole tiles. Rows of unit stride are read in
 // place (f16 and bf16 widened in registers on the way), others through a converted copy. Returns
 // whether every value is finite.
 bool pack_values(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordinates& item, std::int64_t j0,
@@ -213,7 +211,7 @@ bool pack_values(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordi
       const Vec x = row_dtype == DType::f32    ? Isa::load(static_cast<const float*>(row) + c0)
                     : row_dtype == DType::bf16 ? Isa::load_bf16(static_cast<const std::uint16_t*>(row) + c0)
                                                : Isa::load_f16(static_cast<const std::uint16_t*>(row) + c0);
-      Isa::store(ws.v + value_index(j, c0), x);
+      Isa::store(ws.v + j * ws.d_v + c0, x);
       not_finite = Isa::or_nan(not_finite, Isa::sub(x, x));  // x − x is NaN exactly for ±inf and NaN
     }
   }
