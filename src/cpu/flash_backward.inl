@@ -187,7 +187,7 @@ bool query_block(const BackwardPlan& plan, BackwardWorkspace& ws, const Backward
     }
     // dQ += dS · K_j for the tile's rows.
     if (kv_finite & 1) {
-      tile_a_b(ws.ds + tile * kBackwardKeyBlock, kBackwardKeyBlock, ws.k_rows, ws.d_k, kTileCols, cols, plan.padded_d_k, nullptr,
+      tile_a_b(ws.ds + tile * kBackwardKeyBlock, kBackwardKeyBlock, ws.k_rows, ws.d_k, cols, plan.padded_d_k, nullptr,
                dq + tile * plan.padded_d_k, plan.padded_d_k);
     } else {
       tile_a_b_seen_only(ws, tile, ws.ds, ws.k_rows, ws.d_k, cols, plan.padded_d_k, dq + tile * plan.padded_d_k,

@@ -118,7 +118,7 @@ void score_tile_from_key_rows(const ForwardPlan& plan, ForwardWorkspace& ws, con
 
 // acc[r][·] = acc[r][·] · alpha[r] + Σ_j p[r][j] · v[j][·] over the tile's rows and `cols` keys.
 void accumulate_pv(ForwardWorkspace& ws, std::int64_t tile, std::int64_t cols, const float* alpha) {
-  tile_a_b(ws.scores, kKeyBlock, ws.v, ws.d_v, kTileCols, cols, ws.d_v, alpha, ws.acc + tile * ws.d_v, ws.d_v);
+  tile_a_b(ws.scores, kKeyBlock, ws.v, ws.d_v, cols, ws.d_v, alpha, ws.acc + tile * ws.d_v, ws.d_v);
 }
 
 // The same sum for a value block holding NaN or ±inf: only keys the row can see contribute, so a

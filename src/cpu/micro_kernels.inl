@@ -27,19 +27,16 @@ void tile_a_bt(const float* a, std::int64_t lda, const float* panels, std::int64
 }
 
 // c[r][0 .. width) = c[r][·] · row_scale[r] + Σ_j a[r][j] · b[j][·] for the kTileRows rows of a and
-// `depth` values of j (width a multiple of kTileCols): the A·B of P·V and of dQ = dS·K. Element
-// (j, c) of b is at b[(c / kTileCols) · tile_stride + j · ldb + c % kTileCols]: rows (tile_stride =
-// kTileCols, ldb = row length) or panels of kTileCols columns (ldb = kTileCols), which stream
-// through memory front to back.
-void tile_a_b(const float* a, std::int64_t lda, const float* b, std::int64_t ldb, std::int64_t tile_stride,
-              std::int64_t depth, std::int64_t width, const float* row_scale, float* c, std::int64_t ldc) {
+// `depth` values of j (width a multiple of kTileCols): the A·B of P·V and of dQ = dS·K.
+void tile_a_b(const float* a, std::int64_t lda, const float* b, std::int64_t ldb, std::int64_t depth,
+              std::int64_t width, const float* row_scale, float* c, std::int64_t ldc) {
   for (std::int64_t c0 = 0; c0 < width; c0 += kTileCols) {
     Vec acc[kTileRows][kTileVectors];
     for (std::int64_t r = 0; r < kTileRows; ++r) {
       const Vec scale = Isa::set1(row_scale != nullptr ? row_scale[r] : 1.0f);
       for (std::int64_t v = 0; v < kTileVectors; ++v) acc[r][v] = Isa::mul(Isa::load(c + r * ldc + c0 + v * kLanes), scale);
     }
-    const float* bj = b + c0 / kTileCols * tile_stride;
+    const float* bj = b + c0;
     for (std::int64_t j = 0; j < depth; ++j, bj += ldb) {
       Vec bv[kTileVectors];
       for (std::int64_t v = 0; v < kTileVectors; ++v) bv[v] = Isa::load(bj + v * kLanes);
