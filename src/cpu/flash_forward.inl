@@ -29,6 +29,8 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
+#include <utility>
 
 #include "core/philox.hpp"
 #include "cpu/element_io.hpp"
@@ -62,18 +64,25 @@ void score_tile(const ForwardWorkspace& ws, std::int64_t tile, std::int64_t cols
 constexpr std::int64_t kPrefetchRows = 8;  // how far ahead of use key rows are requested
 constexpr std::int64_t kCacheLine = 64;
 
+// Bytes per element of the dtypes the fast kernels read (inline: decoding asks for every row).
+inline std::int64_t element_bytes(DType dtype) {
+  return dtype == DType::f32 ? 4 : dtype == DType::bf16 || dtype == DType::f16 ? 2 : static_cast<std::int64_t>(dtype_size(dtype));
+}
+
 void prefetch_row(const ConstTensorView& t, StoredRow at, std::int64_t kv_head) {
   if (t.stride(3) != 1) return;
+  const std::int64_t size = element_bytes(t.dtype());
   const auto* begin = static_cast<const char*>(t.data()) +
-                      (at.outer * t.stride(0) + kv_head * t.stride(1) + at.row * t.stride(2)) *
-                          static_cast<std::int64_t>(dtype_size(t.dtype()));
-  const std::int64_t bytes = t.size(3) * static_cast<std::int64_t>(dtype_size(t.dtype()));
+                      (at.outer * t.stride(0) + kv_head * t.stride(1) + at.row * t.stride(2)) * size;
+  const std::int64_t bytes = t.size(3) * size;
   for (std::int64_t offset = 0; offset < bytes; offset += kCacheLine) __builtin_prefetch(begin + offset);
 }
 
 // The same scores read from the key rows as stored, without packing: for an item of a single tile
 // (decoding), where packing the keys would cost more than the arithmetic on them. One key at a time:
-// vectors along the feature dimension, one accumulator per row, summed across lanes at the end.
+// vectors along the feature dimension, one accumulator per row, summed across lanes at the end. Only
+// the tile's Rows live rows are computed (the rest are masked whole by apply_bias_and_mask).
+template <std::int64_t Rows>
 void score_tile_from_key_rows(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordinates& item,
                               std::int64_t j0, std::int64_t width, std::int64_t cols, float scale) {
   const detail::Problem& p = *plan.problem;
@@ -101,24 +110,25 @@ void score_tile_from_key_rows(const ForwardPlan& plan, ForwardWorkspace& ws, con
     } else {
       load_row_f32(keys, at.outer, item.kv_head, at.row, ws.key_rows, ws.d_k);
     }
-    Vec acc[kTileRows];
+    Vec acc[Rows];
     for (Vec& a : acc) a = Isa::zero();
     for (std::int64_t c = 0; c < vector_end; c += kLanes) {
       const Vec kc = k16 == nullptr ? Isa::load(k + c) : brain ? Isa::load_bf16(k16 + c) : Isa::load_f16(k16 + c);
-      for (std::int64_t r = 0; r < kTileRows; ++r) acc[r] = Isa::fma(Isa::load(ws.q + r * ws.d_k + c), kc, acc[r]);
+      for (std::int64_t r = 0; r < Rows; ++r) acc[r] = Isa::fma(Isa::load(ws.q + r * ws.d_k + c), kc, acc[r]);
     }
-    for (std::int64_t r = 0; r < kTileRows; ++r) {
+    for (std::int64_t r = 0; r < Rows; ++r) {
       float s = Isa::reduce_add(acc[r]);
       for (std::int64_t c = vector_end; c < ws.d_k; ++c) s += ws.q[r * ws.d_k + c] * k[c];
       ws.scores[r * kKeyBlock + j] = s * scale;
     }
   }
-  for (std::int64_t r = 0; r < kTileRows; ++r) std::fill(ws.scores + r * kKeyBlock + width, ws.scores + r * kKeyBlock + cols, 0.0f);
+  for (std::int64_t r = 0; r < Rows; ++r) std::fill(ws.scores + r * kKeyBlock + width, ws.scores + r * kKeyBlock + cols, 0.0f);
 }
 
-// acc[r][·] = acc[r][·] · alpha[r] + Σ_j p[r][j] · v[j][·] over the tile's rows and `cols` keys.
+// acc[r][·] = acc[r][·] · alpha[r] + Σ_j p[r][j] · v[j][·] over the tile's first Rows rows and `cols` keys.
+template <std::int64_t Rows = kTileRows>
 void accumulate_pv(ForwardWorkspace& ws, std::int64_t tile, std::int64_t cols, const float* alpha) {
-  tile_a_b(ws.scores, kKeyBlock, ws.v, ws.d_v, cols, ws.d_v, alpha, ws.acc + tile * ws.d_v, ws.d_v);
+  tile_a_b<Rows>(ws.scores, kKeyBlock, ws.v, ws.d_v, cols, ws.d_v, alpha, ws.acc + tile * ws.d_v, ws.d_v);
 }
 
 // The same sum for a value block holding NaN or ±inf: only keys the row can see contribute, so a
@@ -189,7 +199,7 @@ bool pack_values(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordi
   const bool in_place = values.stride(3) == 1 && d_v == ws.d_v &&
                         (dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16);
   float* converted = reinterpret_cast<float*>(ws.bf16_rows);  // [d_v] floats of scratch
-  Vec not_finite = Isa::zero();
+  Vec differences = Isa::zero();  // a sum of zeros while every value is finite, NaN after any other
   for (std::int64_t j = 0; j < cols; ++j) {
     const void* row = converted;
     DType row_dtype = DType::f32;
@@ -200,22 +210,34 @@ bool pack_values(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordi
       if (in_place) {
         row = static_cast<const char*>(values.data()) +
               (at.outer * values.stride(0) + item.kv_head * values.stride(1) + at.row * values.stride(2)) *
-                  static_cast<std::int64_t>(dtype_size(dtype));
+                  element_bytes(dtype);
         row_dtype = dtype;
       } else {
         load_row_f32(values, at.outer, item.kv_head, at.row, converted, d_v);
         std::fill(converted + d_v, converted + ws.d_v, 0.0f);
       }
     }
-    for (std::int64_t c0 = 0; c0 < ws.d_v; c0 += kLanes) {
-      const Vec x = row_dtype == DType::f32    ? Isa::load(static_cast<const float*>(row) + c0)
-                    : row_dtype == DType::bf16 ? Isa::load_bf16(static_cast<const std::uint16_t*>(row) + c0)
-                                               : Isa::load_f16(static_cast<const std::uint16_t*>(row) + c0);
-      Isa::store(ws.v + j * ws.d_v + c0, x);
-      not_finite = Isa::or_nan(not_finite, Isa::sub(x, x));  // x − x is NaN exactly for ±inf and NaN
+    // One loop per dtype, so that the widening is chosen once per row rather than per vector.
+    float* out = ws.v + j * ws.d_v;
+    const std::int64_t padded_d_v = ws.d_v;
+    const auto copy = [&](auto load) {
+      for (std::int64_t c0 = 0; c0 < padded_d_v; c0 += kLanes) {
+        const Vec x = load(c0);
+        Isa::store(out + c0, x);
+        differences = Isa::add(differences, Isa::sub(x, x));  // x − x is NaN exactly for ±inf and NaN
+      }
+    };
+    const auto* f32 = static_cast<const float*>(row);
+    const auto* u16 = static_cast<const std::uint16_t*>(row);
+    if (row_dtype == DType::f32) {
+      copy([&](std::int64_t c) { return Isa::load(f32 + c); });
+    } else if (row_dtype == DType::bf16) {
+      copy([&](std::int64_t c) { return Isa::load_bf16(u16 + c); });
+    } else {
+      copy([&](std::int64_t c) { return Isa::load_f16(u16 + c); });
     }
   }
-  return !Isa::any_set(not_finite);
+  return !Isa::any_set(Isa::or_nan(Isa::zero(), differences));
 }
 
 // ---- the bf16-dot path: targets with bf16 dot products (Isa::kDotBf16), when q, k and v are bf16 ----
@@ -445,6 +467,7 @@ void stream_key_blocks(const ForwardPlan& plan, ForwardWorkspace& ws, const Item
     // loop has already requested. Several tiles: pack keys and values once for all of them (as bf16
     // pairs on the bf16-dot path, falling back to float32 values for a block holding NaN or ±inf).
     const bool single_tile = ws.rows == kTileRows;
+    const std::int64_t live_rows = plan.group * item.queries;  // of a single tile: the rest are padding
     bool values_finite = true, value_pairs = false;
     if constexpr (Isa::kDotBf16) {
       if (!single_tile && bf16_dot) {
@@ -480,7 +503,7 @@ void stream_key_blocks(const ForwardPlan& plan, ForwardWorkspace& ws, const Item
       if (last < 0) continue;  // a fully masked tile: skipped without computing
       const std::int64_t tile_width = last + 1, tile_cols = round_up(tile_width, kTileCols);
       if (single_tile) {
-        score_tile_from_key_rows(plan, ws, item, j0, width, cols, plan.scale);
+        with_live_rows(live_rows, [&](auto rows) { score_tile_from_key_rows<rows()>(plan, ws, item, j0, width, cols, plan.scale); });
         values_finite = pack_values(plan, ws, item, j0, width, cols);
       } else if (bf16_dot) {
         if constexpr (Isa::kDotBf16) score_tile_bf16(ws, tile, tile_cols, plan.scale);
@@ -502,7 +525,9 @@ void stream_key_blocks(const ForwardPlan& plan, ForwardWorkspace& ws, const Item
           continue;
         }
       }
-      if (values_finite) {
+      if (values_finite && single_tile) {
+        with_live_rows(live_rows, [&](auto rows) { accumulate_pv<rows()>(ws, tile, tile_cols, alpha); });
+      } else if (values_finite) {
         accumulate_pv(ws, tile, tile_cols, alpha);
       } else {
         accumulate_pv_seen_only(ws, tile, tile_cols, alpha);

@@ -26,13 +26,16 @@ void tile_a_bt(const float* a, std::int64_t lda, const float* panels, std::int64
   }
 }
 
-// c[r][0 .. width) = c[r][·] · row_scale[r] + Σ_j a[r][j] · b[j][·] for the kTileRows rows of a and
-// `depth` values of j (width a multiple of kTileCols): the A·B of P·V and of dQ = dS·K.
+// c[r][0 .. width) = c[r][·] · row_scale[r] + Σ_j a[r][j] · b[j][·] for the Rows rows of a (a whole
+// tile unless a decode tile has fewer live rows) and `depth` values of j (width a multiple of
+// kTileCols): the A·B of P·V and of dQ = dS·K.
+template <std::int64_t Rows = kTileRows>
 void tile_a_b(const float* a, std::int64_t lda, const float* b, std::int64_t ldb, std::int64_t depth,
               std::int64_t width, const float* row_scale, float* c, std::int64_t ldc) {
+  static_assert(Rows >= 1 && Rows <= kTileRows);
   for (std::int64_t c0 = 0; c0 < width; c0 += kTileCols) {
-    Vec acc[kTileRows][kTileVectors];
-    for (std::int64_t r = 0; r < kTileRows; ++r) {
+    Vec acc[Rows][kTileVectors];
+    for (std::int64_t r = 0; r < Rows; ++r) {
       const Vec scale = Isa::set1(row_scale != nullptr ? row_scale[r] : 1.0f);
       for (std::int64_t v = 0; v < kTileVectors; ++v) acc[r][v] = Isa::mul(Isa::load(c + r * ldc + c0 + v * kLanes), scale);
     }
@@ -40,15 +43,24 @@ void tile_a_b(const float* a, std::int64_t lda, const float* b, std::int64_t ldb
     for (std::int64_t j = 0; j < depth; ++j, bj += ldb) {
       Vec bv[kTileVectors];
       for (std::int64_t v = 0; v < kTileVectors; ++v) bv[v] = Isa::load(bj + v * kLanes);
-      for (std::int64_t r = 0; r < kTileRows; ++r) {
+      for (std::int64_t r = 0; r < Rows; ++r) {
         const Vec ar = Isa::set1(a[r * lda + j]);
         for (std::int64_t v = 0; v < kTileVectors; ++v) acc[r][v] = Isa::fma(ar, bv[v], acc[r][v]);
       }
     }
-    for (std::int64_t r = 0; r < kTileRows; ++r) {
+    for (std::int64_t r = 0; r < Rows; ++r) {
       for (std::int64_t v = 0; v < kTileVectors; ++v) Isa::store(c + r * ldc + c0 + v * kLanes, acc[r][v]);
     }
   }
+}
+
+// f(std::integral_constant<std::int64_t, rows>{}) for 1 <= rows <= kTileRows: a micro-kernel unrolled
+// for the live rows of a decode tile (a GQA group of 4 on a 6-row tile computes 4 rows, not 6).
+template <class F>
+void with_live_rows(std::int64_t rows, F&& f) {
+  [&]<std::int64_t... R>(std::integer_sequence<std::int64_t, R...>) {
+    (void)((rows == R + 1 ? (f(std::integral_constant<std::int64_t, R + 1>{}), true) : false) || ...);
+  }(std::make_integer_sequence<std::int64_t, kTileRows>{});
 }
 
 // c[t][0 .. width) += Σ_r a[r][t] · b[r][·] for the kTileRows columns t of a and `depth` rows r:

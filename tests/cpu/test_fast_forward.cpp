@@ -334,6 +334,17 @@ TEST(FastForward, DecodeSplitsKeysAndMergesExactly) {
   }
 }
 
+// A decode tile computes only its live rows (query heads of the group × queries): every count from 1
+// to the largest tile (8 rows on the AVX-512 targets), each against the reference on every target.
+TEST(FastForward, DecodeTilesOfEveryLiveRowCount) {
+  ATTNKIT_TRACE_SEED();
+  for (std::int64_t group = 1; group <= 8; ++group) {
+    SCOPED_TRACE("GQA group " + std::to_string(group));
+    expect_accurate_on(Shape{1, 2 * group, 2, 1, 1100, 64, 40}, {}, DType::f32, Distribution::gaussian, 40 + group);
+    expect_accurate_on(Shape{1, group, 1, 1, 300, 16, 16}, {}, DType::bf16, Distribution::gaussian, 50 + group);
+  }
+}
+
 // ---- guarantees ----
 
 TEST(FastForward, ProbabilitiesMatchTheReference) {
