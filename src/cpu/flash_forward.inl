@@ -69,14 +69,27 @@ inline std::int64_t element_bytes(DType dtype) {
   return dtype == DType::f32 ? 4 : dtype == DType::bf16 || dtype == DType::f16 ? 2 : static_cast<std::int64_t>(dtype_size(dtype));
 }
 
-void prefetch_row(const ConstTensorView& t, StoredRow at, std::int64_t kv_head) {
-  if (t.stride(3) != 1) return;
-  const std::int64_t size = element_bytes(t.dtype());
-  const auto* begin = static_cast<const char*>(t.data()) +
-                      (at.outer * t.stride(0) + kv_head * t.stride(1) + at.row * t.stride(2)) * size;
-  const std::int64_t bytes = t.size(3) * size;
-  for (std::int64_t offset = 0; offset < bytes; offset += kCacheLine) __builtin_prefetch(begin + offset);
-}
+// Requests rows of one KV head of K or V ahead of use, with the addressing worked out once per
+// block rather than once per row (decoding asks for two rows per key). Rows not of unit stride are
+// not requested.
+class RowPrefetcher {
+ public:
+  RowPrefetcher(const ConstTensorView& t, std::int64_t kv_head)
+      : element_(element_bytes(t.dtype())),
+        head_(static_cast<const char*>(t.data()) + kv_head * t.stride(1) * element_),
+        outer_stride_(t.stride(0) * element_),
+        row_stride_(t.stride(2) * element_),
+        bytes_(t.stride(3) == 1 ? t.size(3) * element_ : 0) {}
+  void operator()(StoredRow at) const {
+    const char* begin = head_ + at.outer * outer_stride_ + at.row * row_stride_;
+    for (std::int64_t offset = 0; offset < bytes_; offset += kCacheLine) __builtin_prefetch(begin + offset);
+  }
+
+ private:
+  std::int64_t element_;
+  const char* head_;
+  std::int64_t outer_stride_, row_stride_, bytes_;
+};
 
 // The same scores read from the key rows as stored, without packing: for an item of a single tile
 // (decoding), where packing the keys would cost more than the arithmetic on them. One key at a time:
@@ -93,14 +106,15 @@ void score_tile_from_key_rows(const ForwardPlan& plan, ForwardWorkspace& ws, con
                        ws.d_k % kLanes == 0;
   const bool brain = keys.dtype() == DType::bf16;
   const std::int64_t vector_end = ws.d_k / kLanes * kLanes;
+  const RowPrefetcher prefetch_key(keys, item.kv_head), prefetch_value(p.v, item.kv_head);
   for (std::int64_t j = 0; j < width; ++j) {
     // Decoding streams K and V from memory once: ask for rows ahead of use, so that their latency
     // overlaps the arithmetic (the hardware prefetcher alone left single-thread decode latency-bound).
     const StoredRow at = stored_row(p, item.batch, j0 + j);
     if ((direct || widened) && j + kPrefetchRows < width) {
-      prefetch_row(keys, stored_row(p, item.batch, j0 + j + kPrefetchRows), item.kv_head);
+      prefetch_key(stored_row(p, item.batch, j0 + j + kPrefetchRows));
     }
-    prefetch_row(p.v, at, item.kv_head);
+    prefetch_value(at);
     const float* k = ws.key_rows;
     const std::uint16_t* k16 = nullptr;
     if (direct) {
@@ -410,7 +424,7 @@ void online_softmax(ForwardWorkspace& ws, std::int64_t tile, std::int64_t cols, 
     const Vec m = Isa::set1(new_max);
     Vec sum = Isa::zero();
     for (std::int64_t c0 = 0; c0 < cols; c0 += kLanes) {
-      const Vec p = exp_of_difference<Isa>(Isa::load(s + c0), m);
+      const Vec p = exp_of_nonpositive<Isa>(Isa::sub(Isa::load(s + c0), m));  // s − m <= 0: m is the row's max
       Isa::store(s + c0, p);
       sum = Isa::add(sum, p);
     }
@@ -457,17 +471,18 @@ void stream_key_blocks(const ForwardPlan& plan, ForwardWorkspace& ws, const Item
   }
   const bool dropout = p.options->dropout_p > 0;
   const bool bf16_dot = uses_bf16_dot(p);
-  if (bf16_dot) prepare_query_pairs(ws);
+  // One tile (decoding): scores straight from the key rows, then the values, whose rows the score
+  // loop has already requested; only the tile's live rows are computed. Several tiles: keys and values
+  // are packed once per block for all of them (as bf16 pairs on the bf16-dot path, falling back to
+  // float32 values for a block holding NaN or ±inf), and the queries are taken as pairs.
+  const bool single_tile = ws.rows == kTileRows;
+  const std::int64_t live_rows = plan.group * item.queries;  // of a single tile: the rest are padding
+  if (bf16_dot && !single_tile) prepare_query_pairs(ws);
   float alpha[kTileRows];
   // Blocks start at multiples of kKeyBlock from the split's start: the same blocks for any item.
   for (std::int64_t j0 = keys.begin + (lo - keys.begin) / kKeyBlock * kKeyBlock; j0 <= hi; j0 += kKeyBlock) {
     const std::int64_t width = std::min(kKeyBlock, keys.end - j0);
     const std::int64_t cols = round_up(width, kTileCols);
-    // One tile (decoding): scores straight from the key rows, then the values, whose rows the score
-    // loop has already requested. Several tiles: pack keys and values once for all of them (as bf16
-    // pairs on the bf16-dot path, falling back to float32 values for a block holding NaN or ±inf).
-    const bool single_tile = ws.rows == kTileRows;
-    const std::int64_t live_rows = plan.group * item.queries;  // of a single tile: the rest are padding
     bool values_finite = true, value_pairs = false;
     if constexpr (Isa::kDotBf16) {
       if (!single_tile && bf16_dot) {
@@ -484,13 +499,14 @@ void stream_key_blocks(const ForwardPlan& plan, ForwardWorkspace& ws, const Item
     // per tile, so that packing it finds them in cache rather than waiting on memory.
     const std::int64_t next = j0 + kKeyBlock, next_width = std::min(kKeyBlock, std::min(keys.end, hi + 1) - next);
     const std::int64_t tiles = ws.rows / kTileRows, rows_per_tile = next_width > 0 ? (next_width + tiles - 1) / tiles : 0;
+    const RowPrefetcher prefetch_key(p.k, item.kv_head), prefetch_value(p.v, item.kv_head);
     for (std::int64_t tile = 0; tile < ws.rows; tile += kTileRows) {
       if (!single_tile) {
         const std::int64_t first = tile / kTileRows * rows_per_tile, end = std::min(next_width, first + rows_per_tile);
         for (std::int64_t j = first; j < end; ++j) {
           const StoredRow at = stored_row(p, item.batch, next + j);
-          prefetch_row(p.k, at, item.kv_head);
-          prefetch_row(p.v, at, item.kv_head);
+          prefetch_key(at);
+          prefetch_value(at);
         }
       }
       // The tile's last visible key in this block: columns past it are not computed at all (on the
@@ -595,13 +611,15 @@ void run_probs_item(const ForwardPlan& plan, std::int64_t item_index) {
   }
 }
 
+// out[i] = Exp(in[i]) with one of the vector exps of simd/math.hpp, for the tests of their error.
+template <Vec (*Exp)(Vec)>
 void exp_array(const float* in, float* out, std::int64_t count) {
   std::int64_t i = 0;
-  for (; i + kLanes <= count; i += kLanes) Isa::store(out + i, exp<Isa>(Isa::load(in + i)));
+  for (; i + kLanes <= count; i += kLanes) Isa::store(out + i, Exp(Isa::load(in + i)));
   for (; i < count; ++i) {  // the tail through a padded vector
     float lane_in[kLanes] = {}, lane_out[kLanes];
     lane_in[0] = in[i];
-    Isa::store(lane_out, exp<Isa>(Isa::load(lane_in)));
+    Isa::store(lane_out, Exp(Isa::load(lane_in)));
     out[i] = lane_out[0];
   }
 }

@@ -20,6 +20,8 @@ struct ForwardKernels {
   void (*run_probs_item)(const ForwardPlan& plan, std::int64_t item);
   // out[i] = e^in[i] with the kernels' vector exp, so tests can measure its error on each target.
   void (*exp)(const float* in, float* out, std::int64_t count);
+  // The same with the online softmax's exp, for in[i] <= 0 or NaN (simd/math.hpp exp_of_nonpositive).
+  void (*softmax_exp)(const float* in, float* out, std::int64_t count);
 };
 
 struct BackwardKernels {

@@ -11,7 +11,9 @@
 namespace attnkit::cpu {
 ForwardKernels ATTNKIT_CONCAT(forward_kernels_, ATTNKIT_TARGET_NAME)() {
   namespace t = ATTNKIT_ISA_NAMESPACE;
-  return {ATTNKIT_ISA::kGeometry, t::run_item, t::run_probs_item, t::exp_array};
+  using Isa = ATTNKIT_ISA;
+  return {ATTNKIT_ISA::kGeometry, t::run_item, t::run_probs_item, t::exp_array<exp<Isa>>,
+          t::exp_array<exp_of_nonpositive<Isa>>};
 }
 BackwardKernels ATTNKIT_CONCAT(backward_kernels_, ATTNKIT_TARGET_NAME)() {
   return {ATTNKIT_ISA::kGeometry, ATTNKIT_ISA_NAMESPACE::run_backward_item};

@@ -482,5 +482,36 @@ TEST(Targets, ExpErrorBound) {
   }
 }
 
+// The online softmax's exp, for x = s − max <= 0: the same bound over [-87, 0], and exactly 0 for a
+// masked score (−inf) and for every x below −87.7 (its clamp).
+TEST(Targets, SoftmaxExpErrorBound) {
+  std::vector<float> in, out;
+  for (float x = -87.0f; x <= 0.0f; x += 0.000197f) in.push_back(x);
+  in.push_back(0.0f);
+  out.resize(in.size());
+  for (Target t : supported_targets()) {
+    SCOPED_TRACE(target_name(t));
+    cpu::forward_kernels(t).softmax_exp(in.data(), out.data(), static_cast<std::int64_t>(in.size()));
+    double worst = 0;
+    for (std::size_t i = 0; i < in.size(); ++i) {
+      const double exact = std::exp(static_cast<double>(in[i]));
+      worst = std::max(worst, std::fabs(out[i] - exact) / exact);
+    }
+    EXPECT_LT(worst, 2.5e-7) << "max relative error";
+    std::printf("[ note ] %s softmax exp: max relative error %.3g over [-87, 0]\n", target_name(t), worst);
+    const float special_in[] = {-INFINITY, NAN, 0.0f, -87.7f, -88.0f, -1000.0f, -1.0f, -0.0f};
+    float special_out[8];
+    cpu::forward_kernels(t).softmax_exp(special_in, special_out, 8);
+    EXPECT_EQ(special_out[0], 0.0f);
+    EXPECT_TRUE(std::isnan(special_out[1]));
+    EXPECT_EQ(special_out[2], 1.0f);
+    EXPECT_EQ(special_out[3], 0.0f);
+    EXPECT_EQ(special_out[4], 0.0f);
+    EXPECT_EQ(special_out[5], 0.0f);
+    EXPECT_NEAR(special_out[6], std::exp(-1.0), 1e-7);
+    EXPECT_EQ(special_out[7], 1.0f);
+  }
+}
+
 }  // namespace
 }  // namespace attnkit
