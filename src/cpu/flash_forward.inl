@@ -145,6 +145,57 @@ void accumulate_pv(ForwardWorkspace& ws, std::int64_t tile, std::int64_t cols, c
   tile_a_b<Rows>(ws.scores, kKeyBlock, ws.v, ws.d_v, cols, ws.d_v, alpha, ws.acc + tile * ws.d_v, ws.d_v);
 }
 
+// The same sum for a decode tile, straight from the value rows as stored (f32, or bf16 and f16
+// widened in registers), without the copy pack_values makes: V is read from memory once either way,
+// and the copy cost as much as the arithmetic. Only the first `width` keys of the block are summed:
+// the tile's keys up to its last visible one (p is 0 past it, and not computed). Returns false, leaving acc as it was, if a value is NaN or ±inf: the caller then takes
+// the seen-only sum, as for a packed block. Rows of unit stride and d_v == the padded d_v only.
+template <std::int64_t Rows, DType Stored>
+bool accumulate_pv_from_value_rows(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordinates& item,
+                                   std::int64_t j0, std::int64_t width, const float* alpha) {
+  using Element = std::conditional_t<Stored == DType::f32, float, std::uint16_t>;
+  const ConstTensorView& values = plan.problem->v;
+  const Element* rows[kMaxKeyBlock];
+  for (std::int64_t j = 0; j < width; ++j) {
+    const StoredRow at = stored_row(*plan.problem, item.batch, j0 + j);
+    rows[j] = values.at<Element>({at.outer, item.kv_head, at.row, 0});
+  }
+  const auto load = [](const Element* x) {
+    if constexpr (Stored == DType::f32) return Isa::load(x);
+    else if constexpr (Stored == DType::bf16) return Isa::load_bf16(x);
+    else return Isa::load_f16(x);
+  };
+  // acc as it was, kept in the (here unused) packed-value buffer in case a value is not finite.
+  std::copy(ws.acc, ws.acc + Rows * ws.d_v, ws.v);
+  Vec differences = Isa::zero();  // a sum of zeros while every value is finite, NaN after any other
+  for (std::int64_t c0 = 0; c0 < ws.d_v; c0 += kTileCols) {
+    float* c = ws.acc + c0;
+    Vec acc[Rows][kTileVectors];
+    for (std::int64_t r = 0; r < Rows; ++r) {
+      const Vec scale = Isa::set1(alpha[r]);
+      for (std::int64_t v = 0; v < kTileVectors; ++v) acc[r][v] = Isa::mul(Isa::load(c + r * ws.d_v + v * kLanes), scale);
+    }
+    for (std::int64_t j = 0; j < width; ++j) {
+      Vec bv[kTileVectors];
+      for (std::int64_t v = 0; v < kTileVectors; ++v) {
+        bv[v] = load(rows[j] + c0 + v * kLanes);
+        differences = Isa::add(differences, Isa::sub(bv[v], bv[v]));  // x − x is NaN exactly for ±inf and NaN
+      }
+      for (std::int64_t r = 0; r < Rows; ++r) {
+        const Vec pr = Isa::set1(ws.scores[r * kKeyBlock + j]);
+        for (std::int64_t v = 0; v < kTileVectors; ++v) acc[r][v] = Isa::fma(pr, bv[v], acc[r][v]);
+      }
+    }
+    for (std::int64_t r = 0; r < Rows; ++r)
+      for (std::int64_t v = 0; v < kTileVectors; ++v) Isa::store(c + r * ws.d_v + v * kLanes, acc[r][v]);
+  }
+  if (Isa::any_set(Isa::or_nan(Isa::zero(), differences))) {
+    std::copy(ws.v, ws.v + Rows * ws.d_v, ws.acc);
+    return false;
+  }
+  return true;
+}
+
 // The same sum for a value block holding NaN or ±inf: only keys the row can see contribute, so a
 // masked key's values never reach the output (0 · NaN would). Rare, so plain loops.
 void accumulate_pv_seen_only(ForwardWorkspace& ws, std::int64_t tile, std::int64_t cols, const float* alpha) {
@@ -477,6 +528,9 @@ void stream_key_blocks(const ForwardPlan& plan, ForwardWorkspace& ws, const Item
   // float32 values for a block holding NaN or ±inf), and the queries are taken as pairs.
   const bool single_tile = ws.rows == kTileRows;
   const std::int64_t live_rows = plan.group * item.queries;  // of a single tile: the rest are padding
+  const DType value_dtype = p.v.dtype();
+  const bool values_in_place = single_tile && p.v.stride(3) == 1 && p.sizes.d_v == ws.d_v &&
+                               (value_dtype == DType::f32 || value_dtype == DType::bf16 || value_dtype == DType::f16);
   if (bf16_dot && !single_tile) prepare_query_pairs(ws);
   float alpha[kTileRows];
   // Blocks start at multiples of kKeyBlock from the split's start: the same blocks for any item.
@@ -520,14 +574,14 @@ void stream_key_blocks(const ForwardPlan& plan, ForwardWorkspace& ws, const Item
       const std::int64_t tile_width = last + 1, tile_cols = round_up(tile_width, kTileCols);
       if (single_tile) {
         with_live_rows(live_rows, [&](auto rows) { score_tile_from_key_rows<rows()>(plan, ws, item, j0, width, cols, plan.scale); });
-        values_finite = pack_values(plan, ws, item, j0, width, cols);
+        if (!values_in_place) values_finite = pack_values(plan, ws, item, j0, width, cols);
       } else if (bf16_dot) {
         if constexpr (Isa::kDotBf16) score_tile_bf16(ws, tile, tile_cols, plan.scale);
       } else {
         score_tile(ws, tile, tile_cols, plan.scale);
       }
       apply_bias_and_mask(plan, ws, item, tile, j0, tile_width, tile_cols, keys);
-      if (!values_finite) {
+      if (!values_finite || values_in_place) {  // in place, whether values are finite is known only later
         for (std::int64_t r = 0; r < kTileRows; ++r)
           for (std::int64_t j = 0; j < tile_cols; ++j)
             ws.seen[r * kKeyBlock + j] = ws.scores[r * kKeyBlock + j] != kMinusInf;
@@ -541,7 +595,18 @@ void stream_key_blocks(const ForwardPlan& plan, ForwardWorkspace& ws, const Item
           continue;
         }
       }
-      if (values_finite && single_tile) {
+      if (values_in_place) {
+        bool finite = false;
+        with_live_rows(live_rows, [&](auto rows) {
+          finite = value_dtype == DType::f32    ? accumulate_pv_from_value_rows<rows(), DType::f32>(plan, ws, item, j0, tile_width, alpha)
+                   : value_dtype == DType::bf16 ? accumulate_pv_from_value_rows<rows(), DType::bf16>(plan, ws, item, j0, tile_width, alpha)
+                                                : accumulate_pv_from_value_rows<rows(), DType::f16>(plan, ws, item, j0, tile_width, alpha);
+        });
+        if (!finite) {
+          pack_values(plan, ws, item, j0, width, cols);
+          accumulate_pv_seen_only(ws, tile, tile_cols, alpha);
+        }
+      } else if (values_finite && single_tile) {
         with_live_rows(live_rows, [&](auto rows) { accumulate_pv<rows()>(ws, tile, tile_cols, alpha); });
       } else if (values_finite) {
         accumulate_pv(ws, tile, tile_cols, alpha);
