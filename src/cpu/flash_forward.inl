@@ -66,7 +66,8 @@ constexpr std::int64_t kCacheLine = 64;
 
 // Bytes per element of the dtypes the fast kernels read (inline: decoding asks for every row).
 inline std::int64_t element_bytes(DType dtype) {
-  return dtype == DType::f32 ? 4 : dtype == DType::bf16 || dtype == DType::f16 ? 2 : static_cast<std::int64_t>(dtype_size(dtype));
+  if (dtype == DType::f32) return 4;
+  return dtype == DType::bf16 || dtype == DType::f16 ? 2 : static_cast<std::int64_t>(dtype_size(dtype));
 }
 
 // Requests rows of one KV head of K or V ahead of use, with the addressing worked out once per
@@ -148,8 +149,9 @@ void accumulate_pv(ForwardWorkspace& ws, std::int64_t tile, std::int64_t cols, c
 // The same sum for a decode tile, straight from the value rows as stored (f32, or bf16 and f16
 // widened in registers), without the copy pack_values makes: V is read from memory once either way,
 // and the copy cost as much as the arithmetic. Only the first `width` keys of the block are summed:
-// the tile's keys up to its last visible one (p is 0 past it, and not computed). Returns false, leaving acc as it was, if a value is NaN or ±inf: the caller then takes
-// the seen-only sum, as for a packed block. Rows of unit stride and d_v == the padded d_v only.
+// the tile's keys up to its last visible one (p is 0 past it, and not computed). Returns false,
+// leaving acc as it was, if one of those values is NaN or ±inf: the caller then takes the seen-only
+// sum, as for a packed block. Rows of unit stride and d_v equal to the padded d_v only.
 template <std::int64_t Rows, DType Stored>
 bool accumulate_pv_from_value_rows(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordinates& item,
                                    std::int64_t j0, std::int64_t width, const float* alpha) {
@@ -194,6 +196,26 @@ bool accumulate_pv_from_value_rows(const ForwardPlan& plan, ForwardWorkspace& ws
     return false;
   }
   return true;
+}
+
+// accumulate_pv_from_value_rows for the tile's live rows and the values' dtype.
+bool accumulate_pv_in_place(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordinates& item, std::int64_t j0,
+                            std::int64_t width, const float* alpha, std::int64_t live_rows) {
+  bool finite = false;
+  with_live_rows(live_rows, [&](auto rows) {
+    switch (plan.problem->v.dtype()) {
+      case DType::f32:
+        finite = accumulate_pv_from_value_rows<rows(), DType::f32>(plan, ws, item, j0, width, alpha);
+        break;
+      case DType::bf16:
+        finite = accumulate_pv_from_value_rows<rows(), DType::bf16>(plan, ws, item, j0, width, alpha);
+        break;
+      default:  // f16: the only other dtype read in place
+        finite = accumulate_pv_from_value_rows<rows(), DType::f16>(plan, ws, item, j0, width, alpha);
+        break;
+    }
+  });
+  return finite;
 }
 
 // The same sum for a value block holding NaN or ±inf: only keys the row can see contribute, so a
@@ -573,7 +595,8 @@ void stream_key_blocks(const ForwardPlan& plan, ForwardWorkspace& ws, const Item
       if (last < 0) continue;  // a fully masked tile: skipped without computing
       const std::int64_t tile_width = last + 1, tile_cols = round_up(tile_width, kTileCols);
       if (single_tile) {
-        with_live_rows(live_rows, [&](auto rows) { score_tile_from_key_rows<rows()>(plan, ws, item, j0, width, cols, plan.scale); });
+        with_live_rows(live_rows,
+                       [&](auto rows) { score_tile_from_key_rows<rows()>(plan, ws, item, j0, width, cols, plan.scale); });
         if (!values_in_place) values_finite = pack_values(plan, ws, item, j0, width, cols);
       } else if (bf16_dot) {
         if constexpr (Isa::kDotBf16) score_tile_bf16(ws, tile, tile_cols, plan.scale);
@@ -596,13 +619,7 @@ void stream_key_blocks(const ForwardPlan& plan, ForwardWorkspace& ws, const Item
         }
       }
       if (values_in_place) {
-        bool finite = false;
-        with_live_rows(live_rows, [&](auto rows) {
-          finite = value_dtype == DType::f32    ? accumulate_pv_from_value_rows<rows(), DType::f32>(plan, ws, item, j0, tile_width, alpha)
-                   : value_dtype == DType::bf16 ? accumulate_pv_from_value_rows<rows(), DType::bf16>(plan, ws, item, j0, tile_width, alpha)
-                                                : accumulate_pv_from_value_rows<rows(), DType::f16>(plan, ws, item, j0, tile_width, alpha);
-        });
-        if (!finite) {
+        if (!accumulate_pv_in_place(plan, ws, item, j0, tile_width, alpha, live_rows)) {
           pack_values(plan, ws, item, j0, width, cols);
           accumulate_pv_seen_only(ws, tile, tile_cols, alpha);
         }
