@@ -92,6 +92,21 @@ class RowPrefetcher {
   std::int64_t outer_stride_, row_stride_, bytes_;
 };
 
+// sums[r] = q[r] · k over the first `count` elements (a multiple of kLanes) for the Rows rows of q,
+// d_k apart; load(c) gives k[c, c + kLanes) as floats. A function of its own, one per dtype, so that
+// the accumulators stay in registers: with the dtype chosen inside the loop, GCC kept them in
+// memory and stored them on every step.
+template <std::int64_t Rows, class Load>
+void dot_with_rows(const float* q, std::int64_t d_k, std::int64_t count, Load load, float* sums) {
+  Vec acc[Rows];
+  for (Vec& a : acc) a = Isa::zero();
+  for (std::int64_t c = 0; c < count; c += kLanes) {
+    const Vec kc = load(c);
+    for (std::int64_t r = 0; r < Rows; ++r) acc[r] = Isa::fma(Isa::load(q + r * d_k + c), kc, acc[r]);
+  }
+  for (std::int64_t r = 0; r < Rows; ++r) sums[r] = Isa::reduce_add(acc[r]);
+}
+
 // The same scores read from the key rows as stored, without packing: for an item of a single tile
 // (decoding), where packing the keys would cost more than the arithmetic on them. One key at a time:
 // vectors along the feature dimension, one accumulator per row, summed across lanes at the end. Only
@@ -125,14 +140,16 @@ void score_tile_from_key_rows(const ForwardPlan& plan, ForwardWorkspace& ws, con
     } else {
       load_row_f32(keys, at.outer, item.kv_head, at.row, ws.key_rows, ws.d_k);
     }
-    Vec acc[Rows];
-    for (Vec& a : acc) a = Isa::zero();
-    for (std::int64_t c = 0; c < vector_end; c += kLanes) {
-      const Vec kc = k16 == nullptr ? Isa::load(k + c) : brain ? Isa::load_bf16(k16 + c) : Isa::load_f16(k16 + c);
-      for (std::int64_t r = 0; r < Rows; ++r) acc[r] = Isa::fma(Isa::load(ws.q + r * ws.d_k + c), kc, acc[r]);
+    float sums[Rows];
+    if (k16 == nullptr) {
+      dot_with_rows<Rows>(ws.q, ws.d_k, vector_end, [&](std::int64_t c) { return Isa::load(k + c); }, sums);
+    } else if (brain) {
+      dot_with_rows<Rows>(ws.q, ws.d_k, vector_end, [&](std::int64_t c) { return Isa::load_bf16(k16 + c); }, sums);
+    } else {
+      dot_with_rows<Rows>(ws.q, ws.d_k, vector_end, [&](std::int64_t c) { return Isa::load_f16(k16 + c); }, sums);
     }
     for (std::int64_t r = 0; r < Rows; ++r) {
-      float s = Isa::reduce_add(acc[r]);
+      float s = sums[r];
       for (std::int64_t c = vector_end; c < ws.d_k; ++c) s += ws.q[r * ws.d_k + c] * k[c];
       ws.scores[r * kKeyBlock + j] = s * scale;
     }
