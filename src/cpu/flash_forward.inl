@@ -76,32 +76,63 @@ inline std::int64_t element_bytes(DType dtype) {
 class RowPrefetcher {
  public:
   RowPrefetcher(const ConstTensorView& t, std::int64_t kv_head)
-      : element_(element_bytes(t.dtype())),
-        head_(static_cast<const char*>(t.data()) + kv_head * t.stride(1) * element_),
-        outer_stride_(t.stride(0) * element_),
-        row_stride_(t.stride(2) * element_),
-        bytes_(t.stride(3) == 1 ? t.size(3) * element_ : 0) {}
+      : RowPrefetcher(t, kv_head, element_bytes(t.dtype())) {}
   void operator()(StoredRow at) const {
     const char* begin = head_ + at.outer * outer_stride_ + at.row * row_stride_;
     for (std::int64_t offset = 0; offset < bytes_; offset += kCacheLine) __builtin_prefetch(begin + offset);
   }
 
  private:
-  std::int64_t element_;
+  RowPrefetcher(const ConstTensorView& t, std::int64_t kv_head, std::int64_t element)
+      : head_(static_cast<const char*>(t.data()) + kv_head * t.stride(1) * element),
+        outer_stride_(t.stride(0) * element),
+        row_stride_(t.stride(2) * element),
+        bytes_(t.stride(3) == 1 ? t.size(3) * element : 0) {}
+
   const char* head_;
   std::int64_t outer_stride_, row_stride_, bytes_;
 };
 
+// Rows the kernels read where they are stored: f32, or bf16 and f16 widened in registers.
+template <DType Stored>
+using StoredElement = std::conditional_t<Stored == DType::f32, float, std::uint16_t>;
+
+// kLanes elements of such a row, as floats.
+template <DType Stored>
+Vec load_stored(const StoredElement<Stored>* x) {
+  if constexpr (Stored == DType::f32) return Isa::load(x);
+  else if constexpr (Stored == DType::bf16) return Isa::load_bf16(x);
+  else return Isa::load_f16(x);
+}
+
+// f(std::integral_constant<DType, dtype>{}) for a dtype read in place (f32, bf16 or f16): the loops
+// over a row are instantiated per dtype, never choosing it per vector (GCC then kept the
+// accumulators of such a loop in memory and stored them on every step).
+template <class F>
+void with_stored_dtype(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::f32: f(std::integral_constant<DType, DType::f32>{}); break;
+    case DType::bf16: f(std::integral_constant<DType, DType::bf16>{}); break;
+    default: f(std::integral_constant<DType, DType::f16>{}); break;  // f16: the only other one read in place
+  }
+}
+
+// Whether the value rows are read where they are stored: unit stride, d_v already whole tiles, and
+// a dtype load_stored widens.
+bool value_rows_in_place(const detail::Problem& p, const ForwardWorkspace& ws) {
+  const DType dtype = p.v.dtype();
+  return p.v.stride(3) == 1 && p.sizes.d_v == ws.d_v &&
+         (dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16);
+}
+
 // sums[r] = q[r] · k over the first `count` elements (a multiple of kLanes) for the Rows rows of q,
-// d_k apart; load(c) gives k[c, c + kLanes) as floats. A function of its own, one per dtype, so that
-// the accumulators stay in registers: with the dtype chosen inside the loop, GCC kept them in
-// memory and stored them on every step.
-template <std::int64_t Rows, class Load>
-void dot_with_rows(const float* q, std::int64_t d_k, std::int64_t count, Load load, float* sums) {
+// d_k apart, with k stored as `Stored`.
+template <std::int64_t Rows, DType Stored>
+void dot_with_rows(const float* q, std::int64_t d_k, std::int64_t count, const StoredElement<Stored>* k, float* sums) {
   Vec acc[Rows];
   for (Vec& a : acc) a = Isa::zero();
   for (std::int64_t c = 0; c < count; c += kLanes) {
-    const Vec kc = load(c);
+    const Vec kc = load_stored<Stored>(k + c);
     for (std::int64_t r = 0; r < Rows; ++r) acc[r] = Isa::fma(Isa::load(q + r * d_k + c), kc, acc[r]);
   }
   for (std::int64_t r = 0; r < Rows; ++r) sums[r] = Isa::reduce_add(acc[r]);
@@ -120,40 +151,39 @@ void score_tile_from_key_rows(const ForwardPlan& plan, ForwardWorkspace& ws, con
   // bf16 and f16 rows of whole vectors are widened in registers, without a converted copy.
   const bool widened = (keys.dtype() == DType::bf16 || keys.dtype() == DType::f16) && keys.stride(3) == 1 &&
                        ws.d_k % kLanes == 0;
-  const bool brain = keys.dtype() == DType::bf16;
   const std::int64_t vector_end = ws.d_k / kLanes * kLanes;
   const RowPrefetcher prefetch_key(keys, item.kv_head), prefetch_value(p.v, item.kv_head);
-  for (std::int64_t j = 0; j < width; ++j) {
-    // Decoding streams K and V from memory once: ask for rows ahead of use, so that their latency
-    // overlaps the arithmetic (the hardware prefetcher alone left single-thread decode latency-bound).
-    const StoredRow at = stored_row(p, item.batch, j0 + j);
-    if ((direct || widened) && j + kPrefetchRows < width) {
-      prefetch_key(stored_row(p, item.batch, j0 + j + kPrefetchRows));
+  // The key rows' dtype as the dot products read them (other rows are converted to f32 first),
+  // chosen once for the block.
+  with_stored_dtype(widened ? keys.dtype() : DType::f32, [&](auto stored) {
+    for (std::int64_t j = 0; j < width; ++j) {
+      // Decoding streams K and V from memory once: ask for rows ahead of use, so that their latency
+      // overlaps the arithmetic (the hardware prefetcher alone left single-thread decode latency-bound).
+      const StoredRow at = stored_row(p, item.batch, j0 + j);
+      if ((direct || widened) && j + kPrefetchRows < width) {
+        prefetch_key(stored_row(p, item.batch, j0 + j + kPrefetchRows));
+      }
+      prefetch_value(at);
+      const StoredElement<stored()>* k = nullptr;
+      if constexpr (stored() != DType::f32) {
+        k = keys.at<std::uint16_t>({at.outer, item.kv_head, at.row, 0});
+      } else if (direct) {
+        k = keys.at<float>({at.outer, item.kv_head, at.row, 0});
+      } else {
+        load_row_f32(keys, at.outer, item.kv_head, at.row, ws.key_rows, ws.d_k);
+        k = ws.key_rows;
+      }
+      float sums[Rows];
+      dot_with_rows<Rows, stored()>(ws.q, ws.d_k, vector_end, k, sums);
+      for (std::int64_t r = 0; r < Rows; ++r) {
+        float s = sums[r];
+        if constexpr (stored() == DType::f32) {  // widened rows are whole vectors: no tail
+          for (std::int64_t c = vector_end; c < ws.d_k; ++c) s += ws.q[r * ws.d_k + c] * k[c];
+        }
+        ws.scores[r * kKeyBlock + j] = s * scale;
+      }
     }
-    prefetch_value(at);
-    const float* k = ws.key_rows;
-    const std::uint16_t* k16 = nullptr;
-    if (direct) {
-      k = keys.at<float>({at.outer, item.kv_head, at.row, 0});
-    } else if (widened) {
-      k16 = keys.at<std::uint16_t>({at.outer, item.kv_head, at.row, 0});
-    } else {
-      load_row_f32(keys, at.outer, item.kv_head, at.row, ws.key_rows, ws.d_k);
-    }
-    float sums[Rows];
-    if (k16 == nullptr) {
-      dot_with_rows<Rows>(ws.q, ws.d_k, vector_end, [&](std::int64_t c) { return Isa::load(k + c); }, sums);
-    } else if (brain) {
-      dot_with_rows<Rows>(ws.q, ws.d_k, vector_end, [&](std::int64_t c) { return Isa::load_bf16(k16 + c); }, sums);
-    } else {
-      dot_with_rows<Rows>(ws.q, ws.d_k, vector_end, [&](std::int64_t c) { return Isa::load_f16(k16 + c); }, sums);
-    }
-    for (std::int64_t r = 0; r < Rows; ++r) {
-      float s = sums[r];
-      for (std::int64_t c = vector_end; c < ws.d_k; ++c) s += ws.q[r * ws.d_k + c] * k[c];
-      ws.scores[r * kKeyBlock + j] = s * scale;
-    }
-  }
+  });
   for (std::int64_t r = 0; r < Rows; ++r) std::fill(ws.scores + r * kKeyBlock + width, ws.scores + r * kKeyBlock + cols, 0.0f);
 }
 
@@ -172,18 +202,12 @@ void accumulate_pv(ForwardWorkspace& ws, std::int64_t tile, std::int64_t cols, c
 template <std::int64_t Rows, DType Stored>
 bool accumulate_pv_from_value_rows(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordinates& item,
                                    std::int64_t j0, std::int64_t width, const float* alpha) {
-  using Element = std::conditional_t<Stored == DType::f32, float, std::uint16_t>;
   const ConstTensorView& values = plan.problem->v;
-  const Element* rows[kMaxKeyBlock];
+  const StoredElement<Stored>* rows[kMaxKeyBlock];
   for (std::int64_t j = 0; j < width; ++j) {
     const StoredRow at = stored_row(*plan.problem, item.batch, j0 + j);
-    rows[j] = values.at<Element>({at.outer, item.kv_head, at.row, 0});
+    rows[j] = values.at<StoredElement<Stored>>({at.outer, item.kv_head, at.row, 0});
   }
-  const auto load = [](const Element* x) {
-    if constexpr (Stored == DType::f32) return Isa::load(x);
-    else if constexpr (Stored == DType::bf16) return Isa::load_bf16(x);
-    else return Isa::load_f16(x);
-  };
   // acc as it was, kept in the (here unused) packed-value buffer in case a value is not finite.
   std::copy(ws.acc, ws.acc + Rows * ws.d_v, ws.v);
   Vec differences = Isa::zero();  // a sum of zeros while every value is finite, NaN after any other
@@ -197,7 +221,7 @@ bool accumulate_pv_from_value_rows(const ForwardPlan& plan, ForwardWorkspace& ws
     for (std::int64_t j = 0; j < width; ++j) {
       Vec bv[kTileVectors];
       for (std::int64_t v = 0; v < kTileVectors; ++v) {
-        bv[v] = load(rows[j] + c0 + v * kLanes);
+        bv[v] = load_stored<Stored>(rows[j] + c0 + v * kLanes);
         differences = Isa::add(differences, Isa::sub(bv[v], bv[v]));  // x − x is NaN exactly for ±inf and NaN
       }
       for (std::int64_t r = 0; r < Rows; ++r) {
@@ -220,17 +244,9 @@ bool accumulate_pv_in_place(const ForwardPlan& plan, ForwardWorkspace& ws, const
                             std::int64_t width, const float* alpha, std::int64_t live_rows) {
   bool finite = false;
   with_live_rows(live_rows, [&](auto rows) {
-    switch (plan.problem->v.dtype()) {
-      case DType::f32:
-        finite = accumulate_pv_from_value_rows<rows(), DType::f32>(plan, ws, item, j0, width, alpha);
-        break;
-      case DType::bf16:
-        finite = accumulate_pv_from_value_rows<rows(), DType::bf16>(plan, ws, item, j0, width, alpha);
-        break;
-      default:  // f16: the only other dtype read in place
-        finite = accumulate_pv_from_value_rows<rows(), DType::f16>(plan, ws, item, j0, width, alpha);
-        break;
-    }
+    with_stored_dtype(plan.problem->v.dtype(), [&](auto stored) {
+      finite = accumulate_pv_from_value_rows<rows(), stored()>(plan, ws, item, j0, width, alpha);
+    });
   });
   return finite;
 }
@@ -300,8 +316,7 @@ bool pack_values(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordi
   const ConstTensorView& values = plan.problem->v;
   const std::int64_t d_v = plan.problem->sizes.d_v;
   const DType dtype = values.dtype();
-  const bool in_place = values.stride(3) == 1 && d_v == ws.d_v &&
-                        (dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16);
+  const bool in_place = value_rows_in_place(*plan.problem, ws);
   float* converted = reinterpret_cast<float*>(ws.bf16_rows);  // [d_v] floats of scratch
   Vec differences = Isa::zero();  // a sum of zeros while every value is finite, NaN after any other
   for (std::int64_t j = 0; j < cols; ++j) {
@@ -321,25 +336,16 @@ bool pack_values(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordi
         std::fill(converted + d_v, converted + ws.d_v, 0.0f);
       }
     }
-    // One loop per dtype, so that the widening is chosen once per row rather than per vector.
     float* out = ws.v + j * ws.d_v;
     const std::int64_t padded_d_v = ws.d_v;
-    const auto copy = [&](auto load) {
+    with_stored_dtype(row_dtype, [&](auto stored) {
+      const auto* x = static_cast<const StoredElement<stored()>*>(row);
       for (std::int64_t c0 = 0; c0 < padded_d_v; c0 += kLanes) {
-        const Vec x = load(c0);
-        Isa::store(out + c0, x);
-        differences = Isa::add(differences, Isa::sub(x, x));  // x − x is NaN exactly for ±inf and NaN
+        const Vec v = load_stored<stored()>(x + c0);
+        Isa::store(out + c0, v);
+        differences = Isa::add(differences, Isa::sub(v, v));  // x − x is NaN exactly for ±inf and NaN
       }
-    };
-    const auto* f32 = static_cast<const float*>(row);
-    const auto* u16 = static_cast<const std::uint16_t*>(row);
-    if (row_dtype == DType::f32) {
-      copy([&](std::int64_t c) { return Isa::load(f32 + c); });
-    } else if (row_dtype == DType::bf16) {
-      copy([&](std::int64_t c) { return Isa::load_bf16(u16 + c); });
-    } else {
-      copy([&](std::int64_t c) { return Isa::load_f16(u16 + c); });
-    }
+    });
   }
   return !Isa::any_set(Isa::or_nan(Isa::zero(), differences));
 }
@@ -567,9 +573,7 @@ void stream_key_blocks(const ForwardPlan& plan, ForwardWorkspace& ws, const Item
   // float32 values for a block holding NaN or ±inf), and the queries are taken as pairs.
   const bool single_tile = ws.rows == kTileRows;
   const std::int64_t live_rows = plan.group * item.queries;  // of a single tile: the rest are padding
-  const DType value_dtype = p.v.dtype();
-  const bool values_in_place = single_tile && p.v.stride(3) == 1 && p.sizes.d_v == ws.d_v &&
-                               (value_dtype == DType::f32 || value_dtype == DType::bf16 || value_dtype == DType::f16);
+  const bool values_in_place = single_tile && value_rows_in_place(p, ws);
   if (bf16_dot && !single_tile) prepare_query_pairs(ws);
   float alpha[kTileRows];
   // Blocks start at multiples of kKeyBlock from the split's start: the same blocks for any item.
