@@ -79,6 +79,8 @@ class RowPrefetcher {
       : RowPrefetcher(t, kv_head, element_bytes(t.dtype())) {}
   void operator()(StoredRow at) const {
     const char* begin = head_ + at.outer * outer_stride_ + at.row * row_stride_;
+    // Four lines per step (a request past the row's end is harmless: prefetches never fault), since
+    // decoding asks for every row and the loop's own instructions cost as much as the requests.
     for (std::int64_t offset = 0; offset < bytes_; offset += kCacheLine) __builtin_prefetch(begin + offset);
   }
 
@@ -125,26 +127,51 @@ bool value_rows_in_place(const detail::Problem& p, const ForwardWorkspace& ws) {
          (dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16);
 }
 
-// sums[r] = q[r] · k over the first `count` elements (a multiple of kLanes) for the Rows rows of q,
-// d_k apart, with k stored as `Stored`.
-template <std::int64_t Rows, DType Stored>
-void dot_with_rows(const float* q, std::int64_t d_k, std::int64_t count, const StoredElement<Stored>* k, float* sums) {
-  Vec acc[Rows];
-  for (Vec& a : acc) a = Isa::zero();
-  for (std::int64_t c = 0; c < count; c += kLanes) {
-    const Vec kc = load_stored<Stored>(k + c);
-    for (std::int64_t r = 0; r < Rows; ++r) acc[r] = Isa::fma(Isa::load(q + r * d_k + c), kc, acc[r]);
+// How many keys decoding's score loop takes per step for a tile of `rows` live rows: enough
+// independent accumulators (rows × keys) to cover the FMA latency at full throughput (8 chains: 4
+// cycles × 2 units), with each loaded query vector shared by the step's keys.
+constexpr std::int64_t decode_keys_per_step(std::int64_t rows) { return std::min<std::int64_t>(4, (8 + rows - 1) / rows); }
+// For every live row count, its accumulators, key vectors and query vector take no more registers
+// than the register tile does (its accumulators, one row of loaded vectors and a broadcast).
+constexpr bool decode_steps_fit_registers() {
+  for (std::int64_t rows = 1; rows <= kTileRows; ++rows) {
+    const std::int64_t keys = decode_keys_per_step(rows);
+    if (rows * keys + keys + 1 > kTileRows * kTileVectors + kTileVectors + 1) return false;
   }
-  for (std::int64_t r = 0; r < Rows; ++r) sums[r] = Isa::reduce_add(acc[r]);
+  return true;
+}
+static_assert(decode_steps_fit_registers(), "decode's score accumulators and operands fit the vector registers");
+
+// sums[t][r] = q[r] · k[t] over the first `count` elements (a multiple of kLanes) for the Rows rows
+// of q, d_k apart, and the Keys key rows k[t], stored as `Stored`. Each sum runs over the vectors in
+// the same order whatever Keys is, so a score does not depend on how keys are grouped.
+template <std::int64_t Rows, std::int64_t Keys, DType Stored>
+void dot_with_rows(const float* q, std::int64_t d_k, std::int64_t count, const StoredElement<Stored>* const* k,
+                   float (*sums)[Rows]) {
+  Vec acc[Keys][Rows];
+  for (auto& key : acc)
+    for (Vec& a : key) a = Isa::zero();
+  for (std::int64_t c = 0; c < count; c += kLanes) {
+    Vec kc[Keys];
+    for (std::int64_t t = 0; t < Keys; ++t) kc[t] = load_stored<Stored>(k[t] + c);
+    for (std::int64_t r = 0; r < Rows; ++r) {
+      const Vec qr = Isa::load(q + r * d_k + c);
+      for (std::int64_t t = 0; t < Keys; ++t) acc[t][r] = Isa::fma(qr, kc[t], acc[t][r]);
+    }
+  }
+  for (std::int64_t t = 0; t < Keys; ++t)
+    for (std::int64_t r = 0; r < Rows; ++r) sums[t][r] = Isa::reduce_add(acc[t][r]);
 }
 
 // The same scores read from the key rows as stored, without packing: for an item of a single tile
-// (decoding), where packing the keys would cost more than the arithmetic on them. One key at a time:
-// vectors along the feature dimension, one accumulator per row, summed across lanes at the end. Only
-// the tile's Rows live rows are computed (the rest are masked whole by apply_bias_and_mask).
+// (decoding), where packing the keys would cost more than the arithmetic on them. A few keys per
+// step (decode_keys_per_step): vectors along the feature dimension, one accumulator per row and key,
+// summed across lanes at the end. Only the tile's Rows live rows are computed (the rest are masked
+// whole by apply_bias_and_mask).
 template <std::int64_t Rows>
 void score_tile_from_key_rows(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordinates& item,
                               std::int64_t j0, std::int64_t width, std::int64_t cols, float scale) {
+  constexpr std::int64_t kKeys = decode_keys_per_step(Rows);
   const detail::Problem& p = *plan.problem;
   const ConstTensorView& keys = p.k;
   const bool direct = keys.dtype() == DType::f32 && keys.stride(3) == 1;
@@ -156,7 +183,9 @@ void score_tile_from_key_rows(const ForwardPlan& plan, ForwardWorkspace& ws, con
   // The key rows' dtype as the dot products read them (other rows are converted to f32 first),
   // chosen once for the block.
   with_stored_dtype(widened ? keys.dtype() : DType::f32, [&](auto stored) {
-    for (std::int64_t j = 0; j < width; ++j) {
+    using Element = StoredElement<stored()>;
+    // Key row j as the dot products read it; `slot` picks the converted copy's buffer.
+    auto key_row = [&](std::int64_t j, std::int64_t slot) -> const Element* {
       // Decoding streams K and V from memory once: ask for rows ahead of use, so that their latency
       // overlaps the arithmetic (the hardware prefetcher alone left single-thread decode latency-bound).
       const StoredRow at = stored_row(p, item.batch, j0 + j);
@@ -164,25 +193,35 @@ void score_tile_from_key_rows(const ForwardPlan& plan, ForwardWorkspace& ws, con
         prefetch_key(stored_row(p, item.batch, j0 + j + kPrefetchRows));
       }
       prefetch_value(at);
-      const StoredElement<stored()>* k = nullptr;
       if constexpr (stored() != DType::f32) {
-        k = keys.at<std::uint16_t>({at.outer, item.kv_head, at.row, 0});
+        return keys.at<std::uint16_t>({at.outer, item.kv_head, at.row, 0});
       } else if (direct) {
-        k = keys.at<float>({at.outer, item.kv_head, at.row, 0});
+        return keys.at<float>({at.outer, item.kv_head, at.row, 0});
       } else {
-        load_row_f32(keys, at.outer, item.kv_head, at.row, ws.key_rows, ws.d_k);
-        k = ws.key_rows;
+        float* row = ws.key_rows + slot * ws.d_k;
+        load_row_f32(keys, at.outer, item.kv_head, at.row, row, ws.d_k);
+        return row;
       }
-      float sums[Rows];
-      dot_with_rows<Rows, stored()>(ws.q, ws.d_k, vector_end, k, sums);
-      for (std::int64_t r = 0; r < Rows; ++r) {
-        float s = sums[r];
-        if constexpr (stored() == DType::f32) {  // widened rows are whole vectors: no tail
-          for (std::int64_t c = vector_end; c < ws.d_k; ++c) s += ws.q[r * ws.d_k + c] * k[c];
+    };
+    // Scores of keys j .. j + Keys: the vector part by dot_with_rows, then a scalar tail of d_k.
+    auto score_keys = [&]<std::int64_t Keys>(std::int64_t j, std::integral_constant<std::int64_t, Keys>) {
+      const Element* k[Keys];
+      for (std::int64_t t = 0; t < Keys; ++t) k[t] = key_row(j + t, t);
+      float sums[Keys][Rows];
+      dot_with_rows<Rows, Keys, stored()>(ws.q, ws.d_k, vector_end, k, sums);
+      if constexpr (stored() == DType::f32) {  // widened rows are whole vectors: no tail
+        if (vector_end < ws.d_k) {
+          for (std::int64_t t = 0; t < Keys; ++t)
+            for (std::int64_t r = 0; r < Rows; ++r)
+              for (std::int64_t c = vector_end; c < ws.d_k; ++c) sums[t][r] += ws.q[r * ws.d_k + c] * k[t][c];
         }
-        ws.scores[r * kKeyBlock + j] = s * scale;
       }
-    }
+      for (std::int64_t t = 0; t < Keys; ++t)
+        for (std::int64_t r = 0; r < Rows; ++r) ws.scores[r * kKeyBlock + j + t] = sums[t][r] * scale;
+    };
+    std::int64_t j = 0;
+    for (; j + kKeys <= width; j += kKeys) score_keys(j, std::integral_constant<std::int64_t, kKeys>{});
+    for (; j < width; ++j) score_keys(j, std::integral_constant<std::int64_t, 1>{});
   });
   for (std::int64_t r = 0; r < Rows; ++r) std::fill(ws.scores + r * kKeyBlock + width, ws.scores + r * kKeyBlock + cols, 0.0f);
 }
@@ -210,7 +249,12 @@ bool accumulate_pv_from_value_rows(const ForwardPlan& plan, ForwardWorkspace& ws
   }
   // acc as it was, kept in the (here unused) packed-value buffer in case a value is not finite.
   std::copy(ws.acc, ws.acc + Rows * ws.d_v, ws.v);
-  Vec differences = Isa::zero();  // a sum of zeros while every value is finite, NaN after any other
+  // Whether a value is NaN or ±inf is read off the sums rather than the values: every one of the
+  // `width` values enters every sum of its column with a finite p >= 0 (p · ±inf is ±inf, 0 · ±inf
+  // and p · NaN are NaN), so a sum is finite only if its values are. A sum that is not finite for
+  // another reason (overflow, a NaN carried from an earlier block) takes the seen-only sum too, which
+  // gives the same answer more slowly.
+  Vec differences = Isa::zero();  // a sum of zeros while every sum is finite, NaN after any other
   for (std::int64_t c0 = 0; c0 < ws.d_v; c0 += kTileCols) {
     float* c = ws.acc + c0;
     Vec acc[Rows][kTileVectors];
@@ -220,17 +264,17 @@ bool accumulate_pv_from_value_rows(const ForwardPlan& plan, ForwardWorkspace& ws
     }
     for (std::int64_t j = 0; j < width; ++j) {
       Vec bv[kTileVectors];
-      for (std::int64_t v = 0; v < kTileVectors; ++v) {
-        bv[v] = load_stored<Stored>(rows[j] + c0 + v * kLanes);
-        differences = Isa::add(differences, Isa::sub(bv[v], bv[v]));  // x − x is NaN exactly for ±inf and NaN
-      }
+      for (std::int64_t v = 0; v < kTileVectors; ++v) bv[v] = load_stored<Stored>(rows[j] + c0 + v * kLanes);
       for (std::int64_t r = 0; r < Rows; ++r) {
         const Vec pr = Isa::set1(ws.scores[r * kKeyBlock + j]);
         for (std::int64_t v = 0; v < kTileVectors; ++v) acc[r][v] = Isa::fma(pr, bv[v], acc[r][v]);
       }
     }
     for (std::int64_t r = 0; r < Rows; ++r)
-      for (std::int64_t v = 0; v < kTileVectors; ++v) Isa::store(c + r * ws.d_v + v * kLanes, acc[r][v]);
+      for (std::int64_t v = 0; v < kTileVectors; ++v) {
+        differences = Isa::add(differences, Isa::sub(acc[r][v], acc[r][v]));  // x − x is NaN exactly for ±inf and NaN
+        Isa::store(c + r * ws.d_v + v * kLanes, acc[r][v]);
+      }
   }
   if (Isa::any_set(Isa::or_nan(Isa::zero(), differences))) {
     std::copy(ws.v, ws.v + Rows * ws.d_v, ws.acc);
