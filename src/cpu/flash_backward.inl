@@ -21,6 +21,13 @@
 // No n×m matrix: P and dS exist one block of kBackwardQueryBlock × kBackwardKeyBlock at a time.
 // Masked entries get P = dS = 0 exactly, and when an operand holds NaN or ±inf the products skip
 // them outright (as the reference does), so a masked key's NaN never reaches a gradient.
+//
+// With bf16 inputs on a target with bf16 dot products (Isa::kDotBf16), the five products take pairs
+// of bf16 values and sum in float32: S and dP with pairs along the feature dimension (as the
+// forward's scores), dQ += dS·K_j with pairs along keys, dV_j += Pᵀ·dO and dK_j += dSᵀ·Q with pairs
+// along query rows. dropout(P) and dS are rounded to bf16 before they multiply, as FlashAttention
+// does, on every block of such a call: a block holding NaN or ±inf takes the float32 products (which
+// skip masked entries) with the same rounded values.
 
 namespace attnkit::cpu::ATTNKIT_ISA_NAMESPACE {
 
@@ -37,6 +44,72 @@ BackwardItem backward_item(const BackwardPlan& plan, std::int64_t item) {
   c.kv_head = (item / plan.chunks) % s.kv_heads;
   c.keys = {chunk * plan.chunk_keys, std::min(s.m, (chunk + 1) * plan.chunk_keys)};
   return c;
+}
+
+// ---- the bf16-dot path's operands ----
+
+// Pairs of rows and of keys: whole tiles of rows and padded key blocks are even.
+static_assert(!Isa::kDotBf16 || (kTileRows % 2 == 0 && kBackwardKeyPad % 2 == 0 && kBackwardQueryBlock % 2 == 0),
+              "the bf16-dot backward pairs rows and keys");
+
+bool backward_uses_bf16_dot(const detail::Problem& p) {
+  return Isa::kDotBf16 && p.q.dtype() == DType::bf16;  // q, k, v, out and dO share one dtype
+}
+
+// out[c] = the bf16 bits of x[c], for `count` floats that hold bf16 values (inputs widened exactly,
+// or values rounded by round_to_bf16_in_place).
+void bf16_bits_of_row(const float* x, std::int64_t count, std::uint16_t* out) {
+  for (std::int64_t c = 0; c < count; ++c) out[c] = bf16_bits_of(x[c]);
+}
+
+// out[c] = the pair (even[c], odd[c]) of such floats, `even` in the low half: two rows interleaved,
+// so that a product sums over the pair.
+void pairs_of_rows(const float* even, const float* odd, std::int64_t count, std::uint32_t* out) {
+  for (std::int64_t c = 0; c < count; ++c)
+    out[c] = std::uint32_t{bf16_bits_of(even[c])} | std::uint32_t{bf16_bits_of(odd[c])} << 16;
+}
+
+// x[c] rounded to the nearest bf16 value (ties to even), in place.
+template <class I = Isa>
+void round_to_bf16_in_place(float* x, std::int64_t count) {
+  for (std::int64_t c0 = 0; c0 < count; c0 += kLanes) I::store(x + c0, I::round_to_bf16(I::load(x + c0)));
+}
+
+// K_j and V_j (ws.k_rows, ws.v_rows, finite bf16 values) as pairs along the features, in panels for
+// the scores and dP, and K_j as pairs along keys for dQ.
+void pack_key_block_pairs(BackwardWorkspace& ws, std::int64_t cols) {
+  const std::int64_t widest = std::max(ws.d_k, ws.d_v);
+  const struct {
+    const float* rows;
+    std::int64_t d;
+    std::uint32_t* panels;
+  } operands[] = {{ws.k_rows, ws.d_k, ws.k_pair_panels}, {ws.v_rows, ws.d_v, ws.v_pair_panels}};
+  for (const auto& o : operands) {
+    const std::int64_t pairs = o.d / 2;  // d is whole tiles: even
+    for (std::int64_t p0 = 0; p0 < cols; p0 += kTileCols) {
+      const float* rows[kTileCols];  // rows of pairs, moved by pack_panels as 32-bit elements
+      for (std::int64_t t = 0; t < kTileCols; ++t) {
+        std::uint16_t* bits = ws.pair_rows + t * widest;
+        bf16_bits_of_row(o.rows + (p0 + t) * o.d, o.d, bits);
+        rows[t] = reinterpret_cast<const float*>(bits);
+      }
+      pack_panels(rows, kTileCols, pairs, reinterpret_cast<float*>(o.panels + p0 * pairs));
+    }
+  }
+  for (std::int64_t j = 0; j < cols; j += 2)
+    pairs_of_rows(ws.k_rows + j * ws.d_k, ws.k_rows + (j + 1) * ws.d_k, ws.d_k, ws.k_key_pairs + j / 2 * ws.d_k);
+}
+
+// The block's queries and dO as bf16 rows (for S and dP) and as pairs of rows (for dK and dV).
+void prepare_query_block_pairs(BackwardWorkspace& ws, const float* q, const float* d_out, std::int64_t padded_rows) {
+  for (std::int64_t r = 0; r < padded_rows; ++r) {
+    bf16_bits_of_row(q + r * ws.d_k, ws.d_k, ws.q_bf16 + r * ws.d_k);
+    bf16_bits_of_row(d_out + r * ws.d_v, ws.d_v, ws.d_out_bf16 + r * ws.d_v);
+  }
+  for (std::int64_t r = 0; r < padded_rows; r += 2) {  // padded_rows is whole tiles: even
+    pairs_of_rows(q + r * ws.d_k, q + (r + 1) * ws.d_k, ws.d_k, ws.q_row_pairs + r / 2 * ws.d_k);
+    pairs_of_rows(d_out + r * ws.d_v, d_out + (r + 1) * ws.d_v, ws.d_v, ws.d_out_row_pairs + r / 2 * ws.d_v);
+  }
 }
 
 // ---- packing a key block ----
@@ -121,6 +194,12 @@ void row_gradients(const BackwardPlan& plan, BackwardWorkspace& ws, std::int64_t
     }
     Isa::store(ds + c0, Isa::select_equal(logit, minus_inf, zero, d_score));
   }
+  if constexpr (Isa::kDotBf16) {
+    if (backward_uses_bf16_dot(*plan.problem)) {  // the operands of the products, as bf16 values
+      round_to_bf16_in_place(p, cols);
+      round_to_bf16_in_place(ds, cols);
+    }
+  }
 }
 
 // ---- the products that skip masked entries, for operands holding NaN or ±inf (rare) ----
@@ -171,12 +250,24 @@ bool query_block(const BackwardPlan& plan, BackwardWorkspace& ws, const Backward
   const float* d_out = plan.d_out + first_row * plan.padded_d_v;
   float* dq = plan.dq_partial(chunk, first_row);
   const float* tanh_out = plan.softcap > 0 ? ws.tanh_s : nullptr;
+  const bool pairs = backward_uses_bf16_dot(p) && all_inputs_finite;
+  if (pairs) prepare_query_block_pairs(ws, q, d_out, padded_rows);
+  constexpr std::int64_t kHalfBlock = kBackwardKeyBlock / 2, kHalfRows = kBackwardQueryBlock / 2;
   for (std::int64_t tile = 0; tile < padded_rows; tile += kTileRows) {
     float* scores = ws.p + tile * kBackwardKeyBlock;
-    tile_a_bt(q + tile * plan.padded_d_k, plan.padded_d_k, ws.k_panels, p.sizes.d_k, cols, plan.scale, scores,
-              kBackwardKeyBlock);
-    tile_a_bt(d_out + tile * plan.padded_d_v, plan.padded_d_v, ws.v_panels, p.sizes.d_v, cols, 1.0f,
-              ws.ds + tile * kBackwardKeyBlock, kBackwardKeyBlock);
+    if (pairs) {
+      if constexpr (Isa::kDotBf16) {
+        tile_a_bt_bf16(ws.q_bf16 + tile * ws.d_k, ws.d_k, ws.k_pair_panels, ws.d_k / 2, cols, plan.scale, scores,
+                       kBackwardKeyBlock);
+        tile_a_bt_bf16(ws.d_out_bf16 + tile * ws.d_v, ws.d_v, ws.v_pair_panels, ws.d_v / 2, cols, 1.0f,
+                       ws.ds + tile * kBackwardKeyBlock, kBackwardKeyBlock);
+      }
+    } else {
+      tile_a_bt(q + tile * plan.padded_d_k, plan.padded_d_k, ws.k_panels, p.sizes.d_k, cols, plan.scale, scores,
+                kBackwardKeyBlock);
+      tile_a_bt(d_out + tile * plan.padded_d_v, plan.padded_d_v, ws.v_panels, p.sizes.d_v, cols, 1.0f,
+                ws.ds + tile * kBackwardKeyBlock, kBackwardKeyBlock);
+    }
     for (std::int64_t r = tile; r < tile + kTileRows; ++r) {
       float* row = ws.p + r * kBackwardKeyBlock;
       bias_and_mask_row(p, plan.softcap, item.batch, ws.row_info[r], item.keys, j0, width, cols, row, ws.mask_row,
@@ -186,7 +277,18 @@ bool query_block(const BackwardPlan& plan, BackwardWorkspace& ws, const Backward
       row_gradients(plan, ws, item.batch, r, j0, cols, plan.lse[first_row + r], plan.delta[first_row + r]);
     }
     // dQ += dS · K_j for the tile's rows.
-    if (kv_finite & 1) {
+    if (pairs) {
+      if constexpr (Isa::kDotBf16) {
+        for (std::int64_t r = tile; r < tile + kTileRows; ++r) {
+          const float* ds_row = ws.ds + r * kBackwardKeyBlock;
+          for (std::int64_t j = 0; j < cols; j += 2)
+            ws.ds_pairs[r * kHalfBlock + j / 2] =
+                std::uint32_t{bf16_bits_of(ds_row[j])} | std::uint32_t{bf16_bits_of(ds_row[j + 1])} << 16;
+        }
+        tile_a_b_bf16(ws.ds_pairs + tile * kHalfBlock, kHalfBlock, ws.k_key_pairs, ws.d_k, cols / 2, plan.padded_d_k,
+                      nullptr, dq + tile * plan.padded_d_k, plan.padded_d_k);
+      }
+    } else if (kv_finite & 1) {
       tile_a_b(ws.ds + tile * kBackwardKeyBlock, kBackwardKeyBlock, ws.k_rows, ws.d_k, cols, plan.padded_d_k, nullptr,
                dq + tile * plan.padded_d_k, plan.padded_d_k);
     } else {
@@ -195,6 +297,26 @@ bool query_block(const BackwardPlan& plan, BackwardWorkspace& ws, const Backward
     }
   }
   // dV_j += dropout(P)ᵀ · dO and dK_j += dSᵀ · Q, summed over the block's rows.
+  if (pairs) {
+    if constexpr (Isa::kDotBf16) {
+      for (std::int64_t j = 0; j < cols; ++j)
+        for (std::int64_t r = 0; r < padded_rows; r += 2) {
+          const float* p_rows = ws.p + r * kBackwardKeyBlock + j;
+          const float* ds_rows = ws.ds + r * kBackwardKeyBlock + j;
+          ws.p_t_pairs[j * kHalfRows + r / 2] =
+              std::uint32_t{bf16_bits_of(p_rows[0])} | std::uint32_t{bf16_bits_of(p_rows[kBackwardKeyBlock])} << 16;
+          ws.ds_t_pairs[j * kHalfRows + r / 2] =
+              std::uint32_t{bf16_bits_of(ds_rows[0])} | std::uint32_t{bf16_bits_of(ds_rows[kBackwardKeyBlock])} << 16;
+        }
+      for (std::int64_t t = 0; t < cols; t += kTileRows) {
+        tile_a_b_bf16(ws.p_t_pairs + t * kHalfRows, kHalfRows, ws.d_out_row_pairs, ws.d_v, padded_rows / 2, ws.d_v,
+                      nullptr, ws.dv_acc + t * ws.d_v, ws.d_v);
+        tile_a_b_bf16(ws.ds_t_pairs + t * kHalfRows, kHalfRows, ws.q_row_pairs, ws.d_k, padded_rows / 2, ws.d_k,
+                      nullptr, ws.dk_acc + t * ws.d_k, ws.d_k);
+      }
+    }
+    return true;
+  }
   const bool gradients_finite = rows_finite || [&] {
     for (std::int64_t r = 0; r < padded_rows; ++r)
       if (!(plan.finite[first_row + r] & kGradientFinite)) return false;
@@ -239,6 +361,7 @@ void run_backward_item(const BackwardPlan& plan, std::int64_t item_index) {
     const std::int64_t width = std::min(kBackwardKeyBlock, item.keys.end - j0);
     const std::int64_t cols = round_up(width, kBackwardKeyPad);
     const std::uint8_t kv_finite = pack_key_block(plan, ws, item, j0, width, cols);
+    if (backward_uses_bf16_dot(p) && kv_finite == 3) pack_key_block_pairs(ws, cols);
     std::fill(ws.dk_acc, ws.dk_acc + cols * ws.d_k, 0.0f);
     std::fill(ws.dv_acc, ws.dv_acc + cols * ws.d_v, 0.0f);
     for (std::int64_t head = first_head; head < first_head + plan.group; ++head)

@@ -125,15 +125,16 @@ void tile_a_bt_bf16(const std::uint16_t* a, std::int64_t lda, const std::uint32_
   }
 }
 
-// c[r][0 .. width) = c[r][·] · row_scale[r] + Σ_j a[r][j] · b[j][·], as tile_a_b, over `depth` pairs
-// of j: a holds each row's pairs (a[r][j], a[r][j + 1]), b row j/2 the pairs (b[j][·], b[j + 1][·]).
+// c[r][0 .. width) = c[r][·] · row_scale[r] + Σ_j a[r][j] · b[j][·], as tile_a_b (row_scale nullptr:
+// 1), over `depth` pairs of j: a holds each row's pairs (a[r][j], a[r][j + 1]), b row j/2 the pairs
+// (b[j][·], b[j + 1][·]).
 template <class I = Isa>
 void tile_a_b_bf16(const std::uint32_t* a, std::int64_t lda, const std::uint32_t* b, std::int64_t ldb,
                    std::int64_t depth, std::int64_t width, const float* row_scale, float* c, std::int64_t ldc) {
   for (std::int64_t c0 = 0; c0 < width; c0 += kTileCols) {
     Vec acc[kTileRows][kTileVectors];
     for (std::int64_t r = 0; r < kTileRows; ++r) {
-      const Vec scale = I::set1(row_scale[r]);
+      const Vec scale = I::set1(row_scale != nullptr ? row_scale[r] : 1.0f);
       for (std::int64_t v = 0; v < kTileVectors; ++v) acc[r][v] = I::mul(I::load(c + r * ldc + c0 + v * kLanes), scale);
     }
     const std::uint32_t* bj = b + c0;

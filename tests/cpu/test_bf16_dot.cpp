@@ -240,5 +240,78 @@ TEST(Bf16Dot, ForwardRoundsPAndMeetsTheAccuracyRule) {
   }
 }
 
+// ---- the backward kernel of each bf16-dot target ----
+
+// Its five products take pairs of bf16 values, with dropout(P) and dS rounded to bf16 first (on the
+// float32 fallback of a block holding NaN too). Its gradients meet the accuracy rule against the
+// naive backward that rounds the same way, and, P = exp(s − lse) being fixed by the lse passed in,
+// their bf16 values equal that kernel's but where float32 sums in another order straddle a rounding
+// boundary; without the rounding they would differ as often as the plain naive kernel's do.
+TEST(Bf16Dot, BackwardRoundsPAndDsAndMeetsTheAccuracyRule) {
+  std::vector<Target> targets;
+  for (Target t : supported_targets())
+    if (target_uses_bf16_dot(t)) targets.push_back(t);
+  if (targets.empty()) GTEST_SKIP() << "no bf16-dot target runs on this CPU or is compiled into this build";
+  ATTNKIT_TRACE_SEED();
+  testing::Rng rng(16);
+  auto wide = [](const Tensor& t) { return Tensor::converted(t.view(), DType::f64); };
+  auto narrow = [](const Tensor& t) { return Tensor::converted(t.view(), DType::bf16); };
+  for (const Case& c : cases()) {
+    SCOPED_TRACE(c.name);
+    const Tensor q = testing::random_tensor(rng, {c.B, c.H, c.n, c.d}, DType::bf16);
+    Tensor k = testing::random_tensor(rng, {c.B, c.Hkv, c.m, c.d}, DType::bf16);
+    Tensor v = testing::random_tensor(rng, {c.B, c.Hkv, c.m, c.dv}, DType::bf16);
+    const Tensor d_out = testing::random_tensor(rng, {c.B, c.H, c.n, c.dv}, DType::bf16);
+    if (c.nan_in_unseen_value) v.data<bfloat16>()[(c.m - 1) * c.dv] = to_bfloat16(std::numeric_limits<float>::quiet_NaN());
+    // K and V stored [B, m, Hkv, d] for the strided case: the same values, read through the element reader.
+    const Tensor k_strided = narrow(Tensor::converted(k.view().permuted({0, 2, 1, 3}), DType::f32));
+    const Tensor v_strided = narrow(Tensor::converted(v.view().permuted({0, 2, 1, 3}), DType::f32));
+    const ConstTensorView k_view = c.strided_kv ? k_strided.view().permuted({0, 2, 1, 3}) : k.view();
+    const ConstTensorView v_view = c.strided_kv ? v_strided.view().permuted({0, 2, 1, 3}) : v.view();
+
+    AttentionOptions fast_options = c.options, reference_options = c.options;
+    fast_options.kernel = Kernel::fast;
+    reference_options.kernel = Kernel::reference;
+    const testing::ForwardResult fwd = testing::run_forward(q, k, v, fast_options, DType::bf16);
+    const testing::ForwardResult exact_fwd = testing::run_forward(wide(q), wide(k), wide(v), reference_options);
+    Tensor exact[3] = {Tensor(DType::f64, q.shape()), Tensor(DType::f64, k.shape()), Tensor(DType::f64, v.shape())};
+    backward(wide(q).view(), wide(k).view(), wide(v).view(), exact_fwd.out.view(), wide(d_out).view(), exact_fwd.lse.view(),
+             exact[0].view(), exact[1].view(), exact[2].view(), reference_options);
+    const testing::NaiveGradients plain_f32 = testing::naive_f32_backward(q, k, v, fwd.out, d_out, fwd.lse, c.options);
+    const testing::NaiveGradients rounded_f32 =
+        testing::naive_f32_backward(q, k, v, fwd.out, d_out, fwd.lse, c.options, true);
+    const Tensor plain[3] = {narrow(plain_f32.dq), narrow(plain_f32.dk), narrow(plain_f32.dv)};
+    const Tensor rounded[3] = {narrow(rounded_f32.dq), narrow(rounded_f32.dk), narrow(rounded_f32.dv)};
+
+    for (Target t : targets) {
+      SCOPED_TRACE(target_name(t));
+      Tensor got[3] = {testing::poisoned(DType::bf16, q.shape()), testing::poisoned(DType::bf16, k.shape()),
+                       testing::poisoned(DType::bf16, v.shape())};
+      set_target(t);
+      backward(q.view(), k_view, v_view, fwd.out.view(), d_out.view(), fwd.lse.view(), got[0].view(), got[1].view(),
+               got[2].view(), fast_options);
+      reset_target();
+      const char* names[3] = {"dq", "dk", "dv"};
+      for (int g = 0; g < 3; ++g) {
+        SCOPED_TRACE(names[g]);
+        auto error_of = [&](const Tensor& x) { return testing::rms_diff(wide(x), exact[g]); };
+        const double fast = error_of(got[g]), naive_rounded = error_of(rounded[g]);
+        double largest = 1;
+        for (double x : testing::values(exact[g]))
+          if (std::isfinite(x)) largest = std::max(largest, std::fabs(x));
+        EXPECT_LE(fast, 2 * naive_rounded + 1e-7 * largest)
+            << "RMS errors: fast " << fast << ", naive with P and dS rounded " << naive_rounded;
+        const double differ_rounded = differing_fraction(got[g], rounded[g]), differ_plain = differing_fraction(got[g], plain[g]);
+        std::printf("[ note ] %s %s %s: RMS error %.3g = %.2f x the naive kernel's with P and dS rounded (plain naive: "
+                    "%.3g); gradients differing from the naive ones: %.4f (rounded), %.4f (plain)\n",
+                    target_name(t), c.name, names[g], fast, fast / naive_rounded, error_of(plain[g]), differ_rounded,
+                    differ_plain);
+        EXPECT_LT(differ_rounded, 0.05);
+        EXPECT_GT(differ_plain, 4 * differ_rounded) << "P or dS does not look rounded to bf16";
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace attnkit

@@ -156,8 +156,11 @@ struct NaiveGradients {
 // arithmetic from this lse misses the float64 reference's dv by one to four orders of magnitude more
 // than a renormalising float kernel does, on outlier or large logits, so such a naive kernel would
 // set a bar that no kernel consuming lse can meet.
+// With round_bf16, the comparison kernel of the bf16-dot targets: dropout(P) is rounded to bf16
+// before it multiplies dO, and dS · scale before it multiplies K and Q, as FlashAttention does.
 inline NaiveGradients naive_f32_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
-                                         const Tensor& d_out, const Tensor& lse, const AttentionOptions& o) {
+                                         const Tensor& d_out, const Tensor& lse, const AttentionOptions& o,
+                                         bool round_bf16 = false) {
   const auto& qs = q.shape();
   const std::int64_t B = qs[0], H = qs[1], n = qs[2], d = qs[3], Hkv = k.shape()[1], m = k.shape()[2], dv = v.shape()[3];
   const NaiveLogits logits(q, k, o);
@@ -191,10 +194,11 @@ inline NaiveGradients naive_f32_backward(const Tensor& q, const Tensor& k, const
           float* dv_row = grads.dv.data<float>() + ((b * Hkv + g) * m + j) * dv;
           // dP[i, j] = (dO_i · V_j) · dropout      from O_i = Σ_j P[i, j] · dropout · V_j
           // dV_j    += P[i, j] · dropout · dO_i   from the same line
+          const float weight = round_bf16 ? round_to_bf16(p * multiplier) : p * multiplier;
           float dp = 0;
           for (std::int64_t c = 0; c < dv; ++c) {
             dp += dO[c] * v_row[c];
-            dv_row[c] += p * multiplier * dO[c];
+            dv_row[c] += weight * dO[c];
           }
           dp *= multiplier;
           // ds = P ∘ (dP − D)                       from P = softmax(z)
@@ -208,9 +212,10 @@ inline NaiveGradients naive_f32_backward(const Tensor& q, const Tensor& k, const
           const float* k_row = K + ((b * Hkv + g) * m + j) * d;
           const float* q_row = Q + ((b * H + h) * n + i) * d;
           float* dk_row = grads.dk.data<float>() + ((b * Hkv + g) * m + j) * d;
+          const float ds_scaled = round_bf16 ? round_to_bf16(ds * scale) : ds * scale;
           for (std::int64_t c = 0; c < d; ++c) {
-            dq_row[c] += ds * scale * k_row[c];
-            dk_row[c] += ds * scale * q_row[c];
+            dq_row[c] += ds_scaled * k_row[c];
+            dk_row[c] += ds_scaled * q_row[c];
           }
         }
       }

@@ -53,7 +53,7 @@ int info(const CommandArgs& words, std::ostream& out) {
   out << "target in use:     " << target_name(active) << '\n'
       << "default target:    " << default_target_reason() << '\n'
       << "bf16 products:     "
-      << (target_uses_bf16_dot(active) ? "bf16 dot products (vdpbf16ps), P rounded to bf16 before P·V; backward in f32 FMA"
+      << (target_uses_bf16_dot(active) ? "bf16 dot products (vdpbf16ps), forward and backward; P (and the backward's dS) rounded to bf16 before they multiply"
                                        : "widened to f32, f32 FMA")
       << '\n'
       << "threads:           " << num_threads() << '\n';
