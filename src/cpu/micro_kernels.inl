@@ -12,6 +12,9 @@ void tile_a_bt(const float* a, std::int64_t lda, const float* panels, std::int64
     for (auto& row : acc)
       for (Vec& a : row) a = Isa::zero();
     const float* b = panels + c0 * depth;
+    // Unrolled: a step is only 12 FMAs and 8 loads on AVX2, so the loop's own 3 instructions per
+    // step were 8% of the forward's instructions.
+#pragma GCC unroll 4
     for (std::int64_t x = 0; x < depth; ++x, b += kTileCols) {
       Vec bv[kTileVectors];
       for (std::int64_t v = 0; v < kTileVectors; ++v) bv[v] = Isa::load(b + v * kLanes);
@@ -40,6 +43,7 @@ void tile_a_b(const float* a, std::int64_t lda, const float* b, std::int64_t ldb
       for (std::int64_t v = 0; v < kTileVectors; ++v) acc[r][v] = Isa::mul(Isa::load(c + r * ldc + c0 + v * kLanes), scale);
     }
     const float* bj = b + c0;
+#pragma GCC unroll 4  // as tile_a_bt's
     for (std::int64_t j = 0; j < depth; ++j, bj += ldb) {
       Vec bv[kTileVectors];
       for (std::int64_t v = 0; v < kTileVectors; ++v) bv[v] = Isa::load(bj + v * kLanes);
