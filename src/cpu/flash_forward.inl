@@ -79,8 +79,6 @@ class RowPrefetcher {
       : RowPrefetcher(t, kv_head, element_bytes(t.dtype())) {}
   void operator()(StoredRow at) const {
     const char* begin = head_ + at.outer * outer_stride_ + at.row * row_stride_;
-    // Four lines per step (a request past the row's end is harmless: prefetches never fault), since
-    // decoding asks for every row and the loop's own instructions cost as much as the requests.
     for (std::int64_t offset = 0; offset < bytes_; offset += kCacheLine) __builtin_prefetch(begin + offset);
   }
 
@@ -236,8 +234,8 @@ void accumulate_pv(ForwardWorkspace& ws, std::int64_t tile, std::int64_t cols, c
 // widened in registers), without the copy pack_values makes: V is read from memory once either way,
 // and the copy cost as much as the arithmetic. Only the first `width` keys of the block are summed:
 // the tile's keys up to its last visible one (p is 0 past it, and not computed). Returns false,
-// leaving acc as it was, if one of those values is NaN or ±inf: the caller then takes the seen-only
-// sum, as for a packed block. Rows of unit stride and d_v equal to the padded d_v only.
+// leaving acc as it was, if one of those values (or a sum) is NaN or ±inf: the caller then takes the
+// seen-only sum, as for a packed block. Rows of unit stride and d_v equal to the padded d_v only.
 template <std::int64_t Rows, DType Stored>
 bool accumulate_pv_from_value_rows(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordinates& item,
                                    std::int64_t j0, std::int64_t width, const float* alpha) {
