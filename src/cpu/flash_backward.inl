@@ -65,8 +65,7 @@ void bf16_bits_of_row(const float* x, std::int64_t count, std::uint16_t* out) {
 // out[c] = the pair (even[c], odd[c]) of such floats, `even` in the low half: two rows interleaved,
 // so that a product sums over the pair.
 void pairs_of_rows(const float* even, const float* odd, std::int64_t count, std::uint32_t* out) {
-  for (std::int64_t c = 0; c < count; ++c)
-    out[c] = std::uint32_t{bf16_bits_of(even[c])} | std::uint32_t{bf16_bits_of(odd[c])} << 16;
+  for (std::int64_t c = 0; c < count; ++c) out[c] = bf16_pair(even[c], odd[c]);
 }
 
 // x[c] rounded to the nearest bf16 value (ties to even), in place.
@@ -279,12 +278,8 @@ bool query_block(const BackwardPlan& plan, BackwardWorkspace& ws, const Backward
     // dQ += dS · K_j for the tile's rows.
     if (pairs) {
       if constexpr (Isa::kDotBf16) {
-        for (std::int64_t r = tile; r < tile + kTileRows; ++r) {
-          const float* ds_row = ws.ds + r * kBackwardKeyBlock;
-          for (std::int64_t j = 0; j < cols; j += 2)
-            ws.ds_pairs[r * kHalfBlock + j / 2] =
-                std::uint32_t{bf16_bits_of(ds_row[j])} | std::uint32_t{bf16_bits_of(ds_row[j + 1])} << 16;
-        }
+        for (std::int64_t r = tile; r < tile + kTileRows; ++r)
+          pairs_along_row(ws.ds + r * kBackwardKeyBlock, cols / 2, ws.ds_pairs + r * kHalfBlock);
         tile_a_b_bf16(ws.ds_pairs + tile * kHalfBlock, kHalfBlock, ws.k_key_pairs, ws.d_k, cols / 2, plan.padded_d_k,
                       nullptr, dq + tile * plan.padded_d_k, plan.padded_d_k);
       }
@@ -303,10 +298,8 @@ bool query_block(const BackwardPlan& plan, BackwardWorkspace& ws, const Backward
         for (std::int64_t r = 0; r < padded_rows; r += 2) {
           const float* p_rows = ws.p + r * kBackwardKeyBlock + j;
           const float* ds_rows = ws.ds + r * kBackwardKeyBlock + j;
-          ws.p_t_pairs[j * kHalfRows + r / 2] =
-              std::uint32_t{bf16_bits_of(p_rows[0])} | std::uint32_t{bf16_bits_of(p_rows[kBackwardKeyBlock])} << 16;
-          ws.ds_t_pairs[j * kHalfRows + r / 2] =
-              std::uint32_t{bf16_bits_of(ds_rows[0])} | std::uint32_t{bf16_bits_of(ds_rows[kBackwardKeyBlock])} << 16;
+          ws.p_t_pairs[j * kHalfRows + r / 2] = bf16_pair(p_rows[0], p_rows[kBackwardKeyBlock]);
+          ws.ds_t_pairs[j * kHalfRows + r / 2] = bf16_pair(ds_rows[0], ds_rows[kBackwardKeyBlock]);
         }
       for (std::int64_t t = 0; t < cols; t += kTileRows) {
         tile_a_b_bf16(ws.p_t_pairs + t * kHalfRows, kHalfRows, ws.d_out_row_pairs, ws.d_v, padded_rows / 2, ws.d_v,

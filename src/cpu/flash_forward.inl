@@ -412,6 +412,16 @@ std::uint16_t bf16_bits_of(float x) {  // x holds a bf16 value: its upper 16 bit
   return static_cast<std::uint16_t>(bits >> 16);
 }
 
+// Two floats holding bf16 values as one pair for a bf16 dot product: `lo` in the low half.
+std::uint32_t bf16_pair(float lo, float hi) {
+  return std::uint32_t{bf16_bits_of(lo)} | std::uint32_t{bf16_bits_of(hi)} << 16;
+}
+
+// out[j] = (x[2j], x[2j + 1]) for j < pairs: one row's consecutive elements paired.
+void pairs_along_row(const float* x, std::int64_t pairs, std::uint32_t* out) {
+  for (std::int64_t j = 0; j < pairs; ++j) out[j] = bf16_pair(x[2 * j], x[2 * j + 1]);
+}
+
 // `count` elements of row (b, h, i) of a bf16 tensor as bf16 bits, zero-padded to `padded`.
 void load_row_bf16(const ConstTensorView& t, std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t count,
                    std::int64_t padded, std::uint16_t* out) {
@@ -516,12 +526,7 @@ void round_probabilities(ForwardWorkspace& ws, std::int64_t cols) {
 template <class I = Isa>
 void accumulate_pv_bf16(ForwardWorkspace& ws, std::int64_t tile, std::int64_t cols, const float* alpha) {
   const std::int64_t pairs = cols / 2;  // cols is a whole number of tiles: even
-  for (std::int64_t r = 0; r < kTileRows; ++r) {
-    const float* p = ws.scores + r * kKeyBlock;
-    std::uint32_t* out = ws.p_pairs + r * (kKeyBlock / 2);
-    for (std::int64_t j = 0; j < pairs; ++j)
-      out[j] = std::uint32_t{bf16_bits_of(p[2 * j])} | std::uint32_t{bf16_bits_of(p[2 * j + 1])} << 16;
-  }
+  for (std::int64_t r = 0; r < kTileRows; ++r) pairs_along_row(ws.scores + r * kKeyBlock, pairs, ws.p_pairs + r * (kKeyBlock / 2));
   tile_a_b_bf16<I>(ws.p_pairs, kKeyBlock / 2, reinterpret_cast<const std::uint32_t*>(ws.v), ws.d_v, pairs, ws.d_v,
                    alpha, ws.acc + tile * ws.d_v, ws.d_v);
 }
