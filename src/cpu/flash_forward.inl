@@ -544,27 +544,48 @@ void apply_bias_and_mask(const ForwardPlan& plan, ForwardWorkspace& ws, const It
 
 // ---- online softmax ----
 
+// Whether any of x[0 .. count) is NaN (count a multiple of kLanes).
+bool has_nan(const float* x, std::int64_t count) {
+  Vec nan_seen = Isa::zero();
+  for (std::int64_t c0 = 0; c0 < count; c0 += kLanes) nan_seen = Isa::or_nan(nan_seen, Isa::load(x + c0));
+  return Isa::any_set(nan_seen);
+}
+
+// alpha[r] = e^(old_max[r] − new_max[r]) for the tile's rows, the vector exp taking kLanes rows at a
+// time: the rows' std::exp calls, one per row and block, had cost a quarter of the softmax. 1 for a
+// row with nothing visible yet (both −inf); 0 for its first visible block (old max −inf).
+void rescale_factors(const float* old_max, const float* new_max, float* alpha) {
+  constexpr std::int64_t kPadded = (kTileRows + kLanes - 1) / kLanes * kLanes;
+  float difference[kPadded] = {}, factor[kPadded];
+  for (std::int64_t r = 0; r < kTileRows; ++r) difference[r] = new_max[r] == kMinusInf ? 0.0f : old_max[r] - new_max[r];
+  for (std::int64_t r = 0; r < kPadded; r += kLanes) Isa::store(factor + r, exp_of_nonpositive<Isa>(Isa::load(difference + r)));
+  std::copy(factor, factor + kTileRows, alpha);
+}
+
 // For each row of the tile: new running max, the rescale factor alpha of the old accumulator, the
-// probabilities exp2(s − max) in place of the scores, and the running sum.
+// probabilities e^(s − max) in place of the scores, and the running sum.
 void online_softmax(ForwardWorkspace& ws, std::int64_t tile, std::int64_t cols, float* alpha) {
+  float new_max[kTileRows];
+  for (std::int64_t r = 0; r < kTileRows; ++r) {
+    const float* s = ws.scores + r * kKeyBlock;
+    Vec block_max = Isa::set1(kMinusInf);
+    for (std::int64_t c0 = 0; c0 < cols; c0 += kLanes) block_max = Isa::max(block_max, Isa::load(s + c0));
+    const float old_max = ws.row_max[tile + r], candidate = Isa::reduce_max(block_max);
+    // A NaN score makes the row NaN. max may keep or drop it (it returns its second operand when
+    // either is NaN), and either way the row ends NaN: a NaN max makes every p NaN; a finite one
+    // leaves p = e^(NaN − max) = NaN in the sum and, through P·V, in every output element. Only a
+    // NaN beside scores that are all −inf, with nothing seen before, needs looking for.
+    new_max[r] = std::isnan(old_max) || std::isnan(candidate) ? NAN : std::max(old_max, candidate);
+    if (new_max[r] == kMinusInf && has_nan(s, cols)) new_max[r] = NAN;
+  }
+  rescale_factors(ws.row_max + tile, new_max, alpha);
   for (std::int64_t r = 0; r < kTileRows; ++r) {
     float* s = ws.scores + r * kKeyBlock;
-    Vec block_max = Isa::set1(kMinusInf), nan_seen = Isa::zero();
-    for (std::int64_t c0 = 0; c0 < cols; c0 += kLanes) {
-      const Vec scores = Isa::load(s + c0);
-      block_max = Isa::max(block_max, scores);  // max drops NaN lanes, so NaN is tracked apart
-      nan_seen = Isa::or_nan(nan_seen, scores);
-    }
-    const float old_max = ws.row_max[tile + r], candidate = Isa::reduce_max(block_max);
-    // A NaN score makes the running max NaN, and with it p, the sum and the whole row.
-    const float new_max = Isa::any_set(nan_seen) || std::isnan(old_max) ? NAN : std::max(old_max, candidate);
-    if (new_max == kMinusInf) {  // nothing visible yet: p = 0 and the (zero) accumulator stays
-      alpha[r] = 1.0f;
+    if (new_max[r] == kMinusInf) {  // nothing visible yet: p = 0 and the (zero) accumulator stays
       std::fill(s, s + cols, 0.0f);
       continue;
     }
-    alpha[r] = std::exp(old_max - new_max);  // 0 when old_max = −inf
-    const Vec m = Isa::set1(new_max);
+    const Vec m = Isa::set1(new_max[r]);
     Vec sum = Isa::zero();
     for (std::int64_t c0 = 0; c0 < cols; c0 += kLanes) {
       const Vec p = exp_of_nonpositive<Isa>(Isa::sub(Isa::load(s + c0), m));  // s − m <= 0: m is the row's max
@@ -572,7 +593,7 @@ void online_softmax(ForwardWorkspace& ws, std::int64_t tile, std::int64_t cols, 
       sum = Isa::add(sum, p);
     }
     ws.row_sum[tile + r] = ws.row_sum[tile + r] * alpha[r] + Isa::reduce_add(sum);
-    ws.row_max[tile + r] = new_max;
+    ws.row_max[tile + r] = new_max[r];
   }
 }
 

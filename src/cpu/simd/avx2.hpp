@@ -61,6 +61,8 @@ struct Avx2Isa {
     const __m256i exponent = _mm256_add_epi32(_mm256_cvtps_epi32(v), _mm256_set1_epi32(127));
     return _mm256_castsi256_ps(_mm256_slli_epi32(exponent, 23));
   }
+  // The float whose exponent field is v's low 8 bits (the rest zero): v's bits shifted left by 23.
+  static Vec low_bits_to_exponent(Vec v) { return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_castps_si256(v), 23)); }
   // out[k·out_stride + t] = rows[t][c + k] for t, k < 8.
   static void transpose_into(const float* const* rows, std::int64_t c, float* out, std::int64_t out_stride) {
     transpose_8x8(rows, c, out, out_stride);

@@ -65,6 +65,8 @@ struct Avx512Isa {
     const __m512i exponent = _mm512_add_epi32(_mm512_cvtps_epi32(v), _mm512_set1_epi32(127));
     return _mm512_castsi512_ps(_mm512_slli_epi32(exponent, 23));
   }
+  // The float whose exponent field is v's low 8 bits (the rest zero): v's bits shifted left by 23.
+  static Vec low_bits_to_exponent(Vec v) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_castps_si512(v), 23)); }
   // out[k·out_stride + t] = rows[t][c + k] for t, k < 16 (packing is not the hot loop: four 8 × 8
   // transposes in 256-bit registers serve).
   static void transpose_into(const float* const* rows, std::int64_t c, float* out, std::int64_t out_stride) {

@@ -55,6 +55,9 @@ struct Emulated16Isa {
   static Vec iota(float start) { return {Avx2Isa::iota(start), Avx2Isa::iota(start + 8)}; }
   static Vec round_nearest(Vec v) { return {Avx2Isa::round_nearest(v.lo), Avx2Isa::round_nearest(v.hi)}; }
   static Vec pow2_int(Vec v) { return {Avx2Isa::pow2_int(v.lo), Avx2Isa::pow2_int(v.hi)}; }
+  static Vec low_bits_to_exponent(Vec v) {
+    return {Avx2Isa::low_bits_to_exponent(v.lo), Avx2Isa::low_bits_to_exponent(v.hi)};
+  }
   static void transpose_into(const float* const* rows, std::int64_t c, float* out, std::int64_t out_stride) {
     transpose_16x16(rows, c, out, out_stride);
   }

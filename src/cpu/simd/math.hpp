@@ -40,21 +40,27 @@ inline constexpr float kExpFitted6[] = {1.0f,        1.0f,         0.49999991f, 
 // x below which exp_of_nonpositive gives 0: x·log2 e rounds to n = −127 from about −87.68 down, and
 // 2^−127 built from exponent bits is the float 0.
 inline constexpr float kExpZeroClamp = -88.0f;
+// 1.5·2^23 + 127. For |y| < 2^22, y + kRoundToExponent lands where floats are 1 apart, so the sum is
+// y rounded to the nearest integer n, and its low mantissa bits hold n + 127: 2^n's exponent field.
+inline constexpr float kRoundToExponent = 12582912.0f + 127.0f;
 
 // e^x for x <= 0 or NaN: the online softmax's p = e^(s − max). Cheaper than exp(): nothing can
 // overflow, and underflow needs no select, as x clamped at −88 gives n = −127, whose 2^n built from
 // exponent bits is 0, so −inf (a masked score) gives exactly 0; x between about −87.68 and the smallest
-// normal result gives a subnormal. Relative error within a few ulp elsewhere (tests/cpu/test_fast_forward.cpp).
+// normal result gives a subnormal. One fused multiply-add both rounds x·log2 e to n and places n + 127
+// where the exponent bits are cut from (no round or float-to-int conversion). Relative error within a
+// few ulp elsewhere (tests/cpu/test_fast_forward.cpp).
 template <class Isa>
 typename Isa::Vec exp_of_nonpositive(typename Isa::Vec x) {
   using Vec = typename Isa::Vec;
   const Vec clamped = Isa::max(Isa::set1(kExpZeroClamp), x);  // NaN stays NaN (max returns its second operand)
-  const Vec n = Isa::round_nearest(Isa::mul(clamped, Isa::set1(kLog2e)));
+  const Vec rounded = Isa::fma(clamped, Isa::set1(kLog2e), Isa::set1(kRoundToExponent));
+  const Vec n = Isa::sub(rounded, Isa::set1(kRoundToExponent));
   Vec r = Isa::fma(n, Isa::set1(-kLn2High), clamped);
   r = Isa::fma(n, Isa::set1(-kLn2Low), r);
   Vec p = Isa::set1(kExpFitted6[6]);
   for (int k = 5; k >= 0; --k) p = Isa::fma(p, r, Isa::set1(kExpFitted6[k]));
-  return Isa::mul(p, Isa::pow2_int(n));
+  return Isa::mul(p, Isa::low_bits_to_exponent(rounded));
 }
 
 // e^(a − b), subtracting first: the difference of nearby values is exact.

@@ -60,6 +60,15 @@ struct ScalarIsa {
     std::memcpy(&out, &bits, sizeof out);
     return out;
   }
+  // The float whose exponent field is v's low 8 bits (the rest zero): v's bits shifted left by 23.
+  static Vec low_bits_to_exponent(Vec v) {
+    std::uint32_t bits;
+    std::memcpy(&bits, &v, sizeof bits);
+    bits <<= 23;
+    float out;
+    std::memcpy(&out, &bits, sizeof out);
+    return out;
+  }
   // out[k·out_stride + t] = rows[t][c + k] for t, k < kLanes: a kLanes × kLanes transpose.
   static void transpose_into(const float* const* rows, std::int64_t c, float* out, std::int64_t) { out[0] = rows[0][c]; }
   // flags | (v is NaN), lane-wise; any_set tells whether any lane of flags is set.
