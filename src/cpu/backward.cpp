@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -13,6 +14,8 @@
 
 namespace attnkit::cpu {
 namespace {
+
+#include "cpu/bf16_bits.inl"
 
 BackwardPlan make_plan(const detail::Problem& p, const detail::BackwardIO& io, const Geometry& geometry) {
   const detail::Sizes& s = p.sizes;
@@ -72,6 +75,20 @@ void prepare_head(const BackwardPlan& plan, std::int64_t batch, std::int64_t hea
     plan.finite[row] = static_cast<std::uint8_t>((all_finite(q, s.d_k) ? kQueryFinite : 0) |
                                                  (all_finite(d_out, s.d_v) ? kGradientFinite : 0));
   }
+  if (plan.q_bf16 == nullptr) return;
+  // For bf16 dot products: the rows just loaded (bf16 inputs, widened exactly) as bf16 bits, and as
+  // pairs of consecutive rows; padded_n is even, so the pairs stay within the head.
+  const std::int64_t first = plan.row(batch, head, 0);
+  for (std::int64_t row = first; row < first + plan.padded_n; ++row) {
+    bf16_bits_of_row(plan.q + row * plan.padded_d_k, plan.padded_d_k, plan.q_bf16 + row * plan.padded_d_k);
+    bf16_bits_of_row(plan.d_out + row * plan.padded_d_v, plan.padded_d_v, plan.d_out_bf16 + row * plan.padded_d_v);
+  }
+  for (std::int64_t row = first; row < first + plan.padded_n; row += 2) {
+    pairs_of_rows(plan.q + row * plan.padded_d_k, plan.q + (row + 1) * plan.padded_d_k, plan.padded_d_k,
+                  plan.q_row_pairs + row / 2 * plan.padded_d_k);
+    pairs_of_rows(plan.d_out + row * plan.padded_d_v, plan.d_out + (row + 1) * plan.padded_d_v, plan.padded_d_v,
+                  plan.d_out_row_pairs + row / 2 * plan.padded_d_v);
+  }
 }
 
 // dQ[b, h, i] = Σ over chunks, in chunk order, of each chunk's contribution.
@@ -100,8 +117,11 @@ detail::ByteCount fast_backward_scratch_bytes(const detail::Problem& p) {
   const ByteCount rows = ByteCount::of(s.batch) * ByteCount::of(s.q_heads) * (ByteCount::of(s.n) + kMaxTileRows);
   const ByteCount padded_d_k = ByteCount::of(s.d_k) + kMaxTileCols, padded_d_v = ByteCount::of(s.d_v) + kMaxTileCols;
   const ByteCount chunks = static_cast<std::uint64_t>(kBackwardMinItems);  // make_plan never makes more
-  const ByteCount call = rows * (padded_d_k + padded_d_v + 2) * sizeof(float) + rows +  // q, d_out, lse, delta, finite
-                         chunks * rows * padded_d_k * sizeof(float);                   // dq_partials
+  ByteCount call = rows * (padded_d_k + padded_d_v + 2) * sizeof(float) + rows +  // q, d_out, lse, delta, finite
+                   chunks * rows * padded_d_k * sizeof(float);                   // dq_partials
+  // bf16 inputs may take bf16 dot products: Q and dO as bf16 rows and as row pairs, 4 bytes per
+  // element in all (counted whatever the target, an upper bound).
+  if (p.q.dtype() == DType::bf16) call += rows * (padded_d_k + padded_d_v) * 4;
   const ByteCount per_thread = BackwardWorkspace::bytes_for(padded_d_k, padded_d_v) +
                                (ByteCount::of(s.d_v) + padded_d_k) * sizeof(float);  // prepare_head's and reduce_dq_head's rows
   return call + per_thread * static_cast<std::uint64_t>(num_threads());
@@ -122,6 +142,14 @@ void fast_backward(const detail::Problem& p, const detail::BackwardIO& io) {
   plan.delta = scratch(delta, rows);
   plan.finite = scratch(finite, rows);
   plan.dq_partials = scratch(dq_partials, plan.chunks * rows * plan.padded_d_k);
+  if (kernels.dot_bf16 && p.q.dtype() == DType::bf16) {  // q, k, v, out and dO share one dtype
+    thread_local std::vector<std::uint16_t> q_bf16, d_out_bf16;
+    thread_local std::vector<std::uint32_t> q_row_pairs, d_out_row_pairs;
+    plan.q_bf16 = scratch(q_bf16, rows * plan.padded_d_k);
+    plan.d_out_bf16 = scratch(d_out_bf16, rows * plan.padded_d_v);
+    plan.q_row_pairs = scratch(q_row_pairs, rows / 2 * plan.padded_d_k);
+    plan.d_out_row_pairs = scratch(d_out_row_pairs, rows / 2 * plan.padded_d_v);
+  }
 
   const std::int64_t heads = s.batch * s.q_heads;
   detail::parallel_for(heads, [&](std::int64_t t) { prepare_head(plan, t / s.q_heads, t % s.q_heads); });

@@ -35,6 +35,13 @@ struct BackwardPlan {
   float* delta = nullptr;          // [rows]               D = Σ_c dO ∘ O
   std::uint8_t* finite = nullptr;  // [rows]               bit 0: q row finite, bit 1: dO row finite
   float* dq_partials = nullptr;    // [chunks][rows][padded_d_k]  each chunk's contribution to dQ
+  // Only when the call takes bf16 dot products (bf16 inputs on a target that has them; else null):
+  // Q and dO as bf16 values (for S and dP) and as pairs of consecutive rows (for dK and dV). Rows
+  // pair within a head: padded_n is whole tiles of an even number of rows.
+  std::uint16_t* q_bf16 = nullptr;           // [rows][padded_d_k]
+  std::uint16_t* d_out_bf16 = nullptr;       // [rows][padded_d_v]
+  std::uint32_t* q_row_pairs = nullptr;      // [rows / 2][padded_d_k]
+  std::uint32_t* d_out_row_pairs = nullptr;  // [rows / 2][padded_d_v]
 
   std::int64_t rows() const { return problem->sizes.batch * problem->sizes.q_heads * padded_n; }
   std::int64_t row(std::int64_t batch, std::int64_t head, std::int64_t query) const {

@@ -52,21 +52,9 @@ BackwardItem backward_item(const BackwardPlan& plan, std::int64_t item) {
 static_assert(!Isa::kDotBf16 || (kTileRows % 2 == 0 && kBackwardKeyPad % 2 == 0 && kBackwardQueryBlock % 2 == 0),
               "the bf16-dot backward pairs rows and keys");
 
-bool backward_uses_bf16_dot(const detail::Problem& p) {
-  return Isa::kDotBf16 && p.q.dtype() == DType::bf16;  // q, k, v, out and dO share one dtype
-}
-
-// out[c] = the bf16 bits of x[c], for `count` floats that hold bf16 values (inputs widened exactly,
-// or values rounded by round_to_bf16_in_place).
-void bf16_bits_of_row(const float* x, std::int64_t count, std::uint16_t* out) {
-  for (std::int64_t c = 0; c < count; ++c) out[c] = bf16_bits_of(x[c]);
-}
-
-// out[c] = the pair (even[c], odd[c]) of such floats, `even` in the low half: two rows interleaved,
-// so that a product sums over the pair.
-void pairs_of_rows(const float* even, const float* odd, std::int64_t count, std::uint32_t* out) {
-  for (std::int64_t c = 0; c < count; ++c) out[c] = bf16_pair(even[c], odd[c]);
-}
+// The call takes bf16 dot products: bf16 inputs on such a target, for which backward.cpp has
+// prepared Q and dO as bf16 rows and row pairs in the plan, once per call.
+bool backward_uses_bf16_dot(const BackwardPlan& plan) { return Isa::kDotBf16 && plan.q_bf16 != nullptr; }
 
 // x[c] rounded to the nearest bf16 value (ties to even), in place.
 template <class I = Isa>
@@ -97,18 +85,6 @@ void pack_key_block_pairs(BackwardWorkspace& ws, std::int64_t cols) {
   }
   for (std::int64_t j = 0; j < cols; j += 2)
     pairs_of_rows(ws.k_rows + j * ws.d_k, ws.k_rows + (j + 1) * ws.d_k, ws.d_k, ws.k_key_pairs + j / 2 * ws.d_k);
-}
-
-// The block's queries and dO as bf16 rows (for S and dP) and as pairs of rows (for dK and dV).
-void prepare_query_block_pairs(BackwardWorkspace& ws, const float* q, const float* d_out, std::int64_t padded_rows) {
-  for (std::int64_t r = 0; r < padded_rows; ++r) {
-    bf16_bits_of_row(q + r * ws.d_k, ws.d_k, ws.q_bf16 + r * ws.d_k);
-    bf16_bits_of_row(d_out + r * ws.d_v, ws.d_v, ws.d_out_bf16 + r * ws.d_v);
-  }
-  for (std::int64_t r = 0; r < padded_rows; r += 2) {  // padded_rows is whole tiles: even
-    pairs_of_rows(q + r * ws.d_k, q + (r + 1) * ws.d_k, ws.d_k, ws.q_row_pairs + r / 2 * ws.d_k);
-    pairs_of_rows(d_out + r * ws.d_v, d_out + (r + 1) * ws.d_v, ws.d_v, ws.d_out_row_pairs + r / 2 * ws.d_v);
-  }
 }
 
 // ---- packing a key block ----
@@ -194,7 +170,7 @@ void row_gradients(const BackwardPlan& plan, BackwardWorkspace& ws, std::int64_t
     Isa::store(ds + c0, Isa::select_equal(logit, minus_inf, zero, d_score));
   }
   if constexpr (Isa::kDotBf16) {
-    if (backward_uses_bf16_dot(*plan.problem)) {  // the operands of the products, as bf16 values
+    if (backward_uses_bf16_dot(plan)) {  // the operands of the products, as bf16 values
       round_to_bf16_in_place(p, cols);
       round_to_bf16_in_place(ds, cols);
     }
@@ -249,16 +225,21 @@ bool query_block(const BackwardPlan& plan, BackwardWorkspace& ws, const Backward
   const float* d_out = plan.d_out + first_row * plan.padded_d_v;
   float* dq = plan.dq_partial(chunk, first_row);
   const float* tanh_out = plan.softcap > 0 ? ws.tanh_s : nullptr;
-  const bool pairs = backward_uses_bf16_dot(p) && all_inputs_finite;
-  if (pairs) prepare_query_block_pairs(ws, q, d_out, padded_rows);
+  const bool pairs = backward_uses_bf16_dot(plan) && all_inputs_finite;
+  // The block's rows as bf16 values (for S and dP) and as pairs of rows (for dK and dV): whole tiles
+  // from an even row, so the pairs never straddle two blocks or heads.
+  const std::uint16_t* q_bf16 = pairs ? plan.q_bf16 + first_row * plan.padded_d_k : nullptr;
+  const std::uint16_t* d_out_bf16 = pairs ? plan.d_out_bf16 + first_row * plan.padded_d_v : nullptr;
+  const std::uint32_t* q_row_pairs = pairs ? plan.q_row_pairs + first_row / 2 * plan.padded_d_k : nullptr;
+  const std::uint32_t* d_out_row_pairs = pairs ? plan.d_out_row_pairs + first_row / 2 * plan.padded_d_v : nullptr;
   constexpr std::int64_t kHalfBlock = kBackwardKeyBlock / 2, kHalfRows = kBackwardQueryBlock / 2;
   for (std::int64_t tile = 0; tile < padded_rows; tile += kTileRows) {
     float* scores = ws.p + tile * kBackwardKeyBlock;
     if (pairs) {
       if constexpr (Isa::kDotBf16) {
-        tile_a_bt_bf16(ws.q_bf16 + tile * ws.d_k, ws.d_k, ws.k_pair_panels, ws.d_k / 2, cols, plan.scale, scores,
-                       kBackwardKeyBlock);
-        tile_a_bt_bf16(ws.d_out_bf16 + tile * ws.d_v, ws.d_v, ws.v_pair_panels, ws.d_v / 2, cols, 1.0f,
+        tile_a_bt_bf16(q_bf16 + tile * plan.padded_d_k, plan.padded_d_k, ws.k_pair_panels, ws.d_k / 2, cols,
+                       plan.scale, scores, kBackwardKeyBlock);
+        tile_a_bt_bf16(d_out_bf16 + tile * plan.padded_d_v, plan.padded_d_v, ws.v_pair_panels, ws.d_v / 2, cols, 1.0f,
                        ws.ds + tile * kBackwardKeyBlock, kBackwardKeyBlock);
       }
     } else {
@@ -302,10 +283,10 @@ bool query_block(const BackwardPlan& plan, BackwardWorkspace& ws, const Backward
           ws.ds_t_pairs[j * kHalfRows + r / 2] = bf16_pair(ds_rows[0], ds_rows[kBackwardKeyBlock]);
         }
       for (std::int64_t t = 0; t < cols; t += kTileRows) {
-        tile_a_b_bf16(ws.p_t_pairs + t * kHalfRows, kHalfRows, ws.d_out_row_pairs, ws.d_v, padded_rows / 2, ws.d_v,
-                      nullptr, ws.dv_acc + t * ws.d_v, ws.d_v);
-        tile_a_b_bf16(ws.ds_t_pairs + t * kHalfRows, kHalfRows, ws.q_row_pairs, ws.d_k, padded_rows / 2, ws.d_k,
-                      nullptr, ws.dk_acc + t * ws.d_k, ws.d_k);
+        tile_a_b_bf16(ws.p_t_pairs + t * kHalfRows, kHalfRows, d_out_row_pairs, plan.padded_d_v, padded_rows / 2,
+                      ws.d_v, nullptr, ws.dv_acc + t * ws.d_v, ws.d_v);
+        tile_a_b_bf16(ws.ds_t_pairs + t * kHalfRows, kHalfRows, q_row_pairs, plan.padded_d_k, padded_rows / 2,
+                      ws.d_k, nullptr, ws.dk_acc + t * ws.d_k, ws.d_k);
       }
     }
     return true;
@@ -354,7 +335,7 @@ void run_backward_item(const BackwardPlan& plan, std::int64_t item_index) {
     const std::int64_t width = std::min(kBackwardKeyBlock, item.keys.end - j0);
     const std::int64_t cols = round_up(width, kBackwardKeyPad);
     const std::uint8_t kv_finite = pack_key_block(plan, ws, item, j0, width, cols);
-    if (backward_uses_bf16_dot(p) && kv_finite == 3) pack_key_block_pairs(ws, cols);
+    if (backward_uses_bf16_dot(plan) && kv_finite == 3) pack_key_block_pairs(ws, cols);
     std::fill(ws.dk_acc, ws.dk_acc + cols * ws.d_k, 0.0f);
     std::fill(ws.dv_acc, ws.dv_acc + cols * ws.d_v, 0.0f);
     for (std::int64_t head = first_head; head < first_head + plan.group; ++head)

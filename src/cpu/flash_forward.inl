@@ -406,16 +406,7 @@ bool uses_bf16_dot(const detail::Problem& p) {
 
 std::int64_t pair_count(std::int64_t elements) { return (elements + 1) / 2; }
 
-std::uint16_t bf16_bits_of(float x) {  // x holds a bf16 value: its upper 16 bits, exactly
-  std::uint32_t bits;
-  std::memcpy(&bits, &x, sizeof bits);
-  return static_cast<std::uint16_t>(bits >> 16);
-}
-
-// Two floats holding bf16 values as one pair for a bf16 dot product: `lo` in the low half.
-std::uint32_t bf16_pair(float lo, float hi) {
-  return std::uint32_t{bf16_bits_of(lo)} | std::uint32_t{bf16_bits_of(hi)} << 16;
-}
+#include "cpu/bf16_bits.inl"
 
 // out[j] = (x[2j], x[2j + 1]) for j < pairs: one row's consecutive elements paired.
 void pairs_along_row(const float* x, std::int64_t pairs, std::uint32_t* out) {

@@ -26,6 +26,7 @@ struct ForwardKernels {
 
 struct BackwardKernels {
   Geometry geometry;  // the tiles the plan pads rows, d_k and d_v to
+  bool dot_bf16;      // bf16 inputs take bf16 dot products (the plan then holds Q and dO as bf16 pairs)
   // Computes one work item: dK and dV of its keys, and its chunk's share of dQ.
   void (*run_item)(const BackwardPlan& plan, std::int64_t item);
 };

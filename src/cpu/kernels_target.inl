@@ -16,6 +16,6 @@ ForwardKernels ATTNKIT_CONCAT(forward_kernels_, ATTNKIT_TARGET_NAME)() {
           t::exp_array<exp_of_nonpositive<Isa>>};
 }
 BackwardKernels ATTNKIT_CONCAT(backward_kernels_, ATTNKIT_TARGET_NAME)() {
-  return {ATTNKIT_ISA::kGeometry, ATTNKIT_ISA_NAMESPACE::run_backward_item};
+  return {ATTNKIT_ISA::kGeometry, ATTNKIT_ISA::kDotBf16, ATTNKIT_ISA_NAMESPACE::run_backward_item};
 }
 }  // namespace attnkit::cpu

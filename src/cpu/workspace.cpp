@@ -29,15 +29,15 @@ std::size_t aligned_up(std::size_t bytes) { return (bytes + kBackwardAlignment -
 
 // The backward workspace's arrays of 4-byte elements, in layout order (the pointers prepare() sets,
 // same order): the float arrays, then the bf16-dot path's (d_k and d_v are even: whole tiles).
-std::array<detail::ByteCount, 23> backward_floats(detail::ByteCount dk, detail::ByteCount dv) {
+std::array<detail::ByteCount, 19> backward_floats(detail::ByteCount dk, detail::ByteCount dv) {
   using detail::ByteCount;
   const ByteCount block = ByteCount::of(kBackwardKeyBlock), tile = ByteCount::of(kBackwardQueryBlock * kBackwardKeyBlock);
-  const ByteCount half_block = ByteCount::of(kBackwardKeyBlock / 2), half_rows = ByteCount::of(kBackwardQueryBlock / 2);
+  const ByteCount half_block = ByteCount::of(kBackwardKeyBlock / 2);
   const ByteCount half_tile = ByteCount::of(kBackwardQueryBlock * kBackwardKeyBlock / 2);
   const ByteCount widest = std::max(dk.value(), dv.value());
   return {block * dk, block * dk, block * dv, block * dv, block * dk, block * dv, tile, tile, tile, block, block, widest,
-          half_block * dk, half_block * dv, half_block * dk, half_rows * dk, half_rows * dv, half_rows * dk,
-          half_rows * dv, half_tile, half_tile, half_tile, ByteCount::of(kMaxTileCols / 2) * widest};
+          half_block * dk, half_block * dv, half_block * dk, half_tile, half_tile, half_tile,
+          ByteCount::of(kMaxTileCols / 2) * widest};
 }
 
 }  // namespace
@@ -63,12 +63,11 @@ void BackwardWorkspace::prepare(std::int64_t padded_d_k, std::int64_t padded_d_v
     buffer_.reset(fresh);
     capacity_ = bytes;
   }
-  float* bf16_arrays[11];  // the bf16-dot path's arrays, typed below
+  float* bf16_arrays[7];  // the bf16-dot path's arrays, typed below
   float** arrays[] = {&k_panels,       &k_rows,         &v_panels,       &v_rows,         &dk_acc,
                       &dv_acc,         &p,              &ds,             &tanh_s,         &keep,
                       &mask_row,       &zero_row,       &bf16_arrays[0], &bf16_arrays[1], &bf16_arrays[2],
-                      &bf16_arrays[3], &bf16_arrays[4], &bf16_arrays[5], &bf16_arrays[6], &bf16_arrays[7],
-                      &bf16_arrays[8], &bf16_arrays[9], &bf16_arrays[10]};
+                      &bf16_arrays[3], &bf16_arrays[4], &bf16_arrays[5], &bf16_arrays[6]};
   const auto floats = backward_floats(ByteCount::of(d_k), ByteCount::of(d_v));
   static_assert(std::size(arrays) == std::tuple_size_v<decltype(floats)>);
   std::byte* cursor = buffer_.get();
@@ -79,14 +78,10 @@ void BackwardWorkspace::prepare(std::int64_t padded_d_k, std::int64_t padded_d_v
   k_pair_panels = reinterpret_cast<std::uint32_t*>(bf16_arrays[0]);
   v_pair_panels = reinterpret_cast<std::uint32_t*>(bf16_arrays[1]);
   k_key_pairs = reinterpret_cast<std::uint32_t*>(bf16_arrays[2]);
-  q_bf16 = reinterpret_cast<std::uint16_t*>(bf16_arrays[3]);
-  d_out_bf16 = reinterpret_cast<std::uint16_t*>(bf16_arrays[4]);
-  q_row_pairs = reinterpret_cast<std::uint32_t*>(bf16_arrays[5]);
-  d_out_row_pairs = reinterpret_cast<std::uint32_t*>(bf16_arrays[6]);
-  ds_pairs = reinterpret_cast<std::uint32_t*>(bf16_arrays[7]);
-  p_t_pairs = reinterpret_cast<std::uint32_t*>(bf16_arrays[8]);
-  ds_t_pairs = reinterpret_cast<std::uint32_t*>(bf16_arrays[9]);
-  pair_rows = reinterpret_cast<std::uint16_t*>(bf16_arrays[10]);
+  ds_pairs = reinterpret_cast<std::uint32_t*>(bf16_arrays[3]);
+  p_t_pairs = reinterpret_cast<std::uint32_t*>(bf16_arrays[4]);
+  ds_t_pairs = reinterpret_cast<std::uint32_t*>(bf16_arrays[5]);
+  pair_rows = reinterpret_cast<std::uint16_t*>(bf16_arrays[6]);
   seen = reinterpret_cast<std::uint8_t*>(cursor);
   cursor += aligned_up(static_cast<std::size_t>(kBackwardQueryBlock * kBackwardKeyBlock));
   row_info = reinterpret_cast<RowInfo*>(cursor);

@@ -122,14 +122,11 @@ struct BackwardWorkspace {
   std::uint8_t* seen = nullptr;  // [kBackwardQueryBlock][kBackwardKeyBlock] visible keys, when an input is not finite
   RowInfo* row_info = nullptr;   // [kBackwardQueryBlock]
   // The bf16-dot path (bf16 inputs on targets with bf16 dot products, flash_backward.inl): operands
-  // as bf16 values, or as pairs of them in 32 bits, along the dimension each product sums over.
+  // as bf16 values, or as pairs of them in 32 bits, along the dimension each product sums over (Q and
+  // dO are prepared once per call, in the plan).
   std::uint32_t* k_pair_panels = nullptr;    // [block / tile width][d_k / 2][tile width]  K_j, pairs along d_k
   std::uint32_t* v_pair_panels = nullptr;    // [block / tile width][d_v / 2][tile width]  V_j, pairs along d_v
   std::uint32_t* k_key_pairs = nullptr;      // [block / 2][d_k]   K_j, pairs along keys (dQ += dS·K_j)
-  std::uint16_t* q_bf16 = nullptr;           // [query block][d_k] the block's queries
-  std::uint16_t* d_out_bf16 = nullptr;       // [query block][d_v] their dO
-  std::uint32_t* q_row_pairs = nullptr;      // [query block / 2][d_k]  pairs along rows (dK += dSᵀ·Q)
-  std::uint32_t* d_out_row_pairs = nullptr;  // [query block / 2][d_v]  pairs along rows (dV += Pᵀ·dO)
   std::uint32_t* ds_pairs = nullptr;         // [query block][block / 2]  dS, pairs along keys
   std::uint32_t* p_t_pairs = nullptr;        // [block][query block / 2]  Pᵀ, pairs along rows
   std::uint32_t* ds_t_pairs = nullptr;       // [block][query block / 2]  dSᵀ, pairs along rows
