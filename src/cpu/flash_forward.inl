@@ -543,7 +543,7 @@ bool has_nan(const float* x, std::int64_t count) {
 }
 
 // alpha[r] = e^(old_max[r] − new_max[r]) for the tile's rows, the vector exp taking kLanes rows at a
-// time: the rows' std::exp calls, one per row and block, had cost a quarter of the softmax. 1 for a
+// time: one std::exp per row and block took a quarter of the softmax's time (timed alone). 1 for a
 // row with nothing visible yet (both −inf); 0 for its first visible block (old max −inf).
 void rescale_factors(const float* old_max, const float* new_max, float* alpha) {
   constexpr std::int64_t kPadded = (kTileRows + kLanes - 1) / kLanes * kLanes;
