@@ -626,7 +626,6 @@ void stream_key_blocks(const ForwardPlan& plan, ForwardWorkspace& ws, const Item
   }
   const bool dropout = p.options->dropout_p > 0;
   const bool bf16_dot = uses_bf16_dot(p);
-  const bool unbiased = p.mask_kind == detail::MaskKind::none && !(plan.softcap > 0);  // ALiBi is per row
   // One tile (decoding): scores straight from the key rows, then the values, whose rows the score
   // loop has already requested; only the tile's live rows are computed. Several tiles: keys and values
   // are packed once per block for all of them (as bf16 pairs on the bf16-dot path, falling back to
@@ -667,19 +666,18 @@ void stream_key_blocks(const ForwardPlan& plan, ForwardWorkspace& ws, const Item
         }
       }
       // The tile's last visible key in this block: columns past it are not computed at all (on the
-      // causal diagonal that halves the work of the block). Whether every row sees the whole block,
-      // with no bias: then its scores are its logits, and the rows' bias-and-mask calls are skipped.
+      // causal diagonal that halves the work of the block).
       std::int64_t last = -1;
-      bool whole_block_unbiased = unbiased;
       for (std::int64_t r = 0; r < kTileRows; ++r) {
         const RowInfo& info = ws.row_info[tile + r];
         if (row_sees_block(info, keys, j0, width)) last = std::max(last, std::min(last_seen(info, keys), j0 + width - 1) - j0);
-        whole_block_unbiased = whole_block_unbiased && info.alibi_slope == 0 && first_seen(info, keys) <= j0 &&
-                               last_seen(info, keys) >= j0 + width - 1;
       }
       if (last < 0) continue;  // a fully masked tile: skipped without computing
       const std::int64_t tile_width = last + 1, tile_cols = round_up(tile_width, kTileCols);
-      whole_block_unbiased = whole_block_unbiased && tile_width == tile_cols;  // no padding columns to mask
+      // A tile whose rows' scores are all their logits skips the rows' bias-and-mask calls.
+      bool logits = true;
+      for (std::int64_t r = 0; r < kTileRows && logits; ++r)
+        logits = scores_are_logits(p, plan.softcap, ws.row_info[tile + r], keys, j0, tile_width, tile_cols);
       if (single_tile) {
         with_live_rows(live_rows,
                        [&](auto rows) { score_tile_from_key_rows<rows()>(plan, ws, item, j0, width, cols, plan.scale); });
@@ -689,7 +687,7 @@ void stream_key_blocks(const ForwardPlan& plan, ForwardWorkspace& ws, const Item
       } else {
         score_tile(ws, tile, tile_cols, plan.scale);
       }
-      if (!whole_block_unbiased) apply_bias_and_mask(plan, ws, item, tile, j0, tile_width, tile_cols, keys);
+      if (!logits) apply_bias_and_mask(plan, ws, item, tile, j0, tile_width, tile_cols, keys);
       if (!values_finite || values_in_place) {  // in place, whether values are finite is known only later
         for (std::int64_t r = 0; r < kTileRows; ++r)
           for (std::int64_t j = 0; j < tile_cols; ++j)
