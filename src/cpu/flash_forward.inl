@@ -408,11 +408,6 @@ std::int64_t pair_count(std::int64_t elements) { return (elements + 1) / 2; }
 
 #include "cpu/bf16_bits.inl"
 
-// out[j] = (x[2j], x[2j + 1]) for j < pairs: one row's consecutive elements paired.
-void pairs_along_row(const float* x, std::int64_t pairs, std::uint32_t* out) {
-  for (std::int64_t j = 0; j < pairs; ++j) out[j] = bf16_pair(x[2 * j], x[2 * j + 1]);
-}
-
 // `count` elements of row (b, h, i) of a bf16 tensor as bf16 bits, zero-padded to `padded`.
 void load_row_bf16(const ConstTensorView& t, std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t count,
                    std::int64_t padded, std::uint16_t* out) {
@@ -436,7 +431,7 @@ void prepare_query_pairs(ForwardWorkspace& ws) {
   const std::int64_t stride = 2 * pair_count(ws.d_k);
   for (std::int64_t r = 0; r < ws.rows; ++r) {
     std::uint16_t* out = ws.q_bf16 + r * stride;
-    for (std::int64_t c = 0; c < ws.d_k; ++c) out[c] = bf16_bits_of(ws.q[r * ws.d_k + c]);
+    bf16_bits_of_row(ws.q + r * ws.d_k, ws.d_k, out);
     std::fill(out + ws.d_k, out + stride, std::uint16_t{0});
   }
 }
