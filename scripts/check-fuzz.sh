@@ -47,6 +47,15 @@ for source in fuzz/fuzz_*.cpp; do
   name=$(basename "$source" .cpp)
   targets+=("${name#fuzz_}")
 done
+# Every target starts from its seed corpus: one that is missing or empty is an error, not a fuzzer
+# left to start from nothing.
+for name in "${targets[@]}"; do
+  seeds=(fuzz/corpus/"$name"/*)
+  if [ ! -e "${seeds[0]}" ]; then
+    echo "check-fuzz: FAILED: no seed corpus for $name (fuzz/corpus/$name/ is missing or empty)" >&2
+    exit 1
+  fi
+done
 
 echo "check-fuzz: building ${targets[*]} in $build"
 CC=clang-14 CXX="$cxx" cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER="$cxx" \
@@ -64,7 +73,14 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1}
 fuzz_one() {
   local name=$1 corpus="$scratch/$1/corpus" dict="fuzz/dict/$1.dict"
   mkdir -p "$corpus" "$findings/$name"
-  cp fuzz/corpus/"$name"/* fuzz/regressions/"$name"/* "$corpus"/ 2>/dev/null || true
+  local inputs
+  shopt -s nullglob  # fuzz/regressions/<target>/ exists only once something was caught
+  inputs=(fuzz/corpus/"$name"/* fuzz/regressions/"$name"/*)
+  shopt -u nullglob
+  if ! cp "${inputs[@]}" "$corpus"/ 2> "$scratch/$name.log"; then  # a failed copy is a failed run
+    echo 1 > "$scratch/$name.status"
+    return
+  fi
   local options=(-max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1
                  -artifact_prefix="$findings/$name/")
   if [ -f "$dict" ]; then options+=(-dict="$dict"); fi

@@ -15,7 +15,18 @@ packages=(
 # page in a headless browser; without it that test skips, saying why.
 if [ "${ATTNKIT_INSTALL_BROWSER:-0}" = 1 ]; then packages+=(chromium); fi
 if [ "$(id -u)" -ne 0 ]; then
-  echo "install-deps: run as root (apt-get); skipping, assuming these are installed: ${packages[*]}" >&2
+  # Without root nothing can be installed: check instead, and fail naming what is missing.
+  missing=()
+  for package in "${packages[@]}"; do
+    status=$(dpkg-query -W -f='${db:Status-Status}' "$package" 2>/dev/null || true)
+    if [ "$status" != installed ]; then missing+=("$package"); fi
+  done
+  if [ "${#missing[@]}" -ne 0 ]; then
+    echo "install-deps: not root, so nothing was installed; missing: ${missing[*]}" >&2
+    echo "install-deps: run as root (it uses apt-get), or: sudo apt-get install ${missing[*]}" >&2
+    exit 1
+  fi
+  echo "install-deps: not root, and every package is already installed"
   exit 0
 fi
 export DEBIAN_FRONTEND=noninteractive

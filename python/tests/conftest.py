@@ -1,6 +1,7 @@
 """Shared by the Python tests: one random seed per session, fresh unless ATTNKIT_TEST_SEED replays
 it, and a generator per test derived from it and the test's name (so a test's inputs do not depend on
-which other tests ran)."""
+which other tests ran); and torch for the cross-checks, which skip without it unless
+ATTNKIT_TEST_TORCH=1 (CI) requires it, where a torch that fails to import fails them."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import zlib
 
 import numpy as np
 import pytest
+
+TORCH_REQUIRED = os.environ.get("ATTNKIT_TEST_TORCH") == "1"
 
 SESSION_SEED = int(os.environ.get("ATTNKIT_TEST_SEED", np.random.SeedSequence().entropy % 2**32))
 
@@ -26,3 +29,21 @@ test_seed.__test__ = False  # a helper, not a test
 @pytest.fixture
 def rng(request):
     return np.random.default_rng(test_seed(request))
+
+
+def import_torch():
+    """torch, or a skip that says why not; a failure instead when ATTNKIT_TEST_TORCH=1 requires it.
+    Usable at module level (test_torch.py needs torch for everything it defines)."""
+    try:
+        import torch
+    except Exception as error:  # ImportError, or OSError from a broken install: neither may pass silently
+        why = f"torch failed to import ({type(error).__name__}: {error})"
+        if TORCH_REQUIRED:
+            pytest.fail(f"{why}; ATTNKIT_TEST_TORCH=1 requires it", pytrace=False)
+        pytest.skip(f"{why}; the cross-checks against torch run where it is installed", allow_module_level=True)
+    return torch
+
+
+@pytest.fixture
+def torch():
+    return import_torch()

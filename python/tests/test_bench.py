@@ -28,10 +28,6 @@ def run_bench(*args, env=None):
     )
 
 
-@pytest.fixture
-def torch():
-    return pytest.importorskip("torch", reason="torch is not installed; the benchmark compares attnkit with it")
-
 
 def records_of(result):
     assert result.returncode == 0, result.stderr

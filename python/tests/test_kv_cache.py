@@ -27,10 +27,6 @@ import attnkit
 # `rng`: a generator per test, from conftest.py.
 
 
-@pytest.fixture
-def torch():
-    return pytest.importorskip("torch", reason="torch is not installed; the torch tensor tests run where it is")
-
 
 # ---- rounding, the reference and the naive kernel ----------------------------------------------
 

@@ -28,12 +28,6 @@ from attnkit import scaled_dot_product_attention as sdpa
 # `rng`: a generator per test, from conftest.py.
 
 
-@pytest.fixture
-def torch():
-    return pytest.importorskip(
-        "torch", reason="torch is not installed; the cross-checks against torch run where it is"
-    )
-
 
 # ---- the oracle and the naive kernel -----------------------------------------------------------
 

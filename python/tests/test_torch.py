@@ -19,12 +19,13 @@ import math
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch", reason="torch is not installed; attnkit.torch and attnkit.nn need it")
+from conftest import import_torch, test_seed
+
+torch = import_torch()  # attnkit.torch and attnkit.nn need it
 
 import attnkit  # noqa: E402
 import attnkit.nn  # noqa: E402
 import attnkit.torch  # noqa: E402
-from conftest import test_seed  # noqa: E402
 
 F = torch.nn.functional
 @pytest.fixture
