@@ -50,8 +50,15 @@ void backward(ConstTensorView q, ConstTensorView k, ConstTensorView v, ConstTens
 Kernel resolve_kernel(Kernel requested, DType dtype = DType::f32);
 const char* kernel_name(Kernel kernel) noexcept;  // "automatic", "reference", "fast"
 
-// Threads used by attnkit's kernels. Default: ATTNKIT_NUM_THREADS if set, else hardware
-// concurrency. n <= 0 restores the default. Results never depend on the thread count.
+// The most threads attnkit's kernels run on (a larger request is a mistake, not a machine).
+inline constexpr int kMaxThreads = 1024;
+
+// Threads used by attnkit's kernels. Default: ATTNKIT_NUM_THREADS if set (a whole number in
+// [1, kMaxThreads]; anything else is ignored), else hardware concurrency. n <= 0 restores the
+// default; n > kMaxThreads raises Error(invalid_argument) and leaves the setting as it was. A call
+// never starts more threads than it has independent pieces of work. num_threads() is the count
+// calls run on: the setting, or fewer if the system has refused to create a thread.
+// Results never depend on the thread count.
 void set_num_threads(int n);
 int num_threads();
 

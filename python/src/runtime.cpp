@@ -45,7 +45,8 @@ void bind_runtime(nb::module_& m) {
   nb::register_exception_translator(translate_attnkit_error);
 
   m.def("set_num_threads", &set_num_threads, "n"_a,
-        "Threads attnkit's kernels use; n <= 0 restores the default (ATTNKIT_NUM_THREADS, else all cores).");
+        "Threads attnkit's kernels use; n <= 0 restores the default (ATTNKIT_NUM_THREADS, else all cores); "
+        "more than 1024 (attnkit's kMaxThreads) raises ValueError.");
   m.def("get_num_threads", &num_threads, "Threads attnkit's kernels use now.");
   m.def("version", [] { return std::string(version()); }, "The C++ library's version, \"MAJOR.MINOR.PATCH\".");
   m.def("set_memory_limit", &set_memory_limit, "bytes"_a,

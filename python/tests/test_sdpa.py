@@ -575,6 +575,19 @@ def test_results_are_bitwise_identical_for_any_thread_count(rng):
     assert attnkit.get_num_threads() >= 1
 
 
+def test_more_threads_than_the_cap_is_an_error_that_changes_nothing():
+    try:
+        attnkit.set_num_threads(3)
+        with pytest.raises(ValueError, match="n = 1025 is more threads than attnkit runs") as error:
+            attnkit.set_num_threads(1025)
+        assert error.value.code == "invalid_argument"
+        assert attnkit.get_num_threads() == 3
+        attnkit.set_num_threads(1024)  # the cap itself is a valid setting
+        assert attnkit.get_num_threads() == 1024
+    finally:
+        attnkit.set_num_threads(0)
+
+
 def test_the_gil_is_released_while_the_kernel_runs(rng):
     B, H, L, S, E = 1, 8, 1536, 1536, 64
     q, k, v = (random_array(rng, s, "float32") for s in ((B, H, L, E), (B, H, S, E), (B, H, S, E)))

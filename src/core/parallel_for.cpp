@@ -6,17 +6,16 @@
 #include <cstdlib>
 #include <exception>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <utility>
 
 #include "attnkit/attention.hpp"
+#include "attnkit/error.hpp"
 #include "core/thread_pool.hpp"
 
 namespace attnkit {
 namespace {
-
-// Larger ATTNKIT_NUM_THREADS values are typing mistakes, not machines: they fall back to the default.
-constexpr long kMaxEnvThreads = 4096;
 
 std::atomic<int> g_requested_threads{0};  // 0 = default
 
@@ -26,24 +25,31 @@ int hardware_threads() {
   return threads;
 }
 
-// ATTNKIT_NUM_THREADS if it is a whole number in [1, kMaxEnvThreads], else hardware concurrency. Read
+// ATTNKIT_NUM_THREADS if it is a whole number in [1, kMaxThreads], else hardware concurrency. Read
 // on every call, so that a change of the variable takes effect like set_num_threads does.
 int default_threads() {
   if (const char* env = std::getenv("ATTNKIT_NUM_THREADS")) {
     char* end = nullptr;
     const long value = std::strtol(env, &end, 10);
-    if (end != env && *end == '\0' && value > 0 && value <= kMaxEnvThreads) return static_cast<int>(value);
+    if (end != env && *end == '\0' && value > 0 && value <= kMaxThreads) return static_cast<int>(value);
   }
   return hardware_threads();
 }
 
 }  // namespace
 
-void set_num_threads(int n) { g_requested_threads.store(n > 0 ? n : 0, std::memory_order_relaxed); }
+void set_num_threads(int n) {
+  if (n > kMaxThreads) {
+    throw Error(ErrorCode::invalid_argument, "set_num_threads: n = " + std::to_string(n) +
+                                                 " is more threads than attnkit runs (at most kMaxThreads = " +
+                                                 std::to_string(kMaxThreads) + "; 0 restores the default)");
+  }
+  g_requested_threads.store(n > 0 ? n : 0, std::memory_order_relaxed);
+}
 
 int num_threads() {
   const int requested = g_requested_threads.load(std::memory_order_relaxed);
-  return requested > 0 ? requested : default_threads();
+  return std::min(requested > 0 ? requested : default_threads(), detail::ThreadPool::instance().most_threads());
 }
 
 namespace detail {

@@ -56,7 +56,9 @@ bool ThreadPool::try_run(int threads, int participants, const Job& job) {
   const std::unique_lock run(run_mutex_, std::try_to_lock);
   if (!run.owns_lock() || closed_) return false;
 
-  resize(threads);
+  const int width = static_cast<int>(workers_.size()) + 1;
+  if (threads < width) resize(threads);
+  else if (participants > width) resize(std::min(threads, participants));
   participants = std::clamp(participants, 1, static_cast<int>(workers_.size()) + 1);
   const InsideJob inside;
   if (participants == 1) {
@@ -103,9 +105,10 @@ void ThreadPool::grow(int threads) {
     try {
       // A new worker has seen every job so far: it waits for the next generation.
       workers_.emplace_back(&ThreadPool::worker_loop, this, index, generation_);
-    } catch (...) {  // the system refused a thread (or its bookkeeping): run narrower
+    } catch (...) {  // the system refused a thread (or its bookkeeping): run narrower from now on
       const std::lock_guard state(state_mutex_);
       width_ = static_cast<int>(workers_.size()) + 1;
+      most_threads_.store(width_, std::memory_order_relaxed);
       return;
     }
   }

@@ -10,12 +10,15 @@
 // deadlock or oversubscribe the cores: the caller then runs its work itself.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#include "attnkit/attention.hpp"
 
 namespace attnkit::detail {
 
@@ -36,11 +39,13 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   // Unless the pool is busy with another caller's job, the calling thread is inside a job of any
-  // pool, or the pool is shut down: makes the pool `threads` wide (the caller included: it keeps
-  // threads − 1 workers, created or joined as needed), runs job(p) once for each participant p in
-  // [0, participants) — p = 0 on the calling thread, p > 0 on worker p — waits for all of them and
-  // returns true. Otherwise returns false at once, having run nothing. `participants` is clamped to
-  // [1, the pool's width] (narrower than asked only if the system refused to create a thread).
+  // pool, or the pool is shut down: makes the pool min(threads, participants) wide if it is
+  // narrower (the caller included: it keeps that many − 1 workers; no thread is started that the
+  // job would leave idle), or `threads` wide if it is wider (workers joined), runs job(p) once for
+  // each participant p in [0, participants) — p = 0 on the calling thread, p > 0 on worker p —
+  // waits for all of them and returns true. Otherwise returns false at once, having run nothing.
+  // `participants` is clamped to [1, the pool's width] (narrower than asked only if the system
+  // refused to create a thread).
   bool try_run(int threads, int participants, const Job& job);
 
   // Joins the workers; try_run returns false from then on. Waits for a running job to finish.
@@ -48,6 +53,9 @@ class ThreadPool {
 
   // Threads the pool runs a job on, the caller included (1 before first use).
   int width() const;
+
+  // The widest the pool can be: kMaxThreads, or the width it had when the system refused it a thread.
+  int most_threads() const { return most_threads_.load(std::memory_order_relaxed); }
 
  private:
   void resize(int threads);  // the caller holds run_mutex_
@@ -65,6 +73,7 @@ class ThreadPool {
   mutable std::mutex state_mutex_;
   std::condition_variable wake_;  // a new job, or a change of width
   std::condition_variable done_;  // the last worker of a job finished
+  std::atomic<int> most_threads_{kMaxThreads};
   int width_ = 1;                 // workers with index ≥ width_ exit
   std::uint64_t generation_ = 0;  // incremented once per job
   const Job* job_ = nullptr;

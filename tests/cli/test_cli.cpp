@@ -859,6 +859,8 @@ TEST_F(CliRun, UsageErrors) {
       {{"--dtype", "f8"}, "--dtype"},
       {{"--kernel", "gpu"}, "--kernel"},
       {{"--threads", "many"}, "--threads"},
+      {{"--threads", "1025"}, "0 (the default) to 1024"},  // above attnkit::kMaxThreads
+      {{"--threads", "2147483647"}, "--threads"},
       {{"--lse"}, "--lse"},
   };
   for (const auto& [extra, flag] : cases) {

@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <functional>
+#include <limits>
 #include <future>
 #include <mutex>
 #include <optional>
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "attnkit/attention.hpp"
+#include "attnkit/error.hpp"
 #include "core/parallel_for.hpp"
 #include "core/thread_pool.hpp"
 
@@ -129,7 +131,26 @@ TEST(ThreadPool, RunsOnlyTheParticipantsOfANarrowerJob) {
   HitCounter counter(3);
   ASSERT_TRUE(pool.try_run(6, 3, [&](int p) { counter.hit(p); }));
   EXPECT_EQ(counter.wrong(), "");
-  EXPECT_EQ(pool.width(), 6);
+  EXPECT_EQ(pool.width(), 3) << "no thread is started that the job would leave idle";
+}
+
+// The pool grows only as far as a job has participants, and shrinks when fewer threads are asked for.
+TEST(ThreadPool, GrowsOnlyAsFarAsAJobNeedsAndShrinksToTheThreadsAskedFor) {
+  ThreadPool pool;
+  const auto run = [&](int threads, int participants) {
+    HitCounter counter(participants);
+    EXPECT_TRUE(pool.try_run(threads, participants, [&](int p) { counter.hit(p); }));
+    return counter.wrong();
+  };
+  EXPECT_EQ(run(64, 2), "");
+  EXPECT_EQ(pool.width(), 2);
+  EXPECT_EQ(run(64, 5), "");
+  EXPECT_EQ(pool.width(), 5);
+  EXPECT_EQ(run(64, 3), "");
+  EXPECT_EQ(pool.width(), 5) << "a narrower job keeps the workers it does not use";
+  EXPECT_EQ(run(3, 3), "");
+  EXPECT_EQ(pool.width(), 3) << "fewer threads asked for: workers joined";
+  EXPECT_EQ(pool.most_threads(), kMaxThreads);
 }
 
 TEST(ThreadPool, RefusesANestedJobAndAJobWhileBusy) {
@@ -245,6 +266,20 @@ TEST(ThreadPoolParallelFor, ConcurrentCallsFromUserThreadsAllComplete) {
   for (int u = 0; u < kUsers; ++u) EXPECT_EQ(wrong[static_cast<std::size_t>(u)], "") << "user thread " << u;
 }
 
+// set_num_threads(64) on any machine, then a loop of 3 tasks: 3 threads, not 64.
+TEST(ThreadPoolParallelFor, NeverStartsMoreThreadsThanTasks) {
+  const ThreadSettingGuard guard;
+  set_num_threads(2);
+  ASSERT_EQ(run_and_check(10), "");  // the pool shrinks to 2 (one loop alone never uses the pool)
+  EXPECT_EQ(ThreadPool::instance().width(), 2);
+  set_num_threads(64);
+  EXPECT_EQ(run_and_check(3), "");
+  EXPECT_EQ(ThreadPool::instance().width(), 3);
+  EXPECT_EQ(run_and_check(7), "");
+  EXPECT_EQ(ThreadPool::instance().width(), 7);
+  EXPECT_EQ(num_threads(), 64);
+}
+
 TEST(ThreadPoolParallelFor, FollowsSetNumThreadsBetweenCalls) {
   const ThreadSettingGuard guard;
   for (int threads : {1, 4, 2, 8, 3, 1, 0, 5}) {
@@ -295,12 +330,31 @@ TEST(ThreadPoolSettings, AttnkitNumThreadsSetsTheDefault) {
   EXPECT_EQ(run_and_check(100), "");
 }
 
+TEST(ThreadPoolSettings, MoreThreadsThanTheCapIsAnErrorThatChangesNothing) {
+  const ThreadSettingGuard guard;
+  set_num_threads(3);
+  for (int n : {kMaxThreads + 1, 5000, std::numeric_limits<int>::max()}) {
+    try {
+      set_num_threads(n);
+      ADD_FAILURE() << "set_num_threads(" << n << ") was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+      const std::string message = e.what();
+      EXPECT_NE(message.find("n = " + std::to_string(n)), std::string::npos) << message;
+      EXPECT_NE(message.find("kMaxThreads = 1024"), std::string::npos) << message;
+    }
+    EXPECT_EQ(num_threads(), 3) << "the setting before the refused call";
+  }
+  set_num_threads(kMaxThreads);  // the cap itself is a valid setting
+  EXPECT_EQ(num_threads(), kMaxThreads);
+}
+
 TEST(ThreadPoolSettings, InvalidAttnkitNumThreadsFallsBackToHardwareConcurrency) {
   const ThreadSettingGuard guard;
   set_num_threads(0);
   unsetenv(ThreadSettingGuard::kVariable);
   const int hardware = num_threads();
-  for (const char* value : {"", "0", "-2", "abc", "3x", "2.5", "4097", "99999999999999999999999"}) {
+  for (const char* value : {"", "0", "-2", "abc", "3x", "2.5", "1025", "4097", "99999999999999999999999"}) {
     setenv(ThreadSettingGuard::kVariable, value, 1);
     EXPECT_EQ(num_threads(), hardware) << "ATTNKIT_NUM_THREADS=\"" << value << "\"";
   }

@@ -5,6 +5,7 @@
 #include <limits>
 #include <utility>
 
+#include "attnkit/attention.hpp"
 #include "attnkit/error.hpp"
 
 namespace attnkit::cli {
@@ -52,8 +53,9 @@ std::vector<float> parse_float_list(std::string_view text, std::string_view flag
 
 int parse_threads(std::string_view text) {
   const std::int64_t n = parse_integer(text, "--threads");
-  if (n < 0 || n > std::numeric_limits<int>::max()) {
-    throw UsageError("--threads: " + std::string(text) + " is not a thread count (0 = the default)");
+  if (n < 0 || n > attnkit::kMaxThreads) {
+    throw UsageError("--threads: " + std::string(text) + " is not a thread count: 0 (the default) to " +
+                     std::to_string(attnkit::kMaxThreads));
   }
   return static_cast<int>(n);
 }

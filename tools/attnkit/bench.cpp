@@ -155,8 +155,8 @@ struct Request {
 
 int hardware_threads() { return std::max(1, static_cast<int>(std::thread::hardware_concurrency())); }
 
-// Limits that keep every count in an int and catch typos (a repeat count of 10^9).
-constexpr std::int64_t kMaxThreads = 4096;
+// Limits that keep every count in an int and catch typos (a repeat count of 10^9); thread counts
+// go up to attnkit::kMaxThreads.
 constexpr std::int64_t kMaxRepeats = 10000;
 constexpr std::int64_t kNoLimit = std::numeric_limits<std::int64_t>::max();
 
