@@ -521,63 +521,72 @@ class CliRun : public TempDir {
   Problem p_;
 };
 
-TEST_F(CliRun, PlainMatchesIndependentComputation) {
-  make_default();
-  check_run({}, Spec{});
-  EXPECT_EQ(attnkit::read_npy(path("o.npy")).dtype(), DType::f64);
+// The per-option runs, in float64 (the reference kernel) and in float32 (the fast kernel), each
+// against the float64 oracle with its dtype's tolerance.
+class CliRunOptions : public CliRun, public ::testing::WithParamInterface<DType> {
+ protected:
+  static DType dtype() { return GetParam(); }
+};
+INSTANTIATE_TEST_SUITE_P(Dtypes, CliRunOptions, ::testing::Values(DType::f64, DType::f32),
+                         [](const auto& info) { return std::string(attnkit::dtype_name(info.param)); });
+
+TEST_P(CliRunOptions, PlainMatchesIndependentComputation) {
+  make_default(dtype());
+  check_run({}, Spec{}, dtype());
+  EXPECT_EQ(attnkit::read_npy(path("o.npy")).dtype(), dtype());
 }
 
-TEST_F(CliRun, ExplicitScale) {
-  make_default();
+TEST_P(CliRunOptions, ExplicitScale) {
+  make_default(dtype());
   Spec spec;
   spec.scale = 0.3;
-  check_run({"--scale", "0.3"}, spec);
+  check_run({"--scale", "0.3"}, spec, dtype());
 }
 
-TEST_F(CliRun, CausalTopLeft) {
-  make_default();
+TEST_P(CliRunOptions, CausalTopLeft) {
+  make_default(dtype());
   Spec spec;
   spec.causal = CausalMode::top_left;
-  check_run({"--causal", "top-left"}, spec);
+  check_run({"--causal", "top-left"}, spec, dtype());
 }
 
-TEST_F(CliRun, CausalBottomRight) {
-  make_default();
+TEST_P(CliRunOptions, CausalBottomRight) {
+  make_default(dtype());
   Spec spec;
   spec.causal = CausalMode::bottom_right;
-  check_run({"--causal=bottom-right"}, spec);
+  check_run({"--causal=bottom-right"}, spec, dtype());
 }
 
-TEST_F(CliRun, CausalBottomRightWithMoreQueriesThanKeysLeavesEmptyRowsZero) {
-  make({1, 2, 6, 3}, {1, 2, 4, 3}, {1, 2, 4, 2});
+TEST_P(CliRunOptions, CausalBottomRightWithMoreQueriesThanKeysLeavesEmptyRowsZero) {
+  make({1, 2, 6, 3}, {1, 2, 4, 3}, {1, 2, 4, 2}, dtype());
   Spec spec;
   spec.causal = CausalMode::bottom_right;
-  check_run({"--causal", "bottom-right", "--lse", path("lse.npy")}, spec);
+  check_run({"--causal", "bottom-right", "--lse", path("lse.npy")}, spec, dtype());
   const Expected e = expected(spec);
-  expect_close(read("lse.npy"), e.lse.shape, e.lse.data, tolerance(DType::f32), "LSE");
+  expect_close(read("lse.npy"), e.lse.shape, e.lse.data, tolerance(DType::f32), "LSE");  // LSE is written as float32
   EXPECT_TRUE(std::isinf(read("lse.npy").data[0]));  // row 0 sees no key
 }
 
-TEST_F(CliRun, CausalNoneIsPlain) {
-  make_default();
-  check_run({"--causal", "none"}, Spec{});
+TEST_P(CliRunOptions, CausalNoneIsPlain) {
+  make_default(dtype());
+  check_run({"--causal", "none"}, Spec{}, dtype());
 }
 
-TEST_F(CliRun, SlidingWindow) {
-  make_default();
+TEST_P(CliRunOptions, SlidingWindow) {
+  make_default(dtype());
   Spec spec;
   spec.left = 2;
   spec.right = 1;
-  check_run({"--window", "2,1"}, spec);
+  check_run({"--window", "2,1"}, spec, dtype());
 }
 
-TEST_F(CliRun, WindowWithUnboundedSideAndCausal) {
-  make_default();
+TEST_P(CliRunOptions, WindowWithUnboundedSideAndCausal) {
+  make_default(dtype());
   Spec spec;
   spec.causal = CausalMode::bottom_right;
   spec.left = 3;
   spec.right = -1;
-  check_run({"--window", "3,-1", "--causal", "bottom-right"}, spec);
+  check_run({"--window", "3,-1", "--causal", "bottom-right"}, spec, dtype());
 }
 
 // A keep-mask with a fully masked row (row 1) and an additive mask with large negative entries.
@@ -608,79 +617,79 @@ Tensor reshaped(const Tensor& t, const std::vector<std::int64_t>& shape) {
   return r;
 }
 
-TEST_F(CliRun, BoolMaskRank2) {
-  make_default();
+TEST_P(CliRunOptions, BoolMaskRank2) {
+  make_default(dtype());
   attnkit::write_npy(path("mask.npy"), reshaped(mask_tensor({1, 1, kN, kM}, DType::boolean, true), {kN, kM}));
   Spec spec;
   spec.keep = [](auto, auto, auto i, auto j) { return keep_pattern(0, 0, i, j); };
-  check_run({"--mask", path("mask.npy")}, spec);
+  check_run({"--mask", path("mask.npy")}, spec, dtype());
 }
 
-TEST_F(CliRun, BoolMaskRank4) {
-  make_default();
+TEST_P(CliRunOptions, BoolMaskRank4) {
+  make_default(dtype());
   attnkit::write_npy(path("mask.npy"), mask_tensor({kB, kH, kN, kM}, DType::boolean, true));
   Spec spec;
   spec.keep = keep_pattern;
-  check_run({"--mask", path("mask.npy")}, spec);
+  check_run({"--mask", path("mask.npy")}, spec, dtype());
 }
 
-TEST_F(CliRun, AdditiveMaskRank2) {
-  make_default();
+TEST_P(CliRunOptions, AdditiveMaskRank2) {
+  make_default(dtype());
   attnkit::write_npy(path("mask.npy"), reshaped(mask_tensor({1, 1, kN, kM}, DType::f64, false), {kN, kM}));
   Spec spec;
   spec.add = [](auto, auto, auto i, auto j) { return bias_pattern(0, 0, i, j); };
-  check_run({"--mask", path("mask.npy")}, spec);
+  check_run({"--mask", path("mask.npy")}, spec, dtype());
 }
 
-TEST_F(CliRun, AdditiveMaskRank4BroadcastOverHeads) {
-  make_default();
+TEST_P(CliRunOptions, AdditiveMaskRank4BroadcastOverHeads) {
+  make_default(dtype());
   attnkit::write_npy(path("mask.npy"), mask_tensor({kB, 1, kN, kM}, DType::f32, false));
   Spec spec;
   spec.add = [](auto b, auto, auto i, auto j) { return bias_pattern(b, 0, i, j); };
-  check_run({"--mask", path("mask.npy")}, spec);
+  check_run({"--mask", path("mask.npy")}, spec, dtype());
 }
 
-TEST_F(CliRun, KeyLengths) {
-  make_default();
+TEST_P(CliRunOptions, KeyLengths) {
+  make_default(dtype());
   Spec spec;
   spec.key_lengths = {3, 7};
-  check_run({"--key-lengths", "3,7"}, spec);
+  check_run({"--key-lengths", "3,7"}, spec, dtype());
 }
 
-TEST_F(CliRun, KeyLengthZeroGivesZeroRows) {
-  make_default();
+TEST_P(CliRunOptions, KeyLengthZeroGivesZeroRows) {
+  make_default(dtype());
   Spec spec;
   spec.key_lengths = {0, 5};
-  check_run({"--key-lengths", "0,5"}, spec);
+  check_run({"--key-lengths", "0,5"}, spec, dtype());
 }
 
-TEST_F(CliRun, Alibi) {
-  make_default();
+TEST_P(CliRunOptions, Alibi) {
+  make_default(dtype());
   Spec spec;
   spec.alibi = {0.5, 0.25, 0.125};  // exact in float32, as the options store them
-  check_run({"--alibi", "0.5,0.25,0.125"}, spec);
+  check_run({"--alibi", "0.5,0.25,0.125"}, spec, dtype());
 }
 
-TEST_F(CliRun, Softcap) {
-  make_default(DType::f64, 4.0);  // large logits, so the cap matters
+TEST_P(CliRunOptions, Softcap) {
+  make_default(dtype(), 4.0);  // large logits, so the cap matters
   Spec spec;
   spec.softcap = 0.7;
-  check_run({"--softcap", "0.7"}, spec);
+  check_run({"--softcap", "0.7"}, spec, dtype());
   const Expected uncapped = expected(Spec{});
   EXPECT_GT(std::abs(read("o.npy").data[0] - uncapped.out.data[0]), 1e-6) << "the cap changed nothing";
 }
 
-TEST_F(CliRun, GroupedQueryHeads) {
-  make({1, 4, 5, 3}, {1, 2, 6, 3}, {1, 2, 6, 2});
-  check_run({}, Spec{});
+TEST_P(CliRunOptions, GroupedQueryHeads) {
+  make({1, 4, 5, 3}, {1, 2, 6, 3}, {1, 2, 6, 2}, dtype());
+  check_run({}, Spec{}, dtype());
 }
 
-TEST_F(CliRun, DropoutMatchesDirectCallWithSameSeed) {
-  make_default();
+TEST_P(CliRunOptions, DropoutMatchesDirectCallWithSameSeed) {
+  make_default(dtype());
   const Result r = run({"--dropout", "0.3", "--seed", "1234"});
   ASSERT_EQ(r.code, kOk) << r.err;
 
-  Tensor direct(DType::f64, {kB, kH, kN, kDv});
+  Tensor direct(dtype(), {kB, kH, kN, kDv});
   attnkit::AttentionOptions options;
   options.dropout_p = 0.3;
   options.seed = 1234;
@@ -770,10 +779,26 @@ TEST_F(CliRun, Rank3MaskGoesWithRank3Inputs) {
   expect_close(read("o.npy"), {kH, kN, kDv}, expected(spec).out.data, tolerance(DType::f64), "O");
 }
 
+// float32 (the fast kernel), with enough rows for several work items per head, causal: 1, 2 and 3
+// threads write the same bytes.
 TEST_F(CliRun, ThreadsDoNotChangeTheResult) {
-  make_default();
-  check_run({"--threads", "2"}, Spec{});
+  make({2, 3, 200, 16}, {2, 3, 230, 16}, {2, 3, 230, 8}, DType::f32);
+  std::vector<std::vector<unsigned char>> outputs;
+  for (const char* threads : {"1", "2", "3"}) {
+    const Result r = run({"--threads", threads, "--causal", "bottom-right", "--verbose"});
+    ASSERT_EQ(r.code, kOk) << r.err;
+    EXPECT_TRUE(contains(r.out, "fast kernel")) << r.out;
+    const Tensor o = attnkit::read_npy(path("o.npy"));
+    ASSERT_EQ(o.dtype(), DType::f32);
+    const auto* bytes = static_cast<const unsigned char*>(o.raw());
+    outputs.emplace_back(bytes, bytes + o.nbytes());
+  }
   attnkit::set_num_threads(0);  // restore the default for the tests that follow
+  Spec spec;
+  spec.causal = CausalMode::bottom_right;
+  expect_close(read("o.npy"), {2, 3, 200, 8}, expected(spec).out.data, tolerance(DType::f32), "O");
+  EXPECT_EQ(outputs[1], outputs[0]) << "2 threads";
+  EXPECT_EQ(outputs[2], outputs[0]) << "3 threads";
 }
 
 TEST_F(CliRun, KernelReferenceAndAuto) {
@@ -782,18 +807,58 @@ TEST_F(CliRun, KernelReferenceAndAuto) {
   check_run({"--kernel", "auto"}, Spec{});
 }
 
-TEST_F(CliRun, KernelFastRunsOrSaysItIsUnsupported) {
-  make_default(DType::f32);
-  const Result r = run({"--kernel", "fast"});
-  if (r.code == kOk) {  // once the fast kernel is built, it must agree with the oracle
-    expect_close(read("o.npy"), {kB, kH, kN, kDv}, expected(Spec{}).out.data, tolerance(DType::f32), "O");
-    return;
+// --kernel fast runs for f32, f16 and bf16 (bf16 by --dtype: .npy has no bf16) and agrees with the oracle.
+TEST_F(CliRun, KernelFastRunsForEachOfItsDtypes) {
+  for (const DType dtype : {DType::f32, DType::f16, DType::bf16}) {
+    SCOPED_TRACE(attnkit::dtype_name(dtype));
+    make_default(dtype == DType::bf16 ? DType::f32 : dtype);
+    std::vector<std::string> extra = {"--kernel", "fast", "--verbose"};
+    if (dtype == DType::bf16) extra.insert(extra.end(), {"--dtype", "bf16"});
+    const Result r = run(extra);
+    ASSERT_EQ(r.code, kOk) << r.err;
+    EXPECT_TRUE(contains(r.out, "fast kernel")) << r.out;
+    expect_close(read("o.npy"), {kB, kH, kN, kDv}, expected(Spec{}).out.data, tolerance(dtype), "O");
   }
+}
+
+// The fast kernel refuses float64 by name, and writes nothing.
+TEST_F(CliRun, KernelFastRefusesFloat64) {
+  make_default();
+  const Result r = run({"--kernel", "fast"});
   EXPECT_EQ(r.code, kError) << r.err;
   EXPECT_TRUE(r.err.starts_with("attnkit run: ")) << r.err;
   EXPECT_TRUE(contains(r.err, "fast")) << r.err;
   EXPECT_TRUE(contains(r.err, "[unsupported]")) << r.err;
   EXPECT_FALSE(fs::exists(path("o.npy"))) << "nothing is written on failure";
+}
+
+// Without --dtype, K, V and dO must have Q's dtype (a float64 key file is not quietly rounded to
+// float16); with it, every input is converted.
+TEST_F(CliRun, InputsOfAnotherDtypeThanQAreAnErrorUnlessDtypeIsGiven) {
+  make_default(DType::f16);
+  for (const char* name : {"k.npy", "v.npy"}) {
+    SCOPED_TRACE(name);
+    make_default(DType::f16);
+    const Tensor stored = attnkit::read_npy(path(name));
+    attnkit::write_npy(path(name), Tensor::converted(stored.view(), DType::f64));
+    const Result r = run({});
+    EXPECT_EQ(r.code, kError) << r.err;
+    const std::string flag = std::string("--") + name[0] + " ";
+    EXPECT_TRUE(contains(r.err, flag + path(name) + " has dtype f64 but --q has f16")) << r.err;
+    EXPECT_TRUE(contains(r.err, "[invalid_dtype]")) << r.err;
+    EXPECT_TRUE(contains(r.err, "--dtype")) << r.err;
+    EXPECT_FALSE(fs::exists(path("o.npy"))) << "nothing is written on failure";
+    check_run({"--dtype", "f32"}, Spec{}, DType::f16);  // f16 values, converted exactly to f32
+    EXPECT_EQ(attnkit::read_npy(path("o.npy")).dtype(), DType::f32);
+    fs::remove(path("o.npy"));
+  }
+  make_default(DType::f32);
+  attnkit::write_npy(path("do.npy"), random_tensor({kB, kH, kN, kDv}, 14, DType::f64));
+  const Result r = run({"--d-out", path("do.npy"), "--dq", path("dq.npy")});
+  EXPECT_EQ(r.code, kError) << r.err;
+  EXPECT_TRUE(contains(r.err, "--d-out " + path("do.npy") + " has dtype f64 but --q has f32")) << r.err;
+  EXPECT_FALSE(fs::exists(path("dq.npy")));
+  EXPECT_EQ(run({"--d-out", path("do.npy"), "--dq", path("dq.npy"), "--dtype", "f32"}).code, kOk);
 }
 
 TEST_F(CliRun, VerbosePrintsOneLine) {
@@ -1088,22 +1153,33 @@ TEST_F(CliRunGradients, MissingDOutFileIsError) {
   EXPECT_FALSE(fs::exists(path("o.npy")));
 }
 
-TEST_F(CliRunGradients, KernelFastRunsOrSaysItIsUnsupported) {
-  make_default(DType::f32);
-  make_d_out(DType::f32);
-  std::vector<std::string> args = gradient_flags();
-  args.insert(args.end(), {"--kernel", "fast"});
-  const Result r = run(args);
-  if (r.code == kOk) {  // once the fast backward is built, its gradients are close to the reference's
-    const Gradients g = library_gradients(p_, d_out_);
-    const Array dq = read("dq.npy");
-    expect_close(dq, dq.shape, array_of(g.dq).data, 1e-4, "dQ");
-    return;
+// --kernel fast computes the gradients for f32, f16 and bf16 (bf16 by --dtype), each within its dtype's
+// tolerance of the float64 reference's on the same (rounded) inputs, relative to the gradient's size.
+TEST_F(CliRunGradients, KernelFastRunsForEachOfItsDtypes) {
+  for (const DType dtype : {DType::f32, DType::f16, DType::bf16}) {
+    SCOPED_TRACE(attnkit::dtype_name(dtype));
+    const DType stored = dtype == DType::bf16 ? DType::f32 : dtype;
+    make_default(stored);
+    make_d_out(stored);
+    std::vector<std::string> args = gradient_flags();
+    args.insert(args.end(), {"--kernel", "fast", "--verbose"});
+    if (dtype == DType::bf16) args.insert(args.end(), {"--dtype", "bf16"});
+    const Result r = run(args);
+    ASSERT_EQ(r.code, kOk) << r.err;
+    EXPECT_TRUE(contains(r.out, "fast kernel")) << r.out;
+    // The oracle: the reference kernel in float64 on the inputs as the computation's dtype holds them.
+    const auto exact = [&](const Tensor& t) {
+      return Tensor::converted(Tensor::converted(t.view(), dtype).view(), DType::f64);
+    };
+    const Gradients g = library_gradients(Problem{exact(p_.q), exact(p_.k), exact(p_.v)}, exact(d_out_));
+    for (const auto& [name, reference] : {std::pair{"dq.npy", &g.dq}, {"dk.npy", &g.dk}, {"dv.npy", &g.dv}}) {
+      const Array expected = array_of(*reference);
+      double size = 1.0;
+      for (const double x : expected.data) size = std::max(size, std::abs(x));
+      const Array got = read(name);
+      expect_close(got, got.shape, expected.data, tolerance(dtype) * size, name);
+    }
   }
-  EXPECT_EQ(r.code, kError) << r.err;
-  EXPECT_TRUE(contains(r.err, "[unsupported]")) << r.err;
-  EXPECT_TRUE(contains(r.err, "backward")) << r.err;
-  for (const char* name : {"o.npy", "dq.npy"}) EXPECT_FALSE(fs::exists(path(name))) << "nothing is written: " << name;
 }
 
 // ---- the real binary ----

@@ -114,6 +114,16 @@ Tensor as_dtype(Tensor t, DType dtype) {
   return Tensor::converted(t.view(), dtype);
 }
 
+Tensor input_as(Tensor t, DType dtype, const std::optional<DType>& requested, std::string_view flag,
+                const std::string& path) {
+  if (!requested && t.dtype() != dtype) {
+    throw Error(ErrorCode::invalid_dtype, std::string(flag) + " " + path + " has dtype " +
+                                              std::string(dtype_name(t.dtype())) + " but --q has " + std::string(dtype_name(dtype)) +
+                                              "; pass --dtype to convert every input to one dtype");
+  }
+  return as_dtype(std::move(t), dtype);
+}
+
 ConstTensorView mask_view(const Tensor& mask) {
   if (mask.rank() == kMaskRankWithHeads) return mask.view().unsqueezed_to(kAttentionRank);
   return mask.view();

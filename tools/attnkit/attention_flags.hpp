@@ -47,6 +47,13 @@ DType compute_dtype(const std::optional<DType>& requested, const Tensor& q, cons
 // t converted to `dtype` (unchanged when it already has it).
 Tensor as_dtype(Tensor t, DType dtype);
 
+// An input read from `path` for `flag` (--k, --v, --d-out) in the computation's dtype: converted when
+// --dtype was given (`requested`), which converts every input; otherwise it must already have Q's
+// dtype, and Error(invalid_dtype) names both dtypes (float64 keys quietly becoming float16 would
+// change the answer without a word).
+Tensor input_as(Tensor t, DType dtype, const std::optional<DType>& requested, std::string_view flag,
+                const std::string& path);
+
 // A rank-3 mask goes with rank-3 inputs: [H, n, m] -> [1, H, n, m]. Ranks 2 and 4 pass as they are.
 ConstTensorView mask_view(const Tensor& mask);
 

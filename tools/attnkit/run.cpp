@@ -59,8 +59,9 @@ Options:
   --softcap C         cap the logits with C·tanh(s/C)
   --dropout P         dropout probability in [0, 1); kept weights are scaled by 1/(1-P)
   --seed N            dropout seed (default 0); the same seed gives the same output
-  --dtype T           compute dtype f64, f32, bf16 or f16 (default: the dtype of Q); dO and
-                      the outputs and gradients use it too, except that bf16 is written as float32
+  --dtype T           compute dtype f64, f32, bf16 or f16, to which every input is converted
+                      (default: the dtype of Q, which K, V and dO must then have); the outputs and
+                      gradients use it too, except that bf16 is written as float32
   --kernel K          auto (default), reference (the float64 oracle) or fast
   --threads N         threads for the kernels; 0 or absent: ATTNKIT_NUM_THREADS or all cores
   --verbose           print a one-line summary
@@ -159,11 +160,11 @@ Inputs read_inputs(const Request& r) {
                                                 "; it must have the shape of O, of the same rank as --q " +
                                                 shape_of(q));
     }
-    in.d_out = as_dtype(std::move(d_out), dtype);
+    in.d_out = input_as(std::move(d_out), dtype, r.flags.dtype, "--d-out", *r.d_out_path);
   }
   in.q = as_dtype(std::move(q), dtype);
-  in.k = as_dtype(std::move(k), dtype);
-  in.v = as_dtype(std::move(v), dtype);
+  in.k = input_as(std::move(k), dtype, r.flags.dtype, "--k", r.k_path);
+  in.v = input_as(std::move(v), dtype, r.flags.dtype, "--v", r.v_path);
   return in;
 }
 

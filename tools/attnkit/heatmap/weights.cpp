@@ -95,8 +95,9 @@ HeadWeights compute_probs(const std::string& q_path, const std::string& k_path,
   }
   const DType dtype = compute_dtype(flags.dtype, q, q_path);
   q = as_dtype(std::move(q), dtype);
-  k = as_dtype(std::move(k), dtype);
-  v = as_dtype(std::move(v), dtype);
+  k = input_as(std::move(k), dtype, flags.dtype, "--k", k_path);
+  // A V made up above (zeros) takes the dtype as it is; a given one must match like K.
+  v = v_path ? input_as(std::move(v), dtype, flags.dtype, "--v", *v_path) : as_dtype(std::move(v), dtype);
   Tensor mask;
   if (flags.mask_path) mask = read_npy(*flags.mask_path);
   const AttentionOptions options = with_spans(flags, flags.mask_path ? &mask : nullptr);
