@@ -67,14 +67,37 @@ using FilePtr = std::unique_ptr<std::FILE, FileCloser>;
 
 inline std::string errno_text() { return std::generic_category().message(errno); }
 
-// A file opened for reading that knows how many bytes remain, so that every length read from the
-// file is checked before it is used.
+// What a path that is not a regular file is, for messages.
+inline const char* file_kind(std::filesystem::file_type type) {
+  switch (type) {
+    case std::filesystem::file_type::directory: return "a directory";
+    case std::filesystem::file_type::fifo: return "a FIFO (named pipe)";
+    case std::filesystem::file_type::socket: return "a socket";
+    case std::filesystem::file_type::block: return "a block device";
+    case std::filesystem::file_type::character: return "a character device";
+    default: return "not a regular file";
+  }
+}
+
+// Inputs are regular files (or links to one), checked before opening: opening a FIFO would wait for a
+// writer, possibly forever, and a directory or a device fails late or never ends.
+inline void require_regular_file(const std::string& path) {
+  std::error_code ec;
+  const std::filesystem::file_status status = std::filesystem::status(path, ec);
+  if (ec) fail(ErrorCode::io_error, path, "cannot open for reading: " + ec.message());
+  if (!std::filesystem::is_regular_file(status)) {
+    fail(ErrorCode::io_error, path, std::string("cannot read: it is ") + file_kind(status.type()) +
+                                        ", not a regular file");
+  }
+}
+
+// A regular file opened for reading that knows how many bytes remain, so that every length read from
+// the file is checked before it is used.
 class InputFile {
  public:
-  explicit InputFile(const std::string& path) : path_(path), file_(std::fopen(path.c_str(), "rb")) {
-    if (!file_) fail(ErrorCode::io_error, path, "cannot open for reading: " + errno_text());
+  explicit InputFile(const std::string& path) : path_(path), file_(open(path)) {
     std::error_code ec;
-    size_ = std::filesystem::file_size(path, ec);  // also rejects directories and other non-files
+    size_ = std::filesystem::file_size(path, ec);  // also rejects a path replaced since the check
     if (ec) fail(ErrorCode::io_error, path, "cannot read: " + ec.message());
   }
 
@@ -91,6 +114,13 @@ class InputFile {
   }
 
  private:
+  static FilePtr open(const std::string& path) {
+    require_regular_file(path);
+    FilePtr file(std::fopen(path.c_str(), "rb"));
+    if (!file) fail(ErrorCode::io_error, path, "cannot open for reading: " + errno_text());
+    return file;
+  }
+
   const std::string& path_;
   FilePtr file_;
   std::uint64_t size_ = 0;

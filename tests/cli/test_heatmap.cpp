@@ -2,6 +2,7 @@
 // colormap(weight / scale) at the place layout_figure says, for small hand-made weights), max
 // pooling, token labels, errors and exit codes, and the demo's heads doing what they claim.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -211,6 +212,20 @@ TEST_F(Heatmap, TokenCountsMustMatch) {
   r = cli({"heatmap", "--probs", probs, "--tokens", path("four.txt"), "--query-tokens", path("three.txt"), "--out",
            path("h.png")});
   EXPECT_EQ(r.code, kOk) << r.err;
+}
+
+// Token files, like the arrays, must be regular files: a FIFO is refused before it is opened (opening
+// it would wait for a writer), a directory before it is read.
+TEST_F(Heatmap, TokenFilesMustBeRegularFiles) {
+  const std::string probs = write_probs(1, 1, 3, 4);
+  const std::string fifo = path("tokens.fifo");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  for (const std::string& tokens : {fifo, path("")}) {
+    const auto r = cli({"heatmap", "--probs", probs, "--tokens", tokens, "--out", path("h.png")});
+    EXPECT_EQ(r.code, kError) << tokens;
+    EXPECT_TRUE(contains(r.err, "--tokens: cannot read " + tokens + ": not a regular file")) << r.err;
+    EXPECT_FALSE(fs::exists(path("h.png")));
+  }
 }
 
 TEST_F(Heatmap, BadInputsGiveClearErrors) {

@@ -1,13 +1,19 @@
 // Tests for .npy reading and writing: round trips of every dtype and rank, strided views, the exact
 // header bytes numpy writes, hand-built files of versions 1.0, 2.0 and 3.0, and one test per kind of
 // malformed file, each checking the error code and that the message names the file and the problem.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <iterator>
 #include <random>
 #include <span>
@@ -773,7 +779,24 @@ TEST(Npy, ParseNpyNamesTheSourceAndChecksSizesBeforeAllocating) {
 TEST(Npy, ReadReportsMissingFilesAndDirectoriesAsIoErrors) {
   ScratchDir dir;
   EXPECT_TRUE(read_fails(dir.file("absent.npy"), ErrorCode::io_error, "cannot open"));
-  EXPECT_TRUE(read_fails(dir.path(), ErrorCode::io_error, "directory"));
+  EXPECT_TRUE(read_fails(dir.path(), ErrorCode::io_error, "it is a directory, not a regular file"));
+  if (fs::exists("/dev/zero")) {  // endless: reading it as a file would never finish
+    EXPECT_TRUE(read_fails("/dev/zero", ErrorCode::io_error, "it is a character device"));
+  }
+}
+
+// Opening a FIFO waits for a writer: an input that is one is refused before it is opened.
+TEST(Npy, ReadRefusesAFifoWithoutWaitingForAWriter) {
+  ScratchDir dir;
+  const std::string fifo = dir.file("pipe.npy");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0) << std::strerror(errno);
+  auto refused = std::async(std::launch::async, [&] { return read_fails(fifo, ErrorCode::io_error, "FIFO"); });
+  if (refused.wait_for(std::chrono::seconds(10)) == std::future_status::timeout) {
+    ADD_FAILURE() << "read_npy waited on the FIFO";
+    const int writer = open(fifo.c_str(), O_WRONLY);  // lets the waiting open return, then read end of file
+    if (writer >= 0) close(writer);
+  }
+  EXPECT_TRUE(refused.get());
 }
 
 TEST(Npy, WriteReportsUnwritablePathsAsIoErrors) {
