@@ -29,13 +29,14 @@
 
 #include "attnkit/error.hpp"
 #include "io/file_common.hpp"
+#include "io/output_file.hpp"
 
 namespace attnkit {
 
 namespace {
 
 using io::errno_text, io::fail, io::FilePtr, io::format_fail, io::in_quotes, io::InputFile, io::MemoryInput,
-    io::normalize_bools, io::printable;
+    io::normalize_bools, io::OutputFile, io::printable;
 
 // Elements are copied byte for byte between memory and little-endian files; a big-endian host would
 // need byte swapping, which this file does not implement.
@@ -431,29 +432,6 @@ std::string wrap_header(const std::string& dict, std::size_t rank, const std::st
   return out + '\n';
 }
 
-// A file opened for writing; every failure is an io_error naming the path.
-class OutputFile {
- public:
-  explicit OutputFile(const std::string& path) : path_(path), file_(std::fopen(path.c_str(), "wb")) {
-    if (!file_) fail(ErrorCode::io_error, path, "cannot open for writing: " + errno_text());
-  }
-
-  void write(const void* data, std::size_t n) {
-    if (n != 0 && std::fwrite(data, 1, n, file_.get()) != n) {
-      fail(ErrorCode::io_error, path_, "write failed: " + errno_text());
-    }
-  }
-
-  // Flushes and closes; a full disk often shows up only here.
-  void close() {
-    if (std::fclose(file_.release()) != 0) fail(ErrorCode::io_error, path_, "write failed on close: " + errno_text());
-  }
-
- private:
-  const std::string& path_;
-  FilePtr file_;
-};
-
 // Elements to write: any rank, strides in elements (may be zero or negative).
 struct StridedSource {
   const std::byte* base = nullptr;
@@ -517,10 +495,10 @@ void write_elements(OutputFile& out, const StridedSource& src) {
 void write_source(const std::string& path, const StridedSource& src) {
   data_bytes(src.sizes, file_dtype_of(src.dtype), path, ErrorCode::size_overflow);  // what read_npy would refuse
   const std::string header = wrap_header(header_dict(file_dtype_of(src.dtype), src.sizes), src.sizes.size(), path);
-  OutputFile out(path);
+  OutputFile out(path);  // all or nothing: a failed write leaves the target as it was
   out.write(header.data(), header.size());
   write_elements(out, src);
-  out.close();
+  out.commit();
 }
 
 // A view's sizes must be non-negative with a product that fits in 64 bits, and its data non-null

@@ -36,13 +36,14 @@
 
 #include "attnkit/error.hpp"
 #include "io/file_common.hpp"
+#include "io/output_file.hpp"
 
 namespace attnkit {
 
 namespace {
 
 using io::errno_text, io::fail, io::FilePtr, io::format_fail, io::in_quotes, io::InputFile, io::kMaxQuotedChars,
-    io::MemoryInput, io::normalize_bools, io::printable;
+    io::MemoryInput, io::normalize_bools, io::OutputFile, io::printable;
 
 // Elements are copied byte for byte between memory and little-endian files; a big-endian host would
 // need byte swapping, which this file does not implement.
@@ -56,7 +57,6 @@ constexpr std::size_t kHeaderAlignment = 8;  // writers pad the header so that t
 constexpr std::string_view kMetadataKey = "__metadata__";
 constexpr std::size_t kWriteChunkBytes = std::size_t{1} << 20;  // gather buffer for strided writes
 constexpr std::size_t kMaxQuotedName = 200;  // longest tensor name or key echoed in a message
-constexpr int kMaxTempFileAttempts = 16;     // fresh random temporary names tried before giving up
 
 // ---- error messages ----
 
@@ -760,57 +760,9 @@ std::string header_json(const std::vector<WriteItem>& items, const std::map<std:
   return json;
 }
 
-// A file written under a temporary name beside `path` and renamed over it by commit(), so that a
-// failed write leaves no partial file. Every failure is an io_error naming `path`.
-class AtomicOutputFile {
- public:
-  explicit AtomicOutputFile(const std::string& path) : path_(path) {
-    std::random_device random;
-    int error = 0;
-    for (int attempt = 0; attempt < kMaxTempFileAttempts && !file_; ++attempt) {
-      temp_ = path + ".tmp-" + std::to_string((std::uint64_t{random()} << 32) | random());
-      file_.reset(std::fopen(temp_.c_str(), "wbx"));  // "x": never clobber an existing file
-      error = errno;
-      if (!file_ && error != EEXIST) break;
-    }
-    if (!file_) {
-      fail(ErrorCode::io_error, path, "cannot open for writing (as " + in_quotes(temp_, kMaxQuotedName) +
-                                          "): " + std::generic_category().message(error));
-    }
-  }
-  AtomicOutputFile(const AtomicOutputFile&) = delete;
-  AtomicOutputFile& operator=(const AtomicOutputFile&) = delete;
-  ~AtomicOutputFile() {
-    if (committed_) return;
-    file_.reset();
-    std::remove(temp_.c_str());
-  }
-
-  void write(const void* data, std::size_t n) {
-    if (n != 0 && std::fwrite(data, 1, n, file_.get()) != n) {
-      fail(ErrorCode::io_error, path_, "write failed: " + errno_text());
-    }
-  }
-
-  // Flushes, closes (a full disk often shows up only here) and renames over `path`.
-  void commit() {
-    if (std::fclose(file_.release()) != 0) fail(ErrorCode::io_error, path_, "write failed on close: " + errno_text());
-    if (std::rename(temp_.c_str(), path_.c_str()) != 0) {
-      fail(ErrorCode::io_error, path_, "cannot replace with the written file: " + errno_text());
-    }
-    committed_ = true;
-  }
-
- private:
-  const std::string& path_;
-  std::string temp_;
-  FilePtr file_;
-  bool committed_ = false;
-};
-
 // Writes the elements in logical C order. Contiguous data that needs no conversion is written
 // directly; anything else (strided views, bools to normalise to 0/1) goes through a bounded buffer.
-void write_elements(AtomicOutputFile& out, const WriteItem& item) {
+void write_elements(OutputFile& out, const WriteItem& item) {
   const std::size_t size = dtype_size(item.dtype);
   const auto count = static_cast<std::int64_t>(item.nbytes / size);
   if (count == 0) return;
@@ -850,7 +802,7 @@ void write_items(const std::string& path, const std::vector<WriteItem>& items,
   std::array<unsigned char, kLengthBytes> length{};
   for (std::size_t i = 0; i < length.size(); ++i) length[i] = static_cast<unsigned char>(header.size() >> (8 * i));
 
-  AtomicOutputFile out(path);
+  OutputFile out(path);
   out.write(length.data(), length.size());
   out.write(header.data(), header.size());
   for (const WriteItem& item : items) write_elements(out, item);

@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <fstream>
+#include <iterator>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -859,6 +861,50 @@ TEST_F(CliRun, InputsOfAnotherDtypeThanQAreAnErrorUnlessDtypeIsGiven) {
   EXPECT_TRUE(contains(r.err, "--d-out " + path("do.npy") + " has dtype f64 but --q has f32")) << r.err;
   EXPECT_FALSE(fs::exists(path("dq.npy")));
   EXPECT_EQ(run({"--d-out", path("do.npy"), "--dq", path("dq.npy"), "--dtype", "f32"}).code, kOk);
+}
+
+// Every output or none: when one output cannot be written (its directory is missing, the device is
+// full), the command fails and no other output is created or changed, and nothing is left behind.
+TEST_F(CliRun, AnOutputThatCannotBeWrittenLeavesEveryOtherOutputUntouched) {
+  make_default(DType::f32);
+  const auto files = [&] {
+    std::vector<std::string> names;
+    for (const auto& entry : fs::directory_iterator(dir_)) names.push_back(entry.path().filename().string());
+    std::sort(names.begin(), names.end());
+    return names;
+  };
+  const std::vector<std::string> inputs = files();
+  Result r = run({"--lse", path("missing/lse.npy")});
+  EXPECT_EQ(r.code, kError) << r.err;
+  EXPECT_TRUE(contains(r.err, path("missing/lse.npy") + ": cannot open for writing")) << r.err;
+  EXPECT_EQ(files(), inputs) << "o.npy created, or a temporary file left";
+
+  {
+    std::ofstream previous(path("o.npy"), std::ios::binary);
+    previous << "the previous contents";
+  }
+  const auto contents = [&](const std::string& name) {
+    std::ifstream in(path(name), std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  };
+  r = run({"--probs", path("p.npy"), "--lse", path("missing/lse.npy")});
+  EXPECT_EQ(r.code, kError) << r.err;
+  EXPECT_EQ(contents("o.npy"), "the previous contents");
+  EXPECT_FALSE(fs::exists(path("p.npy")));
+  if (fs::exists("/dev/full")) {
+    r = run({"--lse", "/dev/full"});
+    EXPECT_EQ(r.code, kError) << r.err;
+    EXPECT_TRUE(contains(r.err, "/dev/full: write failed")) << r.err;
+    EXPECT_EQ(contents("o.npy"), "the previous contents");
+    EXPECT_TRUE(fs::is_character_file("/dev/full")) << "a device is written in place, never replaced";
+  }
+  std::vector<std::string> expected = inputs;
+  expected.push_back("o.npy");
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(files(), expected) << "a temporary file left";
+  ASSERT_EQ(run({"--lse", path("lse.npy")}).code, kOk);  // and when every output can be written, all are
+  EXPECT_EQ(attnkit::read_npy(path("o.npy")).shape(), (std::vector<std::int64_t>{kB, kH, kN, kDv}));
+  EXPECT_TRUE(fs::exists(path("lse.npy")));
 }
 
 TEST_F(CliRun, VerbosePrintsOneLine) {

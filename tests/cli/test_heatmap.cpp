@@ -228,6 +228,18 @@ TEST_F(Heatmap, TokenFilesMustBeRegularFiles) {
   }
 }
 
+// The page and the PNG, or neither: a PNG that cannot be written leaves no page behind.
+TEST_F(Heatmap, BothFilesOrNeither) {
+  const std::string probs = write_probs(1, 1, 3, 4);
+  const auto r = cli({"heatmap", "--probs", probs, "--html", path("page.html"), "--out", path("missing/h.png")});
+  EXPECT_EQ(r.code, kError) << r.err;
+  EXPECT_TRUE(contains(r.err, path("missing/h.png"))) << r.err;
+  EXPECT_FALSE(fs::exists(path("page.html")));
+  for (const auto& entry : fs::directory_iterator(path(""))) {
+    EXPECT_EQ(entry.path().string().find(".partial-"), std::string::npos) << entry.path();
+  }
+}
+
 TEST_F(Heatmap, BadInputsGiveClearErrors) {
   const std::string probs = write_probs(1, 2, 3, 3);
   struct Case {

@@ -2,11 +2,15 @@
 // header bytes numpy writes, hand-built files of versions 1.0, 2.0 and 3.0, and one test per kind of
 // malformed file, each checking the error code and that the message names the file and the problem.
 #include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <csignal>
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
@@ -813,6 +817,67 @@ TEST(Npy, WriteReportsAFullDeviceAsAnIoError) {
   EXPECT_TRUE(write_fails([&] { write_npy("/dev/full", t); }, "/dev/full", ErrorCode::io_error, "write failed"));
   const Tensor small(DType::f32, {1});  // only the final flush in fclose fails
   EXPECT_TRUE(write_fails([&] { write_npy("/dev/full", small); }, "/dev/full", ErrorCode::io_error, "write failed"));
+}
+
+// The names in a directory, sorted.
+std::vector<std::string> entries(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(dir)) names.push_back(entry.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::string file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// A write that fails in the middle (here: past the process's file size limit, as a full disk would)
+// leaves an existing file as it was, and no temporary file beside it.
+TEST(Npy, AFailedWriteLeavesTheTargetAsItWasAndNoTemporaryFile) {
+  ScratchDir dir;
+  const std::string path = dir.file("o.npy");
+  Tensor before(DType::f32, {3});
+  before.data<float>()[1] = 7.0f;
+  write_npy(path, before);
+  const std::string original = file_bytes(path);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {  // the limit and the failing write stay in the child
+    signal(SIGXFSZ, SIG_IGN);  // a write past the limit fails with EFBIG instead of killing the process
+    const rlimit limit{4096, 4096};
+    setrlimit(RLIMIT_FSIZE, &limit);
+    try {
+      write_npy(path, Tensor(DType::f64, {1 << 16}));  // 512 KiB
+    } catch (const Error& e) {
+      _exit(e.code() == ErrorCode::io_error && std::string(e.what()).find(path) != std::string::npos ? 0 : 2);
+    }
+    _exit(3);  // the write succeeded
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
+  EXPECT_EQ(file_bytes(path), original) << "the target changed";
+  EXPECT_EQ(entries(dir.path()), std::vector<std::string>{"o.npy"}) << "a temporary file was left";
+}
+
+// Writing through a symbolic link replaces the file it points to (the link stays); a device is
+// written in place, never replaced.
+TEST(Npy, WriteFollowsLinksAndWritesDevicesInPlace) {
+  ScratchDir dir;
+  const std::string file = dir.file("real.npy"), link = dir.file("link.npy");
+  write_npy(file, Tensor(DType::f32, {1}));
+  fs::create_symlink(file, link);
+  Tensor t(DType::f32, {2});
+  t.data<float>()[0] = 5.0f;
+  write_npy(link, t);
+  EXPECT_TRUE(fs::is_symlink(link));
+  EXPECT_EQ(read_npy(file).numel(), 2);
+  EXPECT_EQ(entries(dir.path()), (std::vector<std::string>{"link.npy", "real.npy"}));
+  if (fs::exists("/dev/null")) {
+    write_npy("/dev/null", t);
+    EXPECT_TRUE(fs::is_character_file("/dev/null"));
+  }
 }
 
 TEST(Npy, WriteRejectsInvalidViewsAndEmptyTensors) {

@@ -938,11 +938,11 @@ TEST(Safetensors, WriteReportsUnwritablePathsAsIoErrorsAndLeavesNoTemporaryFile)
   EXPECT_TRUE(fails_with([&] { write_safetensors(missing, {{"w", t.view()}}); }, ErrorCode::io_error, missing,
                          {"cannot open for writing", "No such file or directory"}));
 
-  // The path is a directory: the data is written, then the final rename fails.
+  // The path is a directory: refused before anything is written.
   const std::string target = dir.file("target");
   fs::create_directories(fs::path(target) / "inside");
   EXPECT_TRUE(fails_with([&] { write_safetensors(target, {{"w", t.view()}}); }, ErrorCode::io_error, target,
-                         {"cannot replace"}));
+                         {"cannot open for writing", "Is a directory"}));
   EXPECT_EQ(dir.entries(), std::vector<std::string>{"target"});  // the temporary file is gone
   EXPECT_TRUE(fs::is_directory(fs::path(target) / "inside"));
 }

@@ -16,6 +16,7 @@
 #include "heatmap/html.hpp"
 #include "heatmap/tokens.hpp"
 #include "heatmap/weights.hpp"
+#include "staged_outputs.hpp"
 #include "viz/png.hpp"
 
 namespace attnkit::cli {
@@ -156,20 +157,28 @@ void draw(HeatmapFigure& figure, const Picture& p, std::ostream& out) {
   figure.title = p.title;
   figure.vmax = p.vmax;
   figure.max_cells = p.max_cells;
+  // Both files, or neither: the page and the PNG replace their targets only once both are written.
+  StagedOutputs staged;
   if (p.html_path) {
     // The page shows every weight (no pooling): write_heatmap_html refuses sizes a browser would not
     // handle well, naming --heads.
     HeatmapPage page{figure.title, figure.query_tokens, figure.key_tokens, figure.weights.heads,
                      figure.head_names, figure.weights.n, figure.weights.m, figure.weights.weights};
-    write_heatmap_html(page, *p.html_path);
+    staged.write(*p.html_path, [&](const std::string& file) { write_heatmap_html(page, file); });
+  }
+  std::optional<viz::Image> image;
+  if (p.out_path) {
+    image = render_figure(figure);
+    staged.write(*p.out_path, [&](const std::string& file) { viz::write_png(*image, file); });
+  }
+  staged.commit();
+  if (p.html_path) {
     out << "attnkit heatmap: wrote " << *p.html_path << " (a self-contained page: " << figure.weights.heads.size()
         << " heads of " << figure.weights.n << " queries x " << figure.weights.m << " keys)\n";
   }
   if (!p.out_path) return;
-  const viz::Image image = render_figure(figure);
-  viz::write_png(image, *p.out_path);
   const FigureLayout layout = layout_figure(figure);
-  out << "attnkit heatmap: wrote " << *p.out_path << " (" << image.width() << " x " << image.height() << " pixels, "
+  out << "attnkit heatmap: wrote " << *p.out_path << " (" << image->width() << " x " << image->height() << " pixels, "
       << figure.weights.heads.size() << " heads of " << figure.weights.n << " queries x " << figure.weights.m
       << " keys";
   if (layout.block_rows > 1 || layout.block_cols > 1) {

@@ -9,6 +9,7 @@
 
 #include "args.hpp"
 #include "commands.hpp"
+#include "staged_outputs.hpp"
 #include "lab/precision.hpp"
 #include "lab/precision_report.hpp"
 #include "lab/scaling.hpp"
@@ -140,8 +141,12 @@ std::string positional_experiment_error(const Args& args) {
   return "unexpected argument '" + args.positionals().front() + "'";
 }
 
+// The plot replaces its target only once it is completely written.
 void write_plot(const std::string& path, const std::string& title, const std::vector<viz::Panel>& panels, int columns) {
-  viz::write_png(viz::plot(title, panels, columns), path);
+  const viz::Image image = viz::plot(title, panels, columns);
+  StagedOutputs staged;
+  staged.write(path, [&](const std::string& file) { viz::write_png(image, file); });
+  staged.commit();
 }
 
 lab::ScalingConfig scaling_config(const Args& args) {

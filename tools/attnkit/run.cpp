@@ -10,6 +10,7 @@
 
 #include "args.hpp"
 #include "attention_flags.hpp"
+#include "staged_outputs.hpp"
 #include "attnkit/attention.hpp"
 #include "attnkit/error.hpp"
 #include "attnkit/npy.hpp"
@@ -214,8 +215,13 @@ std::vector<std::pair<std::string, const Tensor*>> requested_files(const Request
   return files;
 }
 
+// Every requested file, or none: a failure on the last leaves the first ones untouched.
 void write_outputs(const Request& r, const Outputs& o) {
-  for (const auto& [path, tensor] : requested_files(r, o)) write_npy(path, *tensor);
+  StagedOutputs staged;
+  for (const auto& [path, tensor] : requested_files(r, o)) {
+    staged.write(path, [&](const std::string& file) { write_npy(file, *tensor); });
+  }
+  staged.commit();
 }
 
 void print_summary(std::ostream& out, const Request& r, const Inputs& in, const Outputs& o) {

@@ -13,10 +13,9 @@ std::vector<std::string> read_tokens(const std::string& path, std::string_view f
   // A regular file, checked before opening: a FIFO would block the open (the library's readers check
   // the same).
   std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) {
-    throw Error(ErrorCode::io_error, std::string(flag) + ": cannot read " + path + ": " +
-                                         (ec ? ec.message() : std::string("not a regular file")));
-  }
+  const bool regular = std::filesystem::is_regular_file(path, ec);
+  if (ec) throw Error(ErrorCode::io_error, std::string(flag) + ": cannot open " + path + ": " + ec.message());
+  if (!regular) throw Error(ErrorCode::io_error, std::string(flag) + ": cannot read " + path + ": not a regular file");
   std::ifstream file(path, std::ios::binary);
   if (!file) throw Error(ErrorCode::io_error, std::string(flag) + ": cannot open " + path);
   std::vector<std::string> tokens;
