@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds and runs every test twice: an optimised build with warnings as errors (then its CLI's main
-# commands under valgrind's memcheck, and a 30-second soak run), then a debug build under
-# AddressSanitizer + UndefinedBehaviorSanitizer (then a 20-second soak under them); then the fuzz
+# commands under valgrind's memcheck; the CLI and the kernel tests on an emulated CPU without AVX,
+# and every test again with ATTNKIT_TARGET=scalar (scripts/check-no-avx.sh); a 30-second soak run),
+# then a debug build under AddressSanitizer + UndefinedBehaviorSanitizer (then a 20-second soak under them); then the fuzz
 # targets under libFuzzer for ATTNKIT_FUZZ_SECONDS each (scripts/check-fuzz.sh, clang-14); then the
 # multi-threaded tests a third time, under ThreadSanitizer; last, the Python package's tests
 # (scripts/check-python.sh: pip install . into a virtual environment, then pytest). This is the
@@ -18,6 +19,9 @@ ctest --test-dir build --output-on-failure -j"$jobs"
 
 echo "== valgrind memcheck on the CLI's main commands (the release build's binary)"
 bash scripts/check-valgrind.sh
+
+echo "== a CPU without AVX: the CLI and the kernel tests under qemu's Nehalem, then every test with ATTNKIT_TARGET=scalar"
+bash scripts/check-no-avx.sh
 
 echo "== soak: random calls checked against the reference, memory flat (the release build's binary)"
 ./build/bin/attnkit bench --soak "${ATTNKIT_SOAK_SECONDS:-30}" --threads "$jobs"

@@ -9,6 +9,7 @@ packages=(
   libpng-dev libfreetype-dev libfontconfig-dev fonts-dejavu-core  # the tool's pictures: PNG, text, its font
   libopenmpi-dev openmpi-bin # attnkit::dist (ring attention over MPI) and its tests under mpirun
   valgrind                   # the CLI's main commands under memcheck (scripts/check-valgrind.sh)
+  qemu-user                  # a CPU without AVX for the CLI and kernel tests (scripts/check-no-avx.sh)
   clang-14 libclang-rt-14-dev  # libFuzzer and the sanitizers' runtimes (scripts/check-fuzz.sh)
 )
 # ATTNKIT_INSTALL_BROWSER=1 (CI) adds Chromium, for the test that loads `attnkit heatmap --html`'s

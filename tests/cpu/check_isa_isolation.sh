@@ -1,32 +1,37 @@
 #!/usr/bin/env bash
-# The AVX-512 kernels' objects may define inline functions and template instances that other objects
-# define too (std::min, std::fill, ...): the linker keeps one copy of each, from any object. A copy
-# compiled with AVX-512 and chosen for the AVX2 or scalar kernels would crash a CPU without AVX-512.
-# So: every weak symbol an AVX-512 object shares with an object of the library compiled without
-# AVX-512 must contain no AVX-512 instruction (zmm registers, mask registers, embedded broadcasts).
-# Usage: check_isa_isolation.sh "obj1;obj2;..." (the library's objects, as CMake lists them).
+# usage: check_isa_isolation.sh FILE...   (objects or linked programs; an argument may be a CMake
+#                                        ;-list, as $<TARGET_OBJECTS:attnkit> gives)
+# Every AVX instruction (VEX or EVEX encoded: the mnemonics that start with "v") in an object or program
+# must lie in a function that only runs once dispatch has checked the CPU: a target's kernels (its
+# *_target namespace), its vector wrapper (*Isa) and the helpers included only inside target regions,
+# the bench's per-ISA peak loops, and the tests' per-ISA helpers. Anything else is code shared with the
+# baseline path that the compiler built for AVX: a CPU without AVX would die of an illegal instruction
+# there, whichever target it runs (src/cpu/target_region.hpp).
 set -euo pipefail
-IFS=';' read -r -a objects <<< "$1"
-avx512=() others=()
-for obj in "${objects[@]}"; do
-  [ -f "$obj" ] || { echo "missing object: $obj"; exit 1; }
-  case "$(basename "$obj")" in kernels_avx512*.o) avx512+=("$obj") ;; *) others+=("$obj") ;; esac
+allowed='_target::|Avx2Isa|Avx512Isa|Avx512Bf16Isa|Emulated16Isa|Emulated16Bf16Isa|transpose_8x8|'
+allowed+='fma_loop_avx2|fma_loop_avx512|bf16_dot_loop_avx512|'
+allowed+='emulated_dot_bf16|emulated_round_to_bf16|hardware_dot_bf16|hardware_round_to_bf16'
+files=()
+for argument in "$@"; do
+  IFS=';' read -r -a listed <<< "$argument"
+  files+=("${listed[@]}")
 done
-[ "${#avx512[@]}" -gt 0 ] || { echo "no AVX-512 kernel objects among the library's"; exit 1; }
-elsewhere=$(mktemp)
-trap 'rm -f "$elsewhere"' EXIT
-nm --defined-only "${others[@]}" 2>/dev/null | awk 'NF == 3 {print $3}' | sort -u > "$elsewhere"
-checked=0 failed=0
-for obj in "${avx512[@]}"; do
-  while read -r _ kind symbol; do
-    case "$kind" in W|V|u) ;; *) continue ;; esac
-    grep -qxF -- "$symbol" "$elsewhere" || continue  # defined by AVX-512 objects only
-    checked=$((checked + 1))
-    if objdump -d --no-show-raw-insn --disassemble="$symbol" "$obj" | grep -Eq '%zmm|%k[1-7]|\{1to'; then
-      echo "AVX-512 code in a weak symbol $(basename "$obj") shares with code built without AVX-512: $(echo "$symbol" | c++filt)"
-      failed=$((failed + 1))
-    fi
-  done < <(nm --defined-only "$obj")
+[ "${#files[@]}" -gt 0 ] || { echo "check_isa_isolation: no file to check" >&2; exit 2; }
+status=0
+for program in "${files[@]}"; do
+  [ -f "$program" ] || { echo "check_isa_isolation: missing file: $program" >&2; exit 2; }
+  offenders=$(objdump -d --no-show-raw-insn -C "$program" | awk -v allowed="$allowed" '
+    /^[0-9a-f]+ <.*>:$/ { function_name = $0; next }
+    /^ *[0-9a-f]+:\t/ {
+      split($0, field, "\t"); mnemonic = field[2]; sub(/ .*/, "", mnemonic)
+      if (mnemonic ~ /^v/ && function_name !~ allowed) first[function_name] = mnemonic
+    }
+    END { for (f in first) print "  " f "  (" first[f] ")" }')
+  if [ -n "$offenders" ]; then
+    echo "check_isa_isolation: $program: AVX instructions outside the target code:"
+    echo "$offenders" | head -40
+    status=1
+  fi
 done
-echo "$checked weak symbols the AVX-512 objects share with the rest of the library checked, $failed with AVX-512 code"
-[ "$failed" -eq 0 ]
+if [ "$status" -eq 0 ]; then echo "check_isa_isolation: ${#files[@]} files: AVX instructions only in target code"; fi
+exit "$status"
