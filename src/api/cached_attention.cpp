@@ -50,9 +50,12 @@ void copy_into(const Tensor& src, TensorView dst) {
 }
 
 // The reference: each sequence gathered from the cache, everything in float64, rounded once at the end.
+// Every sequence is computed (and rounded to the output dtype) before the first element of `out` or
+// `lse` is written, so a failure on a later sequence (out of memory) leaves the outputs untouched.
 void reference_attend(const KVCache& cache, std::span<const KVCache::SequenceId> sequences, ConstTensorView q,
                       TensorView out, const AttentionOptions& options, const std::optional<TensorView>& lse) {
   const std::int64_t heads = q.size(1), n = q.size(2), d_v = out.size(3);
+  std::vector<Tensor> outs, lses;
   for (std::size_t b = 0; b < sequences.size(); ++b) {
     const std::int64_t i = static_cast<std::int64_t>(b);
     const Tensor q64 = Tensor::converted(entry(q, i), DType::f64);
@@ -60,8 +63,12 @@ void reference_attend(const KVCache& cache, std::span<const KVCache::SequenceId>
     const Tensor v64 = Tensor::converted(cache.values(sequences[b]).view().unsqueezed_to(4), DType::f64);
     Tensor out64(DType::f64, {1, heads, n, d_v}), lse_b(DType::f32, {1, heads, n});
     attnkit::forward(q64.view(), k64.view(), v64.view(), out64.view(), options, ForwardExtras{lse_b.view(), std::nullopt});
-    copy_into(Tensor::converted(out64.view(), out.dtype()), entry(out, i));
-    if (lse) copy_into(lse_b, entry(*lse, i));
+    outs.push_back(Tensor::converted(out64.view(), out.dtype()));
+    lses.push_back(std::move(lse_b));
+  }
+  for (std::size_t b = 0; b < sequences.size(); ++b) {  // copies only: nothing here can fail
+    copy_into(outs[b], entry(out, static_cast<std::int64_t>(b)));
+    if (lse) copy_into(lses[b], entry(*lse, static_cast<std::int64_t>(b)));
   }
 }
 

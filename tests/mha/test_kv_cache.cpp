@@ -745,6 +745,29 @@ TEST(Attend, BadCallsRaiseTheRightErrorAndWriteNothing) {
                        overlap, "out");
 }
 
+// The reference path computes every sequence before writing any: when a later sequence runs out of
+// memory (its keys gathered in float64 exceed the limit), no element of out or lse was written.
+TEST(Attend, ReferenceRunningOutOfMemoryOnALaterSequenceWritesNothing) {
+  constexpr int64_t kLong = 200000;  // keys of 32 floats: 51 MB in float64, over the 40 MiB limit below
+  KVCache cache(make_config(KVCacheLayout::contiguous, 1, 32, 32, 2, kLong));
+  const Id small = cache.add_sequence(), large = cache.add_sequence();
+  cache.append(small, Tensor(DType::f32, {1, 4, 32}).view(), Tensor(DType::f32, {1, 4, 32}).view());
+  cache.append(large, Tensor(DType::f32, {1, kLong, 32}).view(), Tensor(DType::f32, {1, kLong, 32}).view());
+  const Id both[] = {small, large};
+  const Tensor q(DType::f32, {2, 1, 1, 32});
+  Tensor out = poisoned(DType::f32, {2, 1, 1, 32}), lse = poisoned(DType::f32, {2, 1, 1});
+  CachedAttentionOptions options;
+  options.kernel = Kernel::reference;
+  options.lse = lse.view();
+  set_memory_limit(std::int64_t{40} << 20);
+  EXPECT_ATTNKIT_ERROR(attend(cache, both, q.view(), out.view(), options), out_of_memory, "");
+  set_memory_limit(0);
+  for (double x : testing::values(out)) ASSERT_TRUE(std::isnan(x)) << "the first sequence's rows were written";
+  for (double x : testing::values(lse)) ASSERT_TRUE(std::isnan(x)) << "the first sequence's lse was written";
+  attend(cache, both, q.view(), out.view(), options);  // with memory, both are written
+  for (double x : testing::values(out)) EXPECT_FALSE(std::isnan(x));
+}
+
 // ---- 4. decoding: one token at a time equals the whole sequence at once ----
 
 // Two sequences decoded together, one token each per step (a batched append, then a batched attend
