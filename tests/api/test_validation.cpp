@@ -15,11 +15,28 @@ namespace {
 using testing::random_tensor;
 using testing::Rng;
 
-// A valid problem (B=2, Hq=4, Hkv=2, n=3, m=5, d_k=6, d_v=7) that each test breaks in one way.
+struct Call;
+std::vector<const Call*> g_calls;  // the Calls alive, innermost last: expect_error watches its outputs
+
+// A valid problem (B=2, Hq=4, Hkv=2, n=3, m=5, d_k=6, d_v=7) that each test breaks in one way. Its
+// outputs start poisoned with NaN.
 struct Call {
   Tensor q, k, v, out, lse, probs, d_out, dq, dk, dv;
   AttentionOptions options;
+  Call(const Call&) = delete;
+  Call& operator=(const Call&) = delete;
+  ~Call() { g_calls.pop_back(); }
+  // Every output's bytes: a refused call must leave each exactly as it was.
+  std::vector<std::vector<unsigned char>> output_bytes() const {
+    std::vector<std::vector<unsigned char>> bytes;
+    for (const Tensor* t : {&out, &lse, &probs, &dq, &dk, &dv}) {
+      const auto* raw = static_cast<const unsigned char*>(t->raw());
+      bytes.emplace_back(raw, raw + t->nbytes());
+    }
+    return bytes;
+  }
   Call() {
+    g_calls.push_back(this);
     Rng rng(7);
     q = random_tensor(rng, {2, 4, 3, 6}, DType::f32);
     k = random_tensor(rng, {2, 2, 5, 6}, DType::f32);
@@ -38,15 +55,26 @@ struct Call {
   }
 };
 
-// Runs `action`, expects an Error with `code` whose message contains every fragment.
+// Runs `action`, expects an Error with `code` whose message contains every fragment, and that the
+// innermost live Call's outputs (out, lse, probs, dq, dk, dv) are byte for byte as they were: a
+// refused call writes nothing, not even one element.
 template <class Action>
 void expect_error(Action action, ErrorCode code, std::initializer_list<std::string> fragments) {
+  const Call* call = g_calls.empty() ? nullptr : g_calls.back();
+  const auto before = call ? call->output_bytes() : std::vector<std::vector<unsigned char>>{};
   try {
     action();
     ADD_FAILURE() << "no error raised; expected " << error_code_name(code);
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), code) << e.what();
     for (const std::string& f : fragments) EXPECT_NE(std::string(e.what()).find(f), std::string::npos) << e.what() << "\n  missing: " << f;
+    if (call) {
+      const auto after = call->output_bytes();
+      const char* names[] = {"out", "lse", "probs", "dq", "dk", "dv"};
+      for (std::size_t t = 0; t < after.size(); ++t) {
+        EXPECT_EQ(after[t], before[t]) << names[t] << " was written by a refused call: " << e.what();
+      }
+    }
   }
 }
 
@@ -66,7 +94,7 @@ TEST(Validation, WrongRank) {
                {"q:", "rank 4", "[4, 3, 6]"});
   expect_error([&] { forward(c.q.view(), c.k.view(), c.v.view(), c.lse.view()); }, ErrorCode::invalid_shape,
                {"out:", "[2, 4, 3, 7]", "[2, 4, 3]"});
-  EXPECT_TRUE(testing::has_nan(c.out));  // nothing written
+  EXPECT_TRUE(testing::all_nan(c.out));  // nothing written
 }
 
 TEST(Validation, MismatchedBatchHeadsKeysAndDims) {

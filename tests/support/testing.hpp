@@ -129,6 +129,14 @@ inline bool has_nan(const Tensor& t) {
   return false;
 }
 
+// Whether every element is NaN: a poisoned output that a refused call left alone (has_nan would
+// also pass on a partial write).
+inline bool all_nan(const Tensor& t) {
+  for (std::int64_t i = 0; i < t.numel(); ++i)
+    if (!std::isnan(value(t, i))) return false;
+  return true;
+}
+
 // out, lse and probs of one forward call on owning tensors; outputs are NaN-poisoned before the call.
 struct ForwardResult {
   Tensor out, lse, probs;
