@@ -2,9 +2,9 @@
 # Builds and runs every test twice: an optimised build with warnings as errors (then its CLI's main
 # commands under valgrind's memcheck; the CLI and the kernel tests on an emulated CPU without AVX,
 # and every test again with ATTNKIT_TARGET=scalar (scripts/check-no-avx.sh); a 30-second soak run),
-# then a debug build under AddressSanitizer + UndefinedBehaviorSanitizer (then a 20-second soak under them); then the fuzz
-# targets under libFuzzer for ATTNKIT_FUZZ_SECONDS each (scripts/check-fuzz.sh, clang-14); then the
-# multi-threaded tests a third time, under ThreadSanitizer; last, the Python package's tests
+# then a debug build under AddressSanitizer + UndefinedBehaviorSanitizer (then a 20-second soak under
+# them); then the fuzz targets under libFuzzer for ATTNKIT_FUZZ_SECONDS each (scripts/check-fuzz.sh,
+# clang-14); then the multi-threaded tests a third time, under ThreadSanitizer; last, the Python package's tests
 # (scripts/check-python.sh: pip install . into a virtual environment, then pytest). This is the
 # README's test command and CI's.
 set -euo pipefail
