@@ -4,6 +4,7 @@
 # first); inputs are small so that the whole run takes a few tens of seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+root=$PWD
 bin="${ATTNKIT_BIN:-$PWD/build/bin/attnkit}"
 if ! command -v valgrind >/dev/null; then
   echo "check-valgrind: valgrind is not installed (Debian: apt-get install valgrind)" >&2
@@ -13,21 +14,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work"
 
-# Small random q, k, v as .npy files (float32, [1, 2, n, 8]), written with Python's standard library.
-python3 - <<'PY'
-import random, struct
-random.seed(0)
-for name, n in (("q", 9), ("k", 11), ("v", 11)):
-    shape = (1, 2, n, 8)
-    header = "{'descr': '<f4', 'fortran_order': False, 'shape': %s, }" % (shape,)
-    header += " " * (63 - (10 + len(header)) % 64) + "\n"
-    count = 1
-    for s in shape:
-        count *= s
-    with open(name + ".npy", "wb") as f:
-        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode())
-        f.write(struct.pack("<%df" % count, *(random.gauss(0, 1) for _ in range(count))))
-PY
+python3 "$root/scripts/small_inputs.py"  # q, k, v, do.npy: small random float32 inputs
 
 failed=0
 # Each command with the exit code it must give: memcheck's own findings exit with 99.
