@@ -8,8 +8,8 @@
 // header first (kernel_headers.hpp), compiled for the baseline CPU, and only what lies between
 // ATTNKIT_BEGIN_TARGET and ATTNKIT_END_TARGET (the target's vector wrapper and its namespace of
 // kernels) is compiled for the target's features. Baseline helpers still inline into the kernels.
-// tests/check_isa_isolation.sh checks the linked programs: no function outside a target's code
-// executes an AVX instruction.
+// tests/cpu/check_isa_isolation.sh (the CTest isa_code_stays_in_its_target) checks the library's
+// objects and linked programs: no function outside a target's code has an AVX instruction.
 #pragma once
 
 #define ATTNKIT_TARGET_PRAGMA_STRING(x) #x
