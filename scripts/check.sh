@@ -39,7 +39,7 @@ export ATTNKIT_FUZZ_SECONDS="${ATTNKIT_FUZZ_SECONDS:-30}"
 echo "== libFuzzer: each fuzz target for ${ATTNKIT_FUZZ_SECONDS}s (clang-14, ASan + UBSan)"
 bash scripts/check-fuzz.sh
 
-echo "== ThreadSanitizer build: the thread pool, the thread-count tests of the kernels and the module, and concurrent calls from user threads"
+echo "== ThreadSanitizer build: the thread pool, the thread-count tests of the kernels and the module, concurrent calls from user threads, and calls that run out of memory"
 # GCC 12's TSan runtime aborts with "unexpected memory mapping" on kernels that randomise mmap with
 # more bits than it expects (vm.mmap_rnd_bits > 28). Without address randomisation it always works, so
 # the build (whose test discovery runs the binaries) and the tests run under `setarch -R` wherever
@@ -48,8 +48,9 @@ echo "== ThreadSanitizer build: the thread pool, the thread-count tests of the k
 no_aslr=()
 if setarch "$(uname -m)" -R true 2>/dev/null; then no_aslr=(setarch "$(uname -m)" -R); fi
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DATTNKIT_TSAN=ON -DATTNKIT_WERROR=ON
-"${no_aslr[@]}" cmake --build build-tsan -j"$jobs" --target test_core test_reference test_cpu test_mha test_kv_cache test_concurrency
-"${no_aslr[@]}" ctest --test-dir build-tsan --output-on-failure --no-tests=error -j"$jobs" -R 'ThreadPool|ThreadCount|AttendDeterminism|ConcurrentCalls'
+"${no_aslr[@]}" cmake --build build-tsan -j"$jobs" --target test_core test_reference test_cpu test_mha test_kv_cache test_concurrency \
+  test_allocation_failure
+"${no_aslr[@]}" ctest --test-dir build-tsan --output-on-failure --no-tests=error -j"$jobs" -R 'ThreadPool|ThreadCount|AttendDeterminism|ConcurrentCalls|AllocationFailure'
 
 echo "== Python package: pip install . into build-python/venv, then pytest"
 bash scripts/check-python.sh

@@ -37,30 +37,34 @@ const char* kernel_name(Kernel kernel) noexcept {
 
 void forward(ConstTensorView q, ConstTensorView k, ConstTensorView v, TensorView out, const AttentionOptions& options,
              const ForwardExtras& extras) {
-  detail::ForwardOutputs outputs;
-  const detail::Problem problem = detail::validate_forward(q, k, v, out, options, extras, outputs);
-  const Kernel kernel = resolve_kernel(options.kernel, q.dtype());
-  if (kernel == Kernel::fast) {
-    detail::run_within_memory("forward", kernel, problem, cpu::fast_forward_scratch_bytes(problem, outputs.probs.has_value()),
-                              [&] { cpu::fast_forward(problem, outputs); });
-  } else {
-    detail::run_within_memory("forward", kernel, problem, detail::reference_scratch_bytes(problem),
-                              [&] { detail::reference_forward(problem, outputs); });
-  }
+  detail::reporting_out_of_memory("forward", [&] {
+    detail::ForwardOutputs outputs;
+    const detail::Problem problem = detail::validate_forward(q, k, v, out, options, extras, outputs);
+    const Kernel kernel = resolve_kernel(options.kernel, q.dtype());
+    if (kernel == Kernel::fast) {
+      detail::run_within_memory("forward", kernel, problem, cpu::fast_forward_scratch_bytes(problem, outputs.probs.has_value()),
+                                [&] { cpu::fast_forward(problem, outputs); });
+    } else {
+      detail::run_within_memory("forward", kernel, problem, detail::reference_scratch_bytes(problem, outputs.probs.has_value()),
+                                [&] { detail::reference_forward(problem, outputs); });
+    }
+  });
 }
 
 void backward(ConstTensorView q, ConstTensorView k, ConstTensorView v, ConstTensorView out, ConstTensorView d_out,
               ConstTensorView lse, TensorView dq, TensorView dk, TensorView dv, const AttentionOptions& options) {
-  const detail::BackwardIO io{out, d_out, lse, dq, dk, dv};
-  const detail::Problem problem = detail::validate_backward(q, k, v, io, options);
-  const Kernel kernel = resolve_kernel(options.kernel, q.dtype());
-  if (kernel == Kernel::fast) {
-    detail::run_within_memory("backward", kernel, problem, cpu::fast_backward_scratch_bytes(problem),
-                              [&] { cpu::fast_backward(problem, io); });
-  } else {
-    detail::run_within_memory("backward", kernel, problem, detail::reference_scratch_bytes(problem),
-                              [&] { detail::reference_backward(problem, io); });
-  }
+  detail::reporting_out_of_memory("backward", [&] {
+    const detail::BackwardIO io{out, d_out, lse, dq, dk, dv};
+    const detail::Problem problem = detail::validate_backward(q, k, v, io, options);
+    const Kernel kernel = resolve_kernel(options.kernel, q.dtype());
+    if (kernel == Kernel::fast) {
+      detail::run_within_memory("backward", kernel, problem, cpu::fast_backward_scratch_bytes(problem),
+                                [&] { cpu::fast_backward(problem, io); });
+    } else {
+      detail::run_within_memory("backward", kernel, problem, detail::reference_scratch_bytes(problem, false),
+                                [&] { detail::reference_backward(problem, io); });
+    }
+  });
 }
 
 const char* version() noexcept { return ATTNKIT_VERSION; }

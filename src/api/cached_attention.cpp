@@ -72,10 +72,9 @@ void reference_attend(const KVCache& cache, std::span<const KVCache::SequenceId>
   }
 }
 
-}  // namespace
-
-void attend(const KVCache& cache, std::span<const KVCache::SequenceId> sequences, ConstTensorView q, TensorView out,
-            const CachedAttentionOptions& options) {
+// attend() itself, before memory failures are reported as errors.
+void attend_sequences(const KVCache& cache, std::span<const KVCache::SequenceId> sequences, ConstTensorView q,
+                      TensorView out, const CachedAttentionOptions& options) {
   const std::int64_t batch = static_cast<std::int64_t>(sequences.size());
   if (q.rank() != 4 || q.size(0) != batch) {
     fail(ErrorCode::invalid_shape, "q: expected [B, Hq, n, d_k] with B = " + std::to_string(batch) +
@@ -117,6 +116,13 @@ void attend(const KVCache& cache, std::span<const KVCache::SequenceId> sequences
     // by strides validation had no reason to check (found by fuzz_validation).
     reference_attend(cache, sequences, problem.q, outputs.out, a, outputs.lse);
   }
+}
+
+}  // namespace
+
+void attend(const KVCache& cache, std::span<const KVCache::SequenceId> sequences, ConstTensorView q, TensorView out,
+            const CachedAttentionOptions& options) {
+  detail::reporting_out_of_memory("attend", [&] { attend_sequences(cache, sequences, q, out, options); });
 }
 
 }  // namespace attnkit

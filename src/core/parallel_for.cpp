@@ -3,12 +3,14 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstdlib>
 #include <exception>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "attnkit/attention.hpp"
 #include "attnkit/error.hpp"
@@ -55,23 +57,52 @@ int num_threads() {
 namespace detail {
 namespace {
 
-void run_serially(std::int64_t count, const std::function<void(std::int64_t)>& body) {
-  for (std::int64_t t = 0; t < count; ++t) body(t);
-}
-
-// One parallel_for shared by its threads: the next index to take, and the first error.
-class SharedLoop {
+// Holds each arriving thread until `participants` threads have arrived. Sleeps rather than spins,
+// like the pool's workers; allocates nothing, so arriving never throws.
+class Barrier {
  public:
-  SharedLoop(std::int64_t count, const std::function<void(std::int64_t)>& body) : count_(count), body_(body) {}
+  void arrive_and_wait(int participants) noexcept {
+    std::unique_lock lock(mutex_);
+    const std::uint64_t generation = generation_;
+    if (++arrived_ == participants) {
+      arrived_ = 0;
+      ++generation_;
+      lock.unlock();
+      all_arrived_.notify_all();
+      return;
+    }
+    all_arrived_.wait(lock, [&] { return generation_ != generation; });
+  }
 
-  // One thread's share: takes indices until none is left or a task has failed.
-  void work() noexcept {
-    for (std::int64_t t = take(); t < count_ && !failed_.load(std::memory_order_relaxed); t = take()) {
-      try {
-        body_(t);
-      } catch (...) {
-        record(std::current_exception());
-      }
+ private:
+  std::mutex mutex_;
+  std::condition_variable all_arrived_;
+  int arrived_ = 0;
+  std::uint64_t generation_ = 0;
+};
+
+// The loops of one parallel_loops call, shared by its threads: the next index of each loop, the
+// first error, and the barrier between the preparation and the loops and between loops.
+class SharedLoops {
+ public:
+  SharedLoops(const std::function<void()>& prepare_thread, std::initializer_list<ParallelLoop> loops)
+      : prepare_thread_(prepare_thread), loops_(loops), next_(loops.size()) {}
+
+  // One thread's share, out of `participants` threads: its preparation, then, loop by loop, indices
+  // until none is left or something has failed. Every thread passes every barrier, failed or not,
+  // so none waits forever. The pool's join ends the last loop.
+  void work(int participants) noexcept {
+    if (prepare_thread_) {
+      attempt([&] { prepare_thread_(); });
+      barrier_.arrive_and_wait(participants);  // no task starts before every thread is prepared
+    }
+    bool first = true;
+    for (std::size_t l = 0; l < loops_.size(); ++l) {
+      const ParallelLoop& loop = loops_.begin()[l];
+      if (loop.count <= 0) continue;  // an empty loop needs no barrier
+      if (!first) barrier_.arrive_and_wait(participants);  // the loops before are complete on every thread
+      first = false;
+      for (std::int64_t t = take(l); t < loop.count && !failed(); t = take(l)) attempt([&] { loop.body(t); });
     }
   }
 
@@ -80,34 +111,56 @@ class SharedLoop {
   }
 
  private:
-  // Relaxed: the index only needs to be unique; the pool's join publishes the tasks' writes.
-  std::int64_t take() noexcept { return next_.fetch_add(1, std::memory_order_relaxed); }
-
-  void record(std::exception_ptr error) noexcept {
-    const std::lock_guard lock(error_mutex_);
-    if (!error_) error_ = std::move(error);
-    failed_.store(true, std::memory_order_relaxed);
+  template <class Step>
+  void attempt(Step&& step) noexcept {
+    try {
+      step();
+    } catch (...) {
+      const std::lock_guard lock(error_mutex_);
+      if (!error_) error_ = std::current_exception();
+      failed_.store(true, std::memory_order_relaxed);
+    }
   }
+  // Relaxed: a failure seen late only costs a task; the barriers and the join order the rest.
+  bool failed() const noexcept { return failed_.load(std::memory_order_relaxed); }
+  // Relaxed: an index only needs to be unique; the barriers and the join publish the tasks' writes.
+  std::int64_t take(std::size_t loop) noexcept { return next_[loop].fetch_add(1, std::memory_order_relaxed); }
 
-  const std::int64_t count_;
-  const std::function<void(std::int64_t)>& body_;
-  std::atomic<std::int64_t> next_{0};
+  const std::function<void()>& prepare_thread_;
+  const std::initializer_list<ParallelLoop> loops_;
+  std::vector<std::atomic<std::int64_t>> next_;
+  Barrier barrier_;
   std::atomic<bool> failed_{false};  // a hint to stop early; error_ holds the truth
   std::mutex error_mutex_;
   std::exception_ptr error_;
 };
 
+// All on the calling thread: the preparation, then every loop in order.
+void run_serially(const std::function<void()>& prepare_thread, std::initializer_list<ParallelLoop> loops) {
+  if (prepare_thread) prepare_thread();
+  for (const ParallelLoop& loop : loops) {
+    for (std::int64_t t = 0; t < loop.count; ++t) loop.body(t);
+  }
+}
+
 }  // namespace
 
-void parallel_for(std::int64_t count, const std::function<void(std::int64_t)>& body) {
+void parallel_loops(const std::function<void()>& prepare_thread, std::initializer_list<ParallelLoop> loops) {
   const int threads = num_threads();
-  const int participants = static_cast<int>(std::min<std::int64_t>(threads, count));
-  if (participants <= 1) return run_serially(count, body);
-  SharedLoop loop(count, body);
-  if (!ThreadPool::instance().try_run(threads, participants, [&](int) { loop.work(); })) {
-    return run_serially(count, body);  // nested, or the pool is busy with another thread's loop
+  std::int64_t widest = 0;
+  for (const ParallelLoop& loop : loops) widest = std::max(widest, loop.count);
+  const int participants = static_cast<int>(std::min<std::int64_t>(threads, widest));
+  if (participants <= 1) return run_serially(prepare_thread, loops);
+  SharedLoops shared(prepare_thread, loops);
+  // The pool may run fewer participants than asked for: each is told how many run.
+  if (!ThreadPool::instance().try_run(threads, participants, [&](int, int running) { shared.work(running); })) {
+    return run_serially(prepare_thread, loops);  // nested, or the pool is busy with another thread's loop
   }
-  loop.rethrow_first_error();
+  shared.rethrow_first_error();
+}
+
+void parallel_for(std::int64_t count, const std::function<void(std::int64_t)>& body) {
+  parallel_loops(nullptr, {{count, body}});
 }
 
 }  // namespace detail

@@ -10,10 +10,14 @@
 //
 // The first exception a task throws is rethrown on the calling thread once every running task has
 // finished; tasks not yet started by then may be skipped.
+//
+// parallel_loops is the kernels' form: several dependent loops, with a per-thread preparation that
+// all threads finish before any task starts.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 
 namespace attnkit::detail {
 
@@ -21,5 +25,19 @@ namespace attnkit::detail {
 // so tasks of uneven cost balance; use it for coarse tasks (a head, a block of rows), since taking
 // an index costs an atomic increment shared by all threads.
 void parallel_for(std::int64_t count, const std::function<void(std::int64_t)>& body);
+
+// One loop of parallel_loops: body(t) for every t in [0, count).
+struct ParallelLoop {
+  std::int64_t count;
+  std::function<void(std::int64_t)> body;
+};
+
+// Runs the loops in order on one set of threads, each loop finished before the next starts, as
+// parallel_for would one after another; but first runs prepare_thread() on every thread that will
+// run a task, and starts no task until all of them have returned. A kernel reserves each thread's
+// scratch there, so that its tasks never allocate: memory that runs out then runs out before any
+// task has written an output. If prepare_thread or a task throws, no further task starts, and the
+// first exception is rethrown once every running task has finished.
+void parallel_loops(const std::function<void()>& prepare_thread, std::initializer_list<ParallelLoop> loops);
 
 }  // namespace attnkit::detail

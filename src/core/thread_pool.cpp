@@ -62,12 +62,12 @@ bool ThreadPool::try_run(int threads, int participants, const Job& job) {
   participants = std::clamp(participants, 1, static_cast<int>(workers_.size()) + 1);
   const InsideJob inside;
   if (participants == 1) {
-    job(0);
+    job(0, 1);
     return true;
   }
   start_job(participants, job);
   try {
-    job(0);
+    job(0, participants);
   } catch (...) {
     wait_for_workers();  // they still read `job`
     throw;
@@ -151,8 +151,9 @@ void ThreadPool::worker_loop(int index, std::uint64_t seen_generation) {
     seen_generation = generation_;
     if (index >= participants_) continue;  // a narrower job than the pool
     const Job& job = *job_;
+    const int participants = participants_;
     state.unlock();
-    job(index);
+    job(index, participants);
     state.lock();
     if (--pending_ == 0) done_.notify_one();
   }

@@ -24,9 +24,10 @@ namespace attnkit::detail {
 
 class ThreadPool {
  public:
-  // One participant's share of a job; participant 0 is the calling thread. Must not throw: a job
-  // catches its tasks' exceptions itself (see parallel_for).
-  using Job = std::function<void(int participant)>;
+  // One participant's share of a job, told how many participants the job has (all of them run at
+  // once, each on its own thread, so they may wait for one another); participant 0 is the calling
+  // thread. Must not throw: a job catches its tasks' exceptions itself (see parallel_for).
+  using Job = std::function<void(int participant, int participants)>;
 
   // The process-wide pool. Its workers are created on first use and joined at process exit; the
   // object itself is never destroyed, so a call made during static destruction still finds it (and
@@ -41,8 +42,8 @@ class ThreadPool {
   // Unless the pool is busy with another caller's job, the calling thread is inside a job of any
   // pool, or the pool is shut down: makes the pool min(threads, participants) wide if it is
   // narrower (the caller included: it keeps that many − 1 workers; no thread is started that the
-  // job would leave idle), or `threads` wide if it is wider (workers joined), runs job(p) once for
-  // each participant p in [0, participants) — p = 0 on the calling thread, p > 0 on worker p —
+  // job would leave idle), or `threads` wide if it is wider (workers joined), runs job(p, participants)
+  // once for each participant p in [0, participants) — p = 0 on the calling thread, p > 0 on worker p —
   // waits for all of them and returns true. Otherwise returns false at once, having run nothing.
   // `participants` is clamped to [1, the pool's width] (narrower than asked only if the system
   // refused to create a thread).

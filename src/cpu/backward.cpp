@@ -11,6 +11,7 @@
 #include "cpu/call_scratch.hpp"
 #include "cpu/element_io.hpp"
 #include "cpu/kernels.hpp"
+#include "cpu/workspace.hpp"
 
 namespace attnkit::cpu {
 namespace {
@@ -51,8 +52,7 @@ bool all_finite(const float* x, std::int64_t count) {
 void prepare_head(const BackwardPlan& plan, std::int64_t batch, std::int64_t head) {
   const detail::Problem& p = *plan.problem;
   const detail::Sizes& s = p.sizes;
-  thread_local std::vector<float> out_row;
-  out_row.resize(static_cast<std::size_t>(s.d_v));
+  float* out_row = thread_backward_workspace().out_row;  // prepared for the call: no allocation here
   for (std::int64_t i = 0; i < plan.padded_n; ++i) {
     const std::int64_t row = plan.row(batch, head, i);
     float* q = plan.q + row * plan.padded_d_k;
@@ -67,9 +67,9 @@ void prepare_head(const BackwardPlan& plan, std::int64_t batch, std::int64_t hea
     }
     load_row(p.q, batch, head, i, q, s.d_k);
     load_row(plan.io->d_out, batch, head, i, d_out, s.d_v);
-    load_row(plan.io->out, batch, head, i, out_row.data(), s.d_v);
+    load_row(plan.io->out, batch, head, i, out_row, s.d_v);
     double delta = 0;
-    for (std::int64_t c = 0; c < s.d_v; ++c) delta += static_cast<double>(d_out[c]) * out_row[static_cast<std::size_t>(c)];
+    for (std::int64_t c = 0; c < s.d_v; ++c) delta += static_cast<double>(d_out[c]) * out_row[c];
     plan.delta[row] = static_cast<float>(delta);
     plan.lse[row] = *plan.io->lse.at<float>({batch, head, i});
     plan.finite[row] = static_cast<std::uint8_t>((all_finite(q, s.d_k) ? kQueryFinite : 0) |
@@ -94,16 +94,15 @@ void prepare_head(const BackwardPlan& plan, std::int64_t batch, std::int64_t hea
 // dQ[b, h, i] = Σ over chunks, in chunk order, of each chunk's contribution.
 void reduce_dq_head(const BackwardPlan& plan, std::int64_t batch, std::int64_t head) {
   const detail::Sizes& s = plan.problem->sizes;
-  thread_local std::vector<float> sum;
-  sum.resize(static_cast<std::size_t>(plan.padded_d_k));
+  float* sum = thread_backward_workspace().dq_row;  // prepared for the call: no allocation here
   for (std::int64_t i = 0; i < s.n; ++i) {
     const std::int64_t row = plan.row(batch, head, i);
-    std::fill(sum.begin(), sum.end(), 0.0f);
+    std::fill(sum, sum + s.d_k, 0.0f);
     for (std::int64_t chunk = 0; chunk < plan.chunks; ++chunk) {
       const float* part = plan.dq_partial(chunk, row);
-      for (std::int64_t c = 0; c < s.d_k; ++c) sum[static_cast<std::size_t>(c)] += part[c];
+      for (std::int64_t c = 0; c < s.d_k; ++c) sum[c] += part[c];
     }
-    store_row_part(sum.data(), plan.io->dq, batch, head, i, 0, s.d_k);
+    store_row_part(sum, plan.io->dq, batch, head, i, 0, s.d_k);
   }
 }
 
@@ -122,8 +121,7 @@ detail::ByteCount fast_backward_scratch_bytes(const detail::Problem& p) {
   // bf16 inputs may take bf16 dot products: Q and dO as bf16 rows and as row pairs, 4 bytes per
   // element in all (counted whatever the target, an upper bound).
   if (p.q.dtype() == DType::bf16) call += rows * (padded_d_k + padded_d_v) * 4;
-  const ByteCount per_thread = BackwardWorkspace::bytes_for(padded_d_k, padded_d_v) +
-                               (ByteCount::of(s.d_v) + padded_d_k) * sizeof(float);  // prepare_head's and reduce_dq_head's rows
+  const ByteCount per_thread = BackwardWorkspace::bytes_for(padded_d_k, padded_d_v);
   return call + per_thread * static_cast<std::uint64_t>(num_threads());
 }
 
@@ -151,10 +149,13 @@ void fast_backward(const detail::Problem& p, const detail::BackwardIO& io) {
     plan.d_out_row_pairs = scratch(d_out_row_pairs, rows / 2 * plan.padded_d_v);
   }
 
+  // Every thread's workspace is sized before any task runs: the tasks then allocate nothing, and
+  // memory that runs out leaves every gradient untouched.
   const std::int64_t heads = s.batch * s.q_heads;
-  detail::parallel_for(heads, [&](std::int64_t t) { prepare_head(plan, t / s.q_heads, t % s.q_heads); });
-  detail::parallel_for(plan.items, [&](std::int64_t item) { kernels.run_item(plan, item); });
-  detail::parallel_for(heads, [&](std::int64_t t) { reduce_dq_head(plan, t / s.q_heads, t % s.q_heads); });
+  detail::parallel_loops([&] { thread_backward_workspace().prepare(plan.padded_d_k, plan.padded_d_v); },
+                         {{heads, [&](std::int64_t t) { prepare_head(plan, t / s.q_heads, t % s.q_heads); }},
+                          {plan.items, [&](std::int64_t item) { kernels.run_item(plan, item); }},
+                          {heads, [&](std::int64_t t) { reduce_dq_head(plan, t / s.q_heads, t % s.q_heads); }}});
 }
 
 }  // namespace attnkit::cpu

@@ -727,7 +727,7 @@ void run_item(const ForwardPlan& plan, std::int64_t item_index, std::int64_t spl
   stream_key_blocks(plan, ws, item, KeyRange{split_begin(plan, split), std::max(key_end, split_begin(plan, split))});
 
   for (std::int64_t r = 0; r < plan.group * item.queries; ++r) {
-    const float* acc = ws.acc + r * ws.d_v;
+    float* acc = ws.acc + r * ws.d_v;
     if (plan.splits > 1) {
       float* out = plan.partial(item_index, split, r);
       out[0] = ws.row_max[r];

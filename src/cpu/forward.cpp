@@ -11,6 +11,7 @@
 #include "cpu/element_io.hpp"
 #include "cpu/kernels.hpp"
 #include "cpu/softmax_merge.hpp"
+#include "cpu/workspace.hpp"
 
 namespace attnkit::cpu {
 namespace {
@@ -34,39 +35,38 @@ ForwardPlan make_plan(const detail::Problem& p, const detail::ForwardOutputs& ou
   return plan;
 }
 
-// Merges an item's split partials in split order and finalizes its rows.
+// Merges an item's split partials in split order and finalizes its rows, summing in the first row
+// of the thread's workspace accumulator (prepared for the call: no allocation here).
 void merge_and_finalize(const ForwardPlan& plan, std::int64_t item_index) {
   const ItemCoordinates item = item_coordinates(plan, item_index);
-  std::vector<float> acc(static_cast<std::size_t>(plan.padded_d_v));
+  float* acc = thread_workspace().acc;
   for (std::int64_t r = 0; r < plan.group * item.queries; ++r) {
     float max = -std::numeric_limits<float>::infinity(), sum = 0;
-    std::fill(acc.begin(), acc.end(), 0.0f);
+    std::fill(acc, acc + plan.padded_d_v, 0.0f);
     for (std::int64_t split = 0; split < plan.splits; ++split) {
       const float* part = plan.partial(item_index, split, r);
-      merge_softmax_partial(max, sum, acc.data(), part[0], part[1], part + 2, plan.padded_d_v);
+      merge_softmax_partial(max, sum, acc, part[0], part[1], part + 2, plan.padded_d_v);
     }
     const std::int64_t head = item.kv_head * plan.group + r / item.queries, query = item.first_query + r % item.queries;
-    finalize_row(plan, item_index, r, head, query, max, sum, acc.data());
+    finalize_row(plan, item_index, r, head, query, max, sum, acc);
   }
 }
 
 }  // namespace
 
 void finalize_row(const ForwardPlan& plan, std::int64_t item, std::int64_t row, std::int64_t head, std::int64_t query,
-                  float max, float sum, const float* acc) {
+                  float max, float sum, float* acc) {
   const detail::Sizes& s = plan.problem->sizes;
   const std::int64_t batch = item_coordinates(plan, item).batch;
-  thread_local std::vector<float> out_row;
-  out_row.resize(static_cast<std::size_t>(s.d_v));
   float lse = -std::numeric_limits<float>::infinity();
   if (sum == 0) {  // no visible key: zeros, never 0/0
-    std::fill(out_row.begin(), out_row.end(), 0.0f);
+    std::fill(acc, acc + s.d_v, 0.0f);
   } else {
     const float inv = 1.0f / sum;
-    for (std::int64_t c = 0; c < s.d_v; ++c) out_row[static_cast<std::size_t>(c)] = acc[c] * inv;
+    for (std::int64_t c = 0; c < s.d_v; ++c) acc[c] *= inv;
     lse = max + std::log(sum);
   }
-  store_row_part(out_row.data(), plan.outputs->out, batch, head, query, 0, s.d_v);
+  store_row_part(acc, plan.outputs->out, batch, head, query, 0, s.d_v);
   if (plan.outputs->lse) *plan.outputs->lse->at<float>({batch, head, query}) = lse;
   if (plan.row_lse != nullptr) plan.row_lse[item * plan.padded_rows + row] = lse;
 }
@@ -86,8 +86,7 @@ detail::ByteCount fast_forward_scratch_bytes(const detail::Problem& p, bool prob
   ByteCount call = 0;
   if (split) call += items * splits * rows * (padded_d_v + 2) * sizeof(float);
   if (probs) call += items * rows * sizeof(float);
-  const ByteCount per_thread = ForwardWorkspace::bytes_for(rows, ByteCount::of(s.d_k), padded_d_v) +
-                               ByteCount::of(s.d_v) * sizeof(float);  // finalize_row's out_row
+  const ByteCount per_thread = ForwardWorkspace::bytes_for(rows, ByteCount::of(s.d_k), padded_d_v);
   const ByteCount tasks = items * splits;
   return call + per_thread * std::min<std::uint64_t>(tasks.value(), static_cast<std::uint64_t>(num_threads()));
 }
@@ -102,10 +101,13 @@ void fast_forward(const detail::Problem& p, const detail::ForwardOutputs& output
   if (plan.splits > 1) plan.partials = scratch(partials, plan.items * plan.splits * plan.padded_rows * plan.partial_stride());
   if (outputs.probs) plan.row_lse = scratch(row_lse, plan.items * plan.padded_rows);
 
-  detail::parallel_for(plan.items * plan.splits,
-                       [&](std::int64_t t) { kernels.run_item(plan, t / plan.splits, t % plan.splits); });
-  if (plan.splits > 1) detail::parallel_for(plan.items, [&](std::int64_t item) { merge_and_finalize(plan, item); });
-  if (outputs.probs) detail::parallel_for(plan.items, [&](std::int64_t item) { kernels.run_probs_item(plan, item); });
+  // Every thread's workspace is sized for the largest item before any item runs: the items then
+  // allocate nothing, and memory that runs out leaves every output untouched.
+  detail::parallel_loops(
+      [&] { thread_workspace().prepare(plan.padded_rows, s.d_k, plan.padded_d_v); },
+      {{plan.items * plan.splits, [&](std::int64_t t) { kernels.run_item(plan, t / plan.splits, t % plan.splits); }},
+       {plan.splits > 1 ? plan.items : 0, [&](std::int64_t item) { merge_and_finalize(plan, item); }},
+       {outputs.probs ? plan.items : 0, [&](std::int64_t item) { kernels.run_probs_item(plan, item); }}});
 }
 
 }  // namespace attnkit::cpu

@@ -10,16 +10,18 @@
 
 namespace attnkit::cpu {
 
-void ForwardWorkspace::reserve(std::size_t bytes) {
-  if (bytes <= capacity_) return;
-  std::byte* p = static_cast<std::byte*>(std::aligned_alloc(kAlignment, aligned(bytes)));
-  if (p == nullptr) {
-    throw Error(ErrorCode::out_of_memory, "fast kernel: cannot allocate a " + std::to_string(bytes) +
-                                              "-byte workspace");
+std::byte* WorkspaceBuffer::reserve(std::size_t bytes, const char* owner) {
+  if (bytes <= capacity_) return buffer_.get();
+  buffer_.reset();  // the old block goes first: growing never needs both at once
+  capacity_ = 0;
+  try {
+    buffer_.reset(static_cast<std::byte*>(::operator new(bytes, kAlignment)));
+  } catch (const std::bad_alloc&) {
+    throw Error(ErrorCode::out_of_memory, std::string(owner) + ": cannot allocate " + std::to_string(bytes) + " bytes");
   }
-  std::memset(p, 0, aligned(bytes));  // touch every page once, here, not in the hot loop
-  buffer_.reset(p);
-  capacity_ = aligned(bytes);
+  std::memset(buffer_.get(), 0, bytes);
+  capacity_ = bytes;
+  return buffer_.get();
 }
 
 namespace {
@@ -29,13 +31,13 @@ std::size_t aligned_up(std::size_t bytes) { return (bytes + kBackwardAlignment -
 
 // The backward workspace's arrays of 4-byte elements, in layout order (the pointers prepare() sets,
 // same order): the float arrays, then the bf16-dot path's (d_k and d_v are even: whole tiles).
-std::array<detail::ByteCount, 19> backward_floats(detail::ByteCount dk, detail::ByteCount dv) {
+std::array<detail::ByteCount, 21> backward_floats(detail::ByteCount dk, detail::ByteCount dv) {
   using detail::ByteCount;
   const ByteCount block = ByteCount::of(kBackwardKeyBlock), tile = ByteCount::of(kBackwardQueryBlock * kBackwardKeyBlock);
   const ByteCount half_block = ByteCount::of(kBackwardKeyBlock / 2);
   const ByteCount half_tile = ByteCount::of(kBackwardQueryBlock * kBackwardKeyBlock / 2);
   const ByteCount widest = std::max(dk.value(), dv.value());
-  return {block * dk, block * dk, block * dv, block * dv, block * dk, block * dv, tile, tile, tile, block, block, widest,
+  return {block * dk, block * dk, block * dv, block * dv, block * dk, block * dv, tile, tile, tile, block, block, widest, dv, dk,
           half_block * dk, half_block * dv, half_block * dk, half_tile, half_tile, half_tile,
           ByteCount::of(kMaxTileCols / 2) * widest};
 }
@@ -53,24 +55,16 @@ void BackwardWorkspace::prepare(std::int64_t padded_d_k, std::int64_t padded_d_v
   d_k = padded_d_k;
   d_v = padded_d_v;
   using detail::ByteCount;
-  const std::size_t bytes = bytes_for(ByteCount::of(d_k), ByteCount::of(d_v)).value();
-  if (bytes > capacity_) {
-    auto* fresh = static_cast<std::byte*>(std::aligned_alloc(kBackwardAlignment, aligned_up(bytes)));
-    if (fresh == nullptr) {
-      throw Error(ErrorCode::out_of_memory, "fast backward: cannot allocate a " + std::to_string(bytes) + "-byte workspace");
-    }
-    std::memset(fresh, 0, aligned_up(bytes));  // touch every page once, here, not in the hot loop
-    buffer_.reset(fresh);
-    capacity_ = bytes;
-  }
+  std::byte* cursor = buffer_.reserve(bytes_for(ByteCount::of(d_k), ByteCount::of(d_v)).value(),
+                                      "the fast backward kernel's workspace");
   float* bf16_arrays[7];  // the bf16-dot path's arrays, typed below
   float** arrays[] = {&k_panels,       &k_rows,         &v_panels,       &v_rows,         &dk_acc,
                       &dv_acc,         &p,              &ds,             &tanh_s,         &keep,
-                      &mask_row,       &zero_row,       &bf16_arrays[0], &bf16_arrays[1], &bf16_arrays[2],
-                      &bf16_arrays[3], &bf16_arrays[4], &bf16_arrays[5], &bf16_arrays[6]};
+                      &mask_row,       &zero_row,       &out_row,        &dq_row,         &bf16_arrays[0],
+                      &bf16_arrays[1], &bf16_arrays[2], &bf16_arrays[3], &bf16_arrays[4], &bf16_arrays[5],
+                      &bf16_arrays[6]};
   const auto floats = backward_floats(ByteCount::of(d_k), ByteCount::of(d_v));
   static_assert(std::size(arrays) == std::tuple_size_v<decltype(floats)>);
-  std::byte* cursor = buffer_.get();
   for (std::size_t a = 0; a < std::size(arrays); ++a) {
     *arrays[a] = reinterpret_cast<float*>(cursor);
     cursor += aligned_up(floats[a].value() * sizeof(float));

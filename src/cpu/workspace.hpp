@@ -6,14 +6,32 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
 #include <memory>
+#include <new>
 
 #include "core/memory.hpp"
 #include "cpu/geometry.hpp"
 #include "cpu/visibility.hpp"
 
 namespace attnkit::cpu {
+
+// A grow-only block of memory, 64-byte aligned, zeroed when it grows (so every page is touched
+// once, there, and not in a kernel's hot loop).
+class WorkspaceBuffer {
+ public:
+  // Grows the block to at least `bytes` if it is smaller (its contents are then lost) and returns
+  // it. Throws Error(out_of_memory), naming `owner`, if the memory cannot be had.
+  std::byte* reserve(std::size_t bytes, const char* owner);
+  std::byte* data() const { return buffer_.get(); }
+
+ private:
+  static constexpr std::align_val_t kAlignment{64};
+  struct Free {
+    void operator()(std::byte* p) const noexcept { ::operator delete(p, kAlignment); }
+  };
+  std::unique_ptr<std::byte, Free> buffer_;
+  std::size_t capacity_ = 0;
+};
 
 struct ForwardWorkspace {
   // Sizes, in elements.
@@ -47,9 +65,9 @@ struct ForwardWorkspace {
     d_k = d_k_;
     d_v = padded_d_v;
     using detail::ByteCount;
-    reserve(bytes_for(ByteCount::of(rows), ByteCount::of(d_k), ByteCount::of(d_v)).value());
+    std::byte* cursor = buffer_.reserve(bytes_for(ByteCount::of(rows), ByteCount::of(d_k), ByteCount::of(d_v)).value(),
+                                        "the fast kernel's workspace");
     const Layout layout = layout_for(ByteCount::of(rows), ByteCount::of(d_k), ByteCount::of(d_v));
-    std::byte* cursor = buffer_.get();
     float* q_bf16_floats = nullptr;
     float* p_pairs_floats = nullptr;
     float* bf16_rows_floats = nullptr;
@@ -95,13 +113,7 @@ struct ForwardWorkspace {
     return {{r * dk, dk * block, block * dv, ByteCount::of(kMaxTileRows) * block, r * dv, r, r, block,
              ByteCount::of(kMaxTileCols) * dk, dk, r * (dk + 1), ByteCount::of(kMaxTileRows) * block, dv}};
   }
-  struct Free {
-    void operator()(std::byte* p) const noexcept { std::free(p); }
-  };
-  void reserve(std::size_t bytes);
-
-  std::unique_ptr<std::byte, Free> buffer_;
-  std::size_t capacity_ = 0;
+  WorkspaceBuffer buffer_;
 };
 
 // Per-thread scratch of the fast backward kernel, grown and reused like the forward's.
@@ -119,6 +131,8 @@ struct BackwardWorkspace {
   float* keep = nullptr;      // [kBackwardKeyBlock]   one row's dropout multipliers
   float* mask_row = nullptr;  // [kBackwardKeyBlock]   one row of a mask, converted
   float* zero_row = nullptr;  // [max(d_k, d_v)]       zeros: the padding keys of a block
+  float* out_row = nullptr;   // [d_v]                 one row of the forward's output, converted (D_i)
+  float* dq_row = nullptr;    // [d_k]                 one row of dQ, summed over the chunks
   std::uint8_t* seen = nullptr;  // [kBackwardQueryBlock][kBackwardKeyBlock] visible keys, when an input is not finite
   RowInfo* row_info = nullptr;   // [kBackwardQueryBlock]
   // The bf16-dot path (bf16 inputs on targets with bf16 dot products, flash_backward.inl): operands
@@ -137,11 +151,7 @@ struct BackwardWorkspace {
   static detail::ByteCount bytes_for(detail::ByteCount padded_d_k, detail::ByteCount padded_d_v);
 
  private:
-  struct Free {
-    void operator()(std::byte* p) const noexcept { std::free(p); }
-  };
-  std::unique_ptr<std::byte, Free> buffer_;
-  std::size_t capacity_ = 0;
+  WorkspaceBuffer buffer_;
 };
 
 // The calling thread's workspaces (thread_local, reused across calls).

@@ -2,6 +2,7 @@
 // dk and dv of a KV head sum over its query heads in increasing order, so results are deterministic.
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "core/parallel_for.hpp"
 #include "reference/logits.hpp"
@@ -63,31 +64,43 @@ Matrix backward_head(const Problem& p, const BackwardIO& io, std::int64_t b, std
   return dq;
 }
 
-void backward_kv_head(const Problem& p, const BackwardIO& io, std::int64_t b, std::int64_t g) {
+// One (batch, KV head)'s gradients: dK and dV, and dQ of each of its query heads.
+struct KvHeadGradients {
+  Matrix dk, dv;
+  std::vector<Matrix> dq;  // one per query head of the group, in order
+};
+
+KvHeadGradients backward_kv_head(const Problem& p, const BackwardIO& io, std::int64_t b, std::int64_t g) {
   const Sizes& s = p.sizes;
+  KvHeadGradients grads{Matrix(s.m, s.d_k), Matrix(s.m, s.d_v), {}};
+  if (s.q_heads == 0) return grads;  // no query heads: nothing depends on k or v
   const Matrix k = gather(p.k, b, g);  // [m, d_k]
   const Matrix v = gather(p.v, b, g);  // [m, d_v]
-  Matrix dk(s.m, s.d_k), dv(s.m, s.d_v);
   for (std::int64_t h = g * s.group(); h < (g + 1) * s.group(); ++h) {
-    scatter(backward_head(p, io, b, h, k, v, dk, dv), io.dq, b, h);
+    grads.dq.push_back(backward_head(p, io, b, h, k, v, grads.dk, grads.dv));
   }
-  scatter(dk, io.dk, b, g);
-  scatter(dv, io.dv, b, g);
+  return grads;
+}
+
+void write_kv_head(const KvHeadGradients& grads, const Problem& p, const BackwardIO& io, std::int64_t b, std::int64_t g) {
+  for (std::size_t i = 0; i < grads.dq.size(); ++i) scatter(grads.dq[i], io.dq, b, g * p.sizes.group() + static_cast<std::int64_t>(i));
+  scatter(grads.dk, io.dk, b, g);
+  scatter(grads.dv, io.dv, b, g);
 }
 
 }  // namespace
 
 void reference_backward(const Problem& p, const BackwardIO& io) {
-  const Sizes& s = p.sizes;
   const std::int64_t kv_heads = p.k.size(1);
-  if (s.q_heads == 0) {  // no query heads: nothing depends on k or v
-    parallel_for(s.batch * kv_heads, [&](std::int64_t t) {
-      scatter(Matrix(s.m, s.d_k), io.dk, t / kv_heads, t % kv_heads);
-      scatter(Matrix(s.m, s.d_v), io.dv, t / kv_heads, t % kv_heads);
-    });
-    return;
-  }
-  parallel_for(s.batch * kv_heads, [&](std::int64_t t) { backward_kv_head(p, io, t / kv_heads, t % kv_heads); });
+  const std::int64_t count = p.sizes.batch * kv_heads;
+  // All gradients are computed before the first is written: if memory runs out, none has changed.
+  std::vector<KvHeadGradients> results(static_cast<std::size_t>(count));
+  parallel_loops(nullptr, {{count, [&](std::int64_t t) {
+                              results[static_cast<std::size_t>(t)] = backward_kv_head(p, io, t / kv_heads, t % kv_heads);
+                            }},
+                           {count, [&](std::int64_t t) {
+                              write_kv_head(results[static_cast<std::size_t>(t)], p, io, t / kv_heads, t % kv_heads);
+                            }}});
 }
 
 }  // namespace attnkit::detail

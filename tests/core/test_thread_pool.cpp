@@ -15,6 +15,7 @@
 #include <future>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -29,6 +30,7 @@ namespace attnkit {
 namespace {
 
 using detail::parallel_for;
+using detail::parallel_loops;
 using detail::ThreadPool;
 
 constexpr int kMaxTestThreads = 8;
@@ -114,11 +116,14 @@ TEST(ThreadPool, RunsEachParticipantOnItsOwnThreadWithTheCallerAsZero) {
     std::vector<std::thread::id> ids(static_cast<std::size_t>(width));
     Rendezvous all(width);
     std::atomic<int> late{0};
-    ASSERT_TRUE(pool.try_run(width, width, [&](int p) {
+    std::atomic<int> told_wrong_count{0};
+    ASSERT_TRUE(pool.try_run(width, width, [&](int p, int participants) {
       ids[static_cast<std::size_t>(p)] = std::this_thread::get_id();
+      if (participants != width) ++told_wrong_count;
       if (!all.arrive_and_wait()) ++late;
     }));
     EXPECT_EQ(late.load(), 0) << "participants did not run at the same time, width " << width;
+    EXPECT_EQ(told_wrong_count.load(), 0) << "a participant was told another participant count, width " << width;
     EXPECT_EQ(pool.width(), width);
     EXPECT_EQ(ids[0], std::this_thread::get_id()) << width;
     std::sort(ids.begin(), ids.end());
@@ -129,7 +134,7 @@ TEST(ThreadPool, RunsEachParticipantOnItsOwnThreadWithTheCallerAsZero) {
 TEST(ThreadPool, RunsOnlyTheParticipantsOfANarrowerJob) {
   ThreadPool pool;
   HitCounter counter(3);
-  ASSERT_TRUE(pool.try_run(6, 3, [&](int p) { counter.hit(p); }));
+  ASSERT_TRUE(pool.try_run(6, 3, [&](int p, int) { counter.hit(p); }));
   EXPECT_EQ(counter.wrong(), "");
   EXPECT_EQ(pool.width(), 3) << "no thread is started that the job would leave idle";
 }
@@ -139,7 +144,7 @@ TEST(ThreadPool, GrowsOnlyAsFarAsAJobNeedsAndShrinksToTheThreadsAskedFor) {
   ThreadPool pool;
   const auto run = [&](int threads, int participants) {
     HitCounter counter(participants);
-    EXPECT_TRUE(pool.try_run(threads, participants, [&](int p) { counter.hit(p); }));
+    EXPECT_TRUE(pool.try_run(threads, participants, [&](int p, int) { counter.hit(p); }));
     return counter.wrong();
   };
   EXPECT_EQ(run(64, 2), "");
@@ -156,31 +161,31 @@ TEST(ThreadPool, GrowsOnlyAsFarAsAJobNeedsAndShrinksToTheThreadsAskedFor) {
 TEST(ThreadPool, RefusesANestedJobAndAJobWhileBusy) {
   ThreadPool pool;
   std::atomic<int> nested_accepted{0};
-  ASSERT_TRUE(pool.try_run(2, 2, [&](int) {
-    if (pool.try_run(2, 2, [](int) {})) ++nested_accepted;  // from the caller and from the worker
+  ASSERT_TRUE(pool.try_run(2, 2, [&](int, int) {
+    if (pool.try_run(2, 2, [](int, int) {})) ++nested_accepted;  // from the caller and from the worker
   }));
   EXPECT_EQ(nested_accepted.load(), 0);
 
   std::promise<void> started, release;
   std::future<void> job_ended = std::async(std::launch::async, [&] {
-    pool.try_run(2, 1, [&](int) {
+    pool.try_run(2, 1, [&](int, int) {
       started.set_value();
       release.get_future().wait();
     });
   });
   started.get_future().wait();
-  EXPECT_FALSE(pool.try_run(2, 2, [](int) {}));  // busy: refused at once, not queued
+  EXPECT_FALSE(pool.try_run(2, 2, [](int, int) {}));  // busy: refused at once, not queued
   release.set_value();
   job_ended.get();
-  EXPECT_TRUE(pool.try_run(2, 2, [](int) {}));
+  EXPECT_TRUE(pool.try_run(2, 2, [](int, int) {}));
 }
 
 TEST(ThreadPool, RefusesJobsAfterShutdown) {
   ThreadPool pool;
-  ASSERT_TRUE(pool.try_run(4, 4, [](int) {}));
+  ASSERT_TRUE(pool.try_run(4, 4, [](int, int) {}));
   pool.shutdown();
   EXPECT_EQ(pool.width(), 1);
-  EXPECT_FALSE(pool.try_run(4, 4, [](int) {}));
+  EXPECT_FALSE(pool.try_run(4, 4, [](int, int) {}));
 }
 
 // ---- parallel_for ---------------------------------------------------------------------------------
@@ -222,6 +227,89 @@ TEST(ThreadPoolParallelFor, RethrowsTheFirstErrorAndStaysUsable) {
     EXPECT_THROW(parallel_for(50, [](std::int64_t t) { throw std::out_of_range(std::to_string(t)); }),
                  std::out_of_range);
     EXPECT_EQ(run_and_check(1000), "") << threads << " threads, after the errors";
+  }
+}
+
+// ---- parallel_loops --------------------------------------------------------------------------------
+
+// Loop 2 reads what loop 1 wrote, and loop 3 what loop 2 wrote: each loop is complete before the
+// next starts, whatever the thread count.
+TEST(ThreadPoolParallelLoops, RunsEachLoopAfterThePreviousHasFinished) {
+  const ThreadSettingGuard guard;
+  constexpr std::int64_t kCount = 600;
+  for (int threads = 1; threads <= 4; ++threads) {
+    set_num_threads(threads);
+    std::vector<std::int64_t> first(kCount, -1), second(kCount, -1), third(kCount, -1);
+    parallel_loops(nullptr, {{kCount, [&](std::int64_t t) { first[t] = t; }},
+                             {kCount, [&](std::int64_t t) { second[t] = first[kCount - 1 - t] + 1; }},
+                             {3, [&](std::int64_t t) {
+                                for (std::int64_t i = t; i < kCount; i += 3) third[i] = second[kCount - 1 - i] * 2;
+                              }}});
+    for (std::int64_t t = 0; t < kCount; ++t) {
+      ASSERT_EQ(second[t], kCount - t) << threads << " threads, index " << t;
+      ASSERT_EQ(third[t], 2 * (t + 1)) << threads << " threads, index " << t;
+    }
+  }
+}
+
+// Every thread that runs a task has run the preparation first, and no task starts before all
+// preparations have returned (the last one to finish is slow on purpose).
+TEST(ThreadPoolParallelLoops, PreparesEveryThreadBeforeAnyTask) {
+  const ThreadSettingGuard guard;
+  for (int threads = 1; threads <= 4; ++threads) {
+    set_num_threads(threads);
+    std::mutex mutex;
+    std::set<std::thread::id> prepared, ran;
+    std::atomic<int> preparations{0}, tasks_before_all_prepared{0};
+    const auto prepare = [&] {
+      if (preparations.fetch_add(1) == threads - 1) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      const std::lock_guard lock(mutex);
+      prepared.insert(std::this_thread::get_id());
+    };
+    const auto task = [&](std::int64_t) {
+      const std::lock_guard lock(mutex);
+      if (prepared.size() < static_cast<std::size_t>(threads)) ++tasks_before_all_prepared;
+      ran.insert(std::this_thread::get_id());
+    };
+    parallel_loops(prepare, {{40, task}, {40, task}});
+    EXPECT_EQ(preparations.load(), threads) << "one preparation per thread";
+    EXPECT_EQ(tasks_before_all_prepared.load(), 0) << threads << " threads";
+    for (const std::thread::id& id : ran) EXPECT_TRUE(prepared.count(id)) << "a thread ran a task unprepared";
+  }
+}
+
+// A preparation that throws: no task of any loop runs, and its exception reaches the caller.
+TEST(ThreadPoolParallelLoops, RunsNoTaskWhenAPreparationThrows) {
+  const ThreadSettingGuard guard;
+  for (int threads : {1, 2, 3}) {
+    set_num_threads(threads);
+    std::atomic<int> preparations{0}, tasks{0};
+    const auto prepare = [&] {
+      if (preparations.fetch_add(1) == threads - 1) throw std::runtime_error("no memory for the workspace");
+    };
+    try {
+      parallel_loops(prepare, {{100, [&](std::int64_t) { ++tasks; }}, {100, [&](std::int64_t) { ++tasks; }}});
+      ADD_FAILURE() << "no exception, " << threads << " threads";
+    } catch (const std::runtime_error& e) {
+      EXPECT_STREQ(e.what(), "no memory for the workspace");
+    }
+    EXPECT_EQ(tasks.load(), 0) << threads << " threads";
+    EXPECT_EQ(run_and_check(1000), "") << threads << " threads, after the error";
+  }
+}
+
+// A task that throws stops its loop early and the later loops entirely.
+TEST(ThreadPoolParallelLoops, RunsNoLaterLoopAfterATaskThrows) {
+  const ThreadSettingGuard guard;
+  for (int threads : {1, 2, 4}) {
+    set_num_threads(threads);
+    std::atomic<int> later{0};
+    EXPECT_THROW(parallel_loops(nullptr, {{50, [](std::int64_t t) {
+                                             if (t == 10) throw std::out_of_range("task 10");
+                                           }},
+                                          {50, [&](std::int64_t) { ++later; }}}),
+                 std::out_of_range);
+    EXPECT_EQ(later.load(), 0) << threads << " threads";
   }
 }
 
