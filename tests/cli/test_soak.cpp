@@ -89,6 +89,25 @@ TEST(Soak, ComparisonsCatchWrongUnwrittenAndNanOutputs) {
   EXPECT_TRUE(std::isinf(lse_error(lse, lse_ref)));
 }
 
+// A gradient 10% off is 10% off, however large the other gradients of the call are (judged by the
+// largest of dq, dk and dv, with a dv of 500, this dq's would have been 1e-3, under every dtype's
+// bound): gradient_error sees the gradient and its reference only. The
+// floor of 1 keeps a gradient that is zero in exact arithmetic from being judged against nothing.
+TEST(Soak, EachGradientIsJudgedByItsOwnSize) {
+  Tensor dq_reference(DType::f64, {4}), dq(DType::f32, {4});
+  for (std::int64_t i = 0; i < 4; ++i) {
+    dq_reference.data<double>()[i] = 2.0 + static_cast<double>(i);  // up to 5
+    dq.data<float>()[i] = static_cast<float>(dq_reference.data<double>()[i]);
+  }
+  dq.data<float>()[3] = 5.5f;
+  EXPECT_DOUBLE_EQ(gradient_error(dq, dq_reference), 0.1);
+
+  Tensor cancelled_reference(DType::f64, {2}), cancelled(DType::f32, {2});
+  cancelled_reference.data<double>()[0] = cancelled_reference.data<double>()[1] = 0.0;
+  cancelled.data<float>()[0] = 0.003f, cancelled.data<float>()[1] = 0.0f;
+  EXPECT_NEAR(gradient_error(cancelled, cancelled_reference), 0.003, 1e-9) << "over the floor of 1";
+}
+
 TEST(Soak, AFailureOrGrowingMemoryFailsTheRun) {
   SoakReport r;
   r.calls = 10;

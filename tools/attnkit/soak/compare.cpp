@@ -50,6 +50,10 @@ double normalised_error(const Tensor& a, const Tensor& b, double scale) {
   return worst;
 }
 
+double gradient_error(const Tensor& got, const Tensor& reference) {
+  return normalised_error(got, reference, std::max(1.0, max_abs(reference)));
+}
+
 double lse_error(const Tensor& a, const Tensor& b) {
   double worst = 0.0;
   for (std::int64_t i = 0; i < a.numel(); ++i) {

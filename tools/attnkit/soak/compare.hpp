@@ -20,6 +20,11 @@ double max_abs(const Tensor& t);
 // b is (an unwritten element, or a NaN from finite inputs).
 double normalised_error(const Tensor& a, const Tensor& b, double scale);
 
+// A gradient's error, judged by its own size as the unit tests judge it: normalised_error over
+// max(1, the largest |reference element|). The floor of 1 (the soak's inputs are N(0, 1)) covers a
+// gradient that cancels to nearly zero and keeps the rounding of the terms it cancels.
+double gradient_error(const Tensor& got, const Tensor& reference);
+
 // LSE: −inf exactly where the reference has it (rows with no visible key); elsewhere the largest
 // |a − b| / max(1, |b|).
 double lse_error(const Tensor& a, const Tensor& b);
