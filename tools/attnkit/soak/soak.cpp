@@ -34,8 +34,8 @@ struct Bounds {
 };
 Bounds bounds_for(DType dtype) {
   switch (dtype) {
-    case DType::bf16: return {2e-2, 5e-5, 4e-2};
-    case DType::f16: return {4e-3, 5e-5, 1e-2};
+    case DType::bf16: return {2e-2, 5e-5, 8e-2};
+    case DType::f16: return {4e-3, 5e-5, 2e-2};
     default: return {1e-5, 1e-5, 2e-5};
   }
 }
