@@ -1,12 +1,11 @@
-// The public entry points: validate once, then hand the problem to a kernel. No arithmetic here.
+// The public entry points: validate once, then hand the problem to its backend (backends.hpp). No
+// arithmetic here.
 #include "attnkit/attention.hpp"
 
+#include "api/backends.hpp"
 #include "api/run_within_memory.hpp"
 #include "api/validate.hpp"
 #include "attnkit/error.hpp"
-#include "cpu/backward.hpp"
-#include "cpu/forward.hpp"
-#include "reference/reference.hpp"
 
 #ifndef ATTNKIT_VERSION
 #define ATTNKIT_VERSION "0.0.0"
@@ -40,14 +39,7 @@ void forward(ConstTensorView q, ConstTensorView k, ConstTensorView v, TensorView
   detail::reporting_out_of_memory("forward", [&] {
     detail::ForwardOutputs outputs;
     const detail::Problem problem = detail::validate_forward(q, k, v, out, options, extras, outputs);
-    const Kernel kernel = resolve_kernel(options.kernel, q.dtype());
-    if (kernel == Kernel::fast) {
-      detail::run_within_memory("forward", kernel, problem, cpu::fast_forward_scratch_bytes(problem, outputs.probs.has_value()),
-                                [&] { cpu::fast_forward(problem, outputs); });
-    } else {
-      detail::run_within_memory("forward", kernel, problem, detail::reference_scratch_bytes(problem, outputs.probs.has_value()),
-                                [&] { detail::reference_forward(problem, outputs); });
-    }
+    detail::run_forward("forward", problem, outputs);
   });
 }
 
@@ -56,14 +48,7 @@ void backward(ConstTensorView q, ConstTensorView k, ConstTensorView v, ConstTens
   detail::reporting_out_of_memory("backward", [&] {
     const detail::BackwardIO io{out, d_out, lse, dq, dk, dv};
     const detail::Problem problem = detail::validate_backward(q, k, v, io, options);
-    const Kernel kernel = resolve_kernel(options.kernel, q.dtype());
-    if (kernel == Kernel::fast) {
-      detail::run_within_memory("backward", kernel, problem, cpu::fast_backward_scratch_bytes(problem),
-                                [&] { cpu::fast_backward(problem, io); });
-    } else {
-      detail::run_within_memory("backward", kernel, problem, detail::reference_scratch_bytes(problem, false),
-                                [&] { detail::reference_backward(problem, io); });
-    }
+    detail::run_backward("backward", problem, io);
   });
 }
 

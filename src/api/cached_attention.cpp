@@ -1,76 +1,21 @@
 // attend(): attention of new queries over a KV cache. Validates, builds the block table of the
-// batch, then either runs the fast kernel on the cache in place or, for Kernel::reference, gathers
-// each sequence and runs the float64 reference on it.
+// batch, then runs the problem on its backend, which reads the cache's blocks in place.
 #include <algorithm>
 #include <bit>
-#include <cstddef>
-#include <cstring>
 #include <string>
 #include <vector>
 
+#include "api/backends.hpp"
 #include "api/run_within_memory.hpp"
 #include "api/validate.hpp"
 #include "attnkit/attention.hpp"
 #include "attnkit/error.hpp"
 #include "attnkit/kv_cache.hpp"
-#include "cpu/forward.hpp"
 
 namespace attnkit {
 namespace {
 
 [[noreturn]] void fail(ErrorCode code, const std::string& message) { throw Error(code, message); }
-
-// Entry b of a view's first dimension, keeping the rank: [1, ...].
-template <class View>
-View entry(const View& t, std::int64_t b) {
-  using Byte = std::conditional_t<std::is_same_v<View, TensorView>, std::byte, const std::byte>;
-  auto* base = static_cast<Byte*>(t.data()) + b * t.stride(0) * static_cast<std::int64_t>(dtype_size(t.dtype()));
-  std::int64_t sizes[kMaxViewRank], strides[kMaxViewRank];
-  for (int d = 0; d < t.rank(); ++d) {
-    sizes[d] = d == 0 ? 1 : t.size(d);
-    strides[d] = t.stride(d);
-  }
-  return View(base, t.dtype(), sizes, strides, t.rank());
-}
-
-// dst = src element by element, for a contiguous src of dst's shape and dtype (any dst strides).
-void copy_into(const Tensor& src, TensorView dst) {
-  const std::size_t elem = dtype_size(dst.dtype());
-  const ConstTensorView s = src.view().unsqueezed_to(4);
-  const TensorView d = dst.unsqueezed_to(4);
-  std::int64_t flat = 0;
-  for (std::int64_t a = 0; a < d.size(0); ++a)
-    for (std::int64_t b = 0; b < d.size(1); ++b)
-      for (std::int64_t c = 0; c < d.size(2); ++c)
-        for (std::int64_t e = 0; e < d.size(3); ++e, ++flat) {
-          auto* to = static_cast<std::byte*>(d.data()) +
-                     (a * d.stride(0) + b * d.stride(1) + c * d.stride(2) + e * d.stride(3)) * static_cast<std::int64_t>(elem);
-          std::memcpy(to, static_cast<const std::byte*>(s.data()) + flat * static_cast<std::int64_t>(elem), elem);
-        }
-}
-
-// The reference: each sequence gathered from the cache, everything in float64, rounded once at the end.
-// Every sequence is computed (and rounded to the output dtype) before the first element of `out` or
-// `lse` is written, so a failure on a later sequence (out of memory) leaves the outputs untouched.
-void reference_attend(const KVCache& cache, std::span<const KVCache::SequenceId> sequences, ConstTensorView q,
-                      TensorView out, const AttentionOptions& options, const std::optional<TensorView>& lse) {
-  const std::int64_t heads = q.size(1), n = q.size(2), d_v = out.size(3);
-  std::vector<Tensor> outs, lses;
-  for (std::size_t b = 0; b < sequences.size(); ++b) {
-    const std::int64_t i = static_cast<std::int64_t>(b);
-    const Tensor q64 = Tensor::converted(entry(q, i), DType::f64);
-    const Tensor k64 = Tensor::converted(cache.keys(sequences[b]).view().unsqueezed_to(4), DType::f64);
-    const Tensor v64 = Tensor::converted(cache.values(sequences[b]).view().unsqueezed_to(4), DType::f64);
-    Tensor out64(DType::f64, {1, heads, n, d_v}), lse_b(DType::f32, {1, heads, n});
-    attnkit::forward(q64.view(), k64.view(), v64.view(), out64.view(), options, ForwardExtras{lse_b.view(), std::nullopt});
-    outs.push_back(Tensor::converted(out64.view(), out.dtype()));
-    lses.push_back(std::move(lse_b));
-  }
-  for (std::size_t b = 0; b < sequences.size(); ++b) {  // copies only: nothing here can fail
-    copy_into(outs[b], entry(out, static_cast<std::int64_t>(b)));
-    if (lse) copy_into(lses[b], entry(*lse, static_cast<std::int64_t>(b)));
-  }
-}
 
 // attend() itself, before memory failures are reported as errors.
 void attend_sequences(const KVCache& cache, std::span<const KVCache::SequenceId> sequences, ConstTensorView q,
@@ -106,16 +51,7 @@ void attend_sequences(const KVCache& cache, std::span<const KVCache::SequenceId>
   detail::ForwardOutputs outputs;
   const detail::Problem problem =
       detail::validate_cached_forward(q, storage.keys, storage.values, cached, m, out, a, options.lse, outputs);
-  const Kernel kernel = resolve_kernel(options.kernel, q.dtype());
-  if (kernel == Kernel::fast) {
-    detail::run_within_memory("attend", kernel, problem, cpu::fast_forward_scratch_bytes(problem, false),
-                              [&] { cpu::fast_forward(problem, outputs); });
-  } else {
-    a.kernel = Kernel::reference;  // each sequence's forward call checks its own memory
-    // The validated views: an empty one has zero strides, so taking entry b never steps a pointer
-    // by strides validation had no reason to check (found by fuzz_validation).
-    reference_attend(cache, sequences, problem.q, outputs.out, a, outputs.lse);
-  }
+  detail::run_forward("attend", problem, outputs);
 }
 
 }  // namespace

@@ -291,14 +291,25 @@ void check_scalar_options(const AttentionOptions& o, const Sizes& s) {
 constexpr double kFloat32Max = std::numeric_limits<float>::max();
 constexpr double kFloat32MinNormal = std::numeric_limits<float>::min();
 
-void check_float32_range(const AttentionOptions& o, double scale, DType dtype) {
-  if (resolve_kernel(o.kernel, dtype) != Kernel::fast) return;
+void check_float32_range(const AttentionOptions& o, double scale, Kernel kernel, DType dtype) {
+  if (kernel != Kernel::fast) return;
   const std::string why = " is outside float32's range, in which the fast kernel computes " +
                           std::string(dtype_name(dtype)) + " inputs (use Kernel::reference or f64 inputs)";
   if (scale > kFloat32Max) fail(ErrorCode::invalid_argument, "scale: " + num(scale) + why);
   if (o.softcap != 0 && (o.softcap < kFloat32MinNormal || o.softcap > 1 / kFloat32MinNormal)) {
     fail(ErrorCode::invalid_argument, "softcap: " + num(o.softcap) + why);
   }
+}
+
+// The options every kind of call shares, checked and resolved into the problem once: the kernel
+// (never automatic from here on), the scale, the scalar options and float32's range for the fast
+// kernel. The caller has set p.sizes.
+void resolve_options(Problem& p, const AttentionOptions& options, DType dtype) {
+  p.scale = resolve_scale(options, p.sizes);
+  check_scalar_options(options, p.sizes);
+  p.kernel = resolve_kernel(options.kernel, dtype);
+  check_float32_range(options, p.scale, p.kernel, dtype);
+  p.options = &options;
 }
 
 void check_key_lengths(const AttentionOptions& o, const Sizes& s) {
@@ -368,13 +379,10 @@ Problem make_problem(ConstTensorView q, ConstTensorView k, ConstTensorView v, co
   p.q = without_strides_if_empty(q);
   p.k = without_strides_if_empty(k);
   p.v = without_strides_if_empty(v);
-  p.scale = resolve_scale(options, p.sizes);
-  check_scalar_options(options, p.sizes);
-  check_float32_range(options, p.scale, q.dtype());
+  resolve_options(p, options, q.dtype());
   check_key_lengths(options, p.sizes);
   check_alibi(options, p.sizes);
   resolve_mask(options, p.sizes, p);
-  p.options = &options;
   return p;
 }
 
@@ -447,11 +455,8 @@ Problem validate_cached_forward(ConstTensorView q, ConstTensorView k_pool, Const
   p.q = without_strides_if_empty(q);
   p.k = k_pool;
   p.v = v_pool;
-  p.scale = resolve_scale(options, s);
-  check_scalar_options(options, s);
-  check_float32_range(options, p.scale, q.dtype());
+  resolve_options(p, options, q.dtype());
   check_alibi(options, s);
-  p.options = &options;
   p.cached = &cached;
 
   check_same_dtype("out", out, q);

@@ -38,6 +38,7 @@ struct CachedKeys {
 
 struct Problem {
   Sizes sizes;
+  Kernel kernel = Kernel::reference;  // resolved: the backend that runs the call (never automatic)
   ConstTensorView q, k, v;
   double scale = 1.0;        // resolved: options.scale or 1/sqrt(d_k)
   MaskKind mask_kind = MaskKind::none;

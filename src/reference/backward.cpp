@@ -74,8 +74,8 @@ KvHeadGradients backward_kv_head(const Problem& p, const BackwardIO& io, std::in
   const Sizes& s = p.sizes;
   KvHeadGradients grads{Matrix(s.m, s.d_k), Matrix(s.m, s.d_v), {}};
   if (s.q_heads == 0) return grads;  // no query heads: nothing depends on k or v
-  const Matrix k = gather(p.k, b, g);  // [m, d_k]
-  const Matrix v = gather(p.v, b, g);  // [m, d_v]
+  const Matrix k = gather_keys(p, p.k, b, g);  // [m, d_k]
+  const Matrix v = gather_keys(p, p.v, b, g);  // [m, d_v]
   for (std::int64_t h = g * s.group(); h < (g + 1) * s.group(); ++h) {
     grads.dq.push_back(backward_head(p, io, b, h, k, v, grads.dk, grads.dv));
   }

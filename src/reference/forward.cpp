@@ -23,8 +23,8 @@ HeadOutputs forward_head(const Problem& p, bool want_probs, std::int64_t b, std:
   const Sizes& s = p.sizes;
   const std::int64_t g = s.kv_head_of(h);
   const Matrix q = gather(p.q, b, h);  // [n, d_k]
-  const Matrix k = gather(p.k, b, g);  // [m, d_k]
-  const Matrix v = gather(p.v, b, g);  // [m, d_v]
+  const Matrix k = gather_keys(p, p.k, b, g);  // [m, d_k]
+  const Matrix v = gather_keys(p, p.v, b, g);  // [m, d_v]
 
   // 1. logits[i, j] = bias(q_i · k_j · scale), −inf where masked           [n, m]
   const HeadLogits logits = compute_logits(p, b, h, q, k);

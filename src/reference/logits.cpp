@@ -17,15 +17,18 @@ const std::byte* element(ConstTensorView t, std::int64_t b, std::int64_t h, std:
 }
 
 // The aligned query position i' (DESIGN.md): bottom-right alignment lines the last query up with the
-// last key, so query i sits at key position i + (m − n).
-std::int64_t aligned_position(const Problem& p, std::int64_t i) {
-  return p.options->causal == Causal::bottom_right ? i + (p.sizes.m - p.sizes.n) : i;
+// last key of entry b, so query i sits at key position i + (m_b − n), m_b the entry's key count (m,
+// or its cached sequence's length).
+std::int64_t aligned_position(const Problem& p, std::int64_t b, std::int64_t i) {
+  return p.options->causal == Causal::bottom_right ? i + (p.key_count(b) - p.sizes.n) : i;
 }
 
-// Whether key j may be seen by query i at all: causal, window, key lengths and a boolean keep-mask.
+// Whether key j may be seen by query i at all: the entry's keys, causal, window, key lengths and a
+// boolean keep-mask.
 bool key_visible(const Problem& p, std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t j) {
   const AttentionOptions& o = *p.options;
-  const std::int64_t pos = aligned_position(p, i);
+  if (j >= p.key_count(b)) return false;
+  const std::int64_t pos = aligned_position(p, b, i);
   if (o.causal != Causal::none && j > pos) return false;
   if (o.window.left >= 0 && j < pos - o.window.left) return false;
   if (o.window.right >= 0 && j > pos + o.window.right) return false;
@@ -40,6 +43,22 @@ Matrix gather(ConstTensorView t, std::int64_t b, std::int64_t h) {
   Matrix m(t.size(2), t.size(3));
   for (std::int64_t i = 0; i < m.rows; ++i)
     for (std::int64_t c = 0; c < m.cols; ++c) m(i, c) = load_as_double(element(t, b, h, i, c), t.dtype());
+  return m;
+}
+
+Matrix gather_keys(const Problem& p, ConstTensorView t, std::int64_t b, std::int64_t g) {
+  if (p.cached == nullptr) return gather(t, b, g);
+  // t is a block pool [blocks, Hkv, block size, d]: key j is row j mod 2^shift of the entry's block
+  // j >> shift (core/problem.hpp).
+  const CachedKeys& c = *p.cached;
+  const std::int64_t row_mask = (std::int64_t{1} << c.block_shift) - 1;
+  Matrix m(p.sizes.m, t.size(3));
+  for (std::int64_t j = 0; j < p.key_count(b); ++j) {
+    const std::int64_t block = c.block_table[b * c.blocks_per_sequence + (j >> c.block_shift)];
+    for (std::int64_t col = 0; col < m.cols; ++col) {
+      m(j, col) = load_as_double(element(t, block, g, j & row_mask, col), t.dtype());
+    }
+  }
   return m;
 }
 
@@ -64,7 +83,7 @@ HeadLogits compute_logits(const Problem& p, std::int64_t b, std::int64_t h, cons
       if (o.softcap > 0) s = o.softcap * std::tanh(s / o.softcap);
       // s = s − slope_h · |i' − j|
       if (!o.alibi_slopes.empty()) {
-        const double distance = static_cast<double>(std::llabs(aligned_position(p, i) - j));
+        const double distance = static_cast<double>(std::llabs(aligned_position(p, b, i) - j));
         s -= static_cast<double>(o.alibi_slopes[static_cast<std::size_t>(h)]) * distance;
       }
       // s = s + mask[b, h, i, j]; an additive −inf masks the key outright, even when q·k is NaN

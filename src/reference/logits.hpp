@@ -22,6 +22,10 @@ struct Matrix {
 
 // The [seq, dim] slice t[b, h, :, :] of a rank-4 view, read as float64.
 Matrix gather(ConstTensorView t, std::int64_t b, std::int64_t h);
+// The [m, dim] keys (or values: `t` is p.k or p.v) of batch entry b and KV head g. Over a KV cache
+// (p.cached) they are read from the blocks of entry b's sequence; rows past its length stay 0 (they
+// are never visible).
+Matrix gather_keys(const Problem& p, ConstTensorView t, std::int64_t b, std::int64_t g);
 // Writes m into t[b, h, :, :], rounding to t's dtype.
 void scatter(const Matrix& m, TensorView t, std::int64_t b, std::int64_t h);
 

@@ -243,8 +243,9 @@ Expected oracle(const KVCache& cache, const std::vector<Id>& ids, const Tensor& 
 }
 
 // attend() against the oracle: the accuracy rule on out, lse to 1e-5 relative, and exact zeros and
-// −inf on the rows that see no key. Then Kernel::reference through attend(), which gathers each
-// sequence and runs the float64 reference: the oracle itself, rounded once to q's dtype.
+// −inf on the rows that see no key. Then Kernel::reference through attend(), which reads the blocks
+// in place and runs the float64 reference over the whole batch: equal to the oracle (each sequence
+// gathered and run alone) rounded once to q's dtype, and its lse equal bit for bit.
 void expect_accurate(const KVCache& cache, const std::vector<Id>& ids, const Tensor& q, CachedAttentionOptions options = {}) {
   const int64_t B = q.shape()[0], Hq = q.shape()[1], n = q.shape()[2], d_v = cache.config().value_dim;
   Tensor out = poisoned(q.dtype(), {B, Hq, n, d_v}), lse = poisoned(DType::f32, {B, Hq, n});
@@ -745,8 +746,8 @@ TEST(Attend, BadCallsRaiseTheRightErrorAndWriteNothing) {
                        overlap, "out");
 }
 
-// The reference path computes every sequence before writing any: when a later sequence runs out of
-// memory (its keys gathered in float64 exceed the limit), no element of out or lse was written.
+// The reference path checks its memory for the whole batch (the longest sequence's keys in float64
+// exceed the limit) and computes every sequence before writing any: nothing of out or lse is written.
 TEST(Attend, ReferenceRunningOutOfMemoryOnALaterSequenceWritesNothing) {
   constexpr int64_t kLong = 200000;  // keys of 32 floats: 51 MB in float64, over the 40 MiB limit below
   KVCache cache(make_config(KVCacheLayout::contiguous, 1, 32, 32, 2, kLong));
