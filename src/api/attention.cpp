@@ -2,8 +2,8 @@
 // arithmetic here.
 #include "attnkit/attention.hpp"
 
-#include "api/backends.hpp"
-#include "api/run_within_memory.hpp"
+#include "dispatch/backends.hpp"
+#include "dispatch/run_within_memory.hpp"
 #include "api/validate.hpp"
 #include "attnkit/error.hpp"
 

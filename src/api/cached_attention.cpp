@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "api/backends.hpp"
-#include "api/run_within_memory.hpp"
+#include "dispatch/backends.hpp"
+#include "dispatch/run_within_memory.hpp"
 #include "api/validate.hpp"
 #include "attnkit/attention.hpp"
 #include "attnkit/error.hpp"

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "attnkit/attention.hpp"
+#include "dispatch/backends.hpp"
 #include "dist/block_plan.hpp"
 #include "dist/problem.hpp"
 #include "dist/ring.hpp"
@@ -72,10 +73,13 @@ void ring_backward(MPI_Comm comm, ConstTensorView q, ConstTensorView k, ConstTen
         if (!o) continue;
         const TensorView bdq = rows(block_dq.view(), 0, qc.length);
         const TensorView bdk = rows(block_dk.view(), 0, kc.length), bdv = rows(block_dv.view(), 0, kc.length);
-        attnkit::backward(rows(q32.view(), qc.local_start, qc.length), rows(current.k(rows_held), kc.local_start, kc.length),
-                          rows(current.v(rows_held), kc.local_start, kc.length), rows(out32.view(), qc.local_start, qc.length),
-                          rows(d_out32.view(), qc.local_start, qc.length), rows(lse32.view(), qc.local_start, qc.length),
-                          bdq, bdk, bdv, *o);
+        // Straight to the kernel: the call was validated once, and the blocks are this call's own buffers.
+        const attnkit::detail::Problem block = attnkit::detail::trusted_problem(
+            rows(q32.view(), qc.local_start, qc.length), rows(current.k(rows_held), kc.local_start, kc.length),
+            rows(current.v(rows_held), kc.local_start, kc.length), *o);
+        attnkit::detail::run_backward("ring_backward", block,
+                                      {rows(out32.view(), qc.local_start, qc.length), rows(d_out32.view(), qc.local_start, qc.length),
+                                       rows(lse32.view(), qc.local_start, qc.length), bdq, bdk, bdv});
         add_rows(dq32.view(), qc.local_start, bdq);
         add_rows(contribution.k(rows_held), kc.local_start, bdk);
         add_rows(contribution.v(rows_held), kc.local_start, bdv);

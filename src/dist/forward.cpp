@@ -6,6 +6,7 @@
 
 #include "attnkit/attention.hpp"
 #include "cpu/softmax_merge.hpp"
+#include "dispatch/backends.hpp"
 #include "dist/block_plan.hpp"
 #include "dist/problem.hpp"
 #include "dist/ring.hpp"
@@ -98,8 +99,11 @@ void ring_forward(MPI_Comm comm, ConstTensorView q, ConstTensorView k, ConstTens
         const std::optional<AttentionOptions> o = block_options(p, qc, kc, key_lengths);
         if (!o) continue;
         const TensorView bo = rows(block_out.view(), 0, qc.length), bl = rows(block_lse.view(), 0, qc.length);
-        attnkit::forward(rows(q32.view(), qc.local_start, qc.length), rows(current.k(rows_held), kc.local_start, kc.length),
-                         rows(current.v(rows_held), kc.local_start, kc.length), bo, *o, {.lse = bl});
+        // Straight to the kernel: the call was validated once, and the blocks are this call's own buffers.
+        const attnkit::detail::Problem block = attnkit::detail::trusted_problem(
+            rows(q32.view(), qc.local_start, qc.length), rows(current.k(rows_held), kc.local_start, kc.length),
+            rows(current.v(rows_held), kc.local_start, kc.length), *o);
+        attnkit::detail::run_forward("ring_forward", block, {bo, bl, std::nullopt});
         partials.fold(qc.local_start, bo, bl);
       }
     }

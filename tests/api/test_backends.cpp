@@ -1,10 +1,10 @@
-// The dispatch seam (src/api/backends.hpp): a validated problem carries its resolved kernel, and every
+// The dispatch seam (src/dispatch/backends.hpp): a validated problem carries its resolved kernel, and every
 // kernel a problem can resolve to has exactly one backend in the table.
 #include <gtest/gtest.h>
 
 #include <string>
 
-#include "api/backends.hpp"
+#include "dispatch/backends.hpp"
 #include "api/validate.hpp"
 #include "support/testing.hpp"
 

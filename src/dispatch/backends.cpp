@@ -1,8 +1,9 @@
-#include "api/backends.hpp"
+#include "dispatch/backends.hpp"
 
+#include <cmath>
 #include <string>
 
-#include "api/run_within_memory.hpp"
+#include "dispatch/run_within_memory.hpp"
 #include "attnkit/error.hpp"
 #include "cpu/backward.hpp"
 #include "cpu/forward.hpp"
@@ -25,6 +26,18 @@ const Backend& backend_for(Kernel kernel) {
     if (backend.kernel == kernel) return backend;
   }
   throw Error(ErrorCode::unsupported, std::string("kernel: no backend runs ") + kernel_name(kernel) + " problems");
+}
+
+Problem trusted_problem(ConstTensorView q, ConstTensorView k, ConstTensorView v, const AttentionOptions& options) {
+  Problem p;
+  p.sizes = Sizes{q.size(0), q.size(1), k.size(1), q.size(2), k.size(2), q.size(3), v.size(3)};
+  p.kernel = resolve_kernel(options.kernel, q.dtype());
+  p.q = q;
+  p.k = k;
+  p.v = v;
+  p.scale = options.scale.value_or(p.sizes.d_k > 0 ? 1.0 / std::sqrt(static_cast<double>(p.sizes.d_k)) : 1.0);
+  p.options = &options;
+  return p;
 }
 
 void run_forward(const char* call, const Problem& problem, const ForwardOutputs& outputs) {
