@@ -308,8 +308,9 @@ void resolve_options(Problem& p, const AttentionOptions& options, DType dtype) {
   p.scale = resolve_scale(options, p.sizes);
   check_scalar_options(options, p.sizes);
   p.kernel = resolve_kernel(options.kernel, dtype);
+  if (p.kernel == Kernel::fast) p.target = active_target();
   check_float32_range(options, p.scale, p.kernel, dtype);
-  p.options = &options;
+  p.take_options(options);
 }
 
 void check_key_lengths(const AttentionOptions& o, const Sizes& s) {

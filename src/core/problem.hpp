@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "attnkit/attention.hpp"
+#include "attnkit/targets.hpp"
 
 namespace attnkit::detail {
 
@@ -39,15 +40,35 @@ struct CachedKeys {
 struct Problem {
   Sizes sizes;
   Kernel kernel = Kernel::reference;  // resolved: the backend that runs the call (never automatic)
+  Target target = Target::scalar;     // the SIMD target the fast kernel runs on (when kernel is fast)
   ConstTensorView q, k, v;
   double scale = 1.0;        // resolved: options.scale or 1/sqrt(d_k)
+  // The options' scalars, taken once (take_options): kernels read these, not the options.
+  Causal causal = Causal::none;
+  double softcap = 0.0;      // 0: off
+  double dropout_p = 0.0;
+  std::uint64_t seed = 0;    // of the dropout stream
   MaskKind mask_kind = MaskKind::none;
   ConstTensorView mask;      // rank 4, broadcast dimensions have stride 0
-  const AttentionOptions* options = nullptr;
+  const AttentionOptions* options = nullptr;  // for what is not a scalar: window, key lengths, ALiBi slopes
   const CachedKeys* cached = nullptr;  // set only by attention over a KV cache (forward only)
+
+  void take_options(const AttentionOptions& o) {
+    options = &o;
+    causal = o.causal;
+    softcap = o.softcap;
+    dropout_p = o.dropout_p;
+    seed = o.seed;
+  }
 
   // Keys that exist for batch entry b: m, or the cached sequence's length.
   std::int64_t key_count(std::int64_t b) const { return cached != nullptr ? cached->lengths[b] : sizes.m; }
+
+  // The aligned position i' of query i of entry b (docs/semantics.md): bottom-right alignment lines
+  // the last query up with the entry's last key, i' = i + (keys − n); otherwise i' = i.
+  std::int64_t aligned_position(std::int64_t b, std::int64_t i) const {
+    return causal == Causal::bottom_right ? i + (key_count(b) - sizes.n) : i;
+  }
 };
 
 struct ForwardOutputs {

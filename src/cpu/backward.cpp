@@ -35,10 +35,10 @@ BackwardPlan make_plan(const detail::Problem& p, const detail::BackwardIO& io, c
   plan.padded_d_k = round_up(s.d_k, geometry.tile_cols());
   plan.padded_d_v = round_up(s.d_v, geometry.tile_cols());
   plan.scale = static_cast<float>(p.scale);
-  plan.softcap = static_cast<float>(p.options->softcap);
-  if (p.options->dropout_p > 0) {
-    plan.dropout_threshold = static_cast<float>(p.options->dropout_p);
-    plan.keep_scale = static_cast<float>(1.0 / (1.0 - p.options->dropout_p));
+  plan.softcap = static_cast<float>(p.softcap);
+  if (p.dropout_p > 0) {
+    plan.dropout_threshold = static_cast<float>(p.dropout_p);
+    plan.keep_scale = static_cast<float>(1.0 / (1.0 - p.dropout_p));
   }
   return plan;
 }
@@ -128,7 +128,7 @@ detail::ByteCount fast_backward_scratch_bytes(const detail::Problem& p) {
 void fast_backward(const detail::Problem& p, const detail::BackwardIO& io) {
   const detail::Sizes& s = p.sizes;
   if (s.batch == 0 || s.kv_heads == 0) return;  // every gradient is empty
-  const BackwardKernels kernels = backward_kernels(active_target());
+  const BackwardKernels kernels = backward_kernels(p.target);
   BackwardPlan plan = make_plan(p, io, kernels.geometry);
 
   thread_local std::vector<float> q, d_out, lse, delta, dq_partials;

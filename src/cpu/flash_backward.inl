@@ -126,7 +126,7 @@ std::uint8_t pack_key_block(const BackwardPlan& plan, BackwardWorkspace& ws, con
 // the same Philox stream as the forward.
 void dropout_row(const BackwardPlan& plan, std::int64_t batch, const RowInfo& info, std::int64_t j0, std::int64_t cols,
                  float* keep) {
-  const std::uint64_t seed = plan.problem->options->seed;
+  const std::uint64_t seed = plan.problem->seed;
   for (std::int64_t j = 0; j < cols; j += 4) {  // one Philox call draws four consecutive keys
     const detail::Philox4x32 bits = detail::philox4x32_10(
         {static_cast<std::uint32_t>((j0 + j) >> 2), static_cast<std::uint32_t>(info.query),

@@ -587,7 +587,7 @@ void online_softmax(ForwardWorkspace& ws, std::int64_t tile, std::int64_t cols, 
 // already hold the undropped probabilities, as the softmax's normaliser must.
 void apply_dropout(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordinates& item, std::int64_t tile,
                    std::int64_t j0, std::int64_t width) {
-  const AttentionOptions& o = *plan.problem->options;
+  const detail::Problem& o = *plan.problem;
   const float keep_scale = static_cast<float>(1.0 / (1.0 - o.dropout_p));
   const float threshold = static_cast<float>(o.dropout_p);
   for (std::int64_t r = 0; r < kTileRows; ++r) {
@@ -619,7 +619,7 @@ void stream_key_blocks(const ForwardPlan& plan, ForwardWorkspace& ws, const Item
     lo = std::min(lo, first_seen(info, keys));
     hi = std::max(hi, last_seen(info, keys));
   }
-  const bool dropout = p.options->dropout_p > 0;
+  const bool dropout = p.dropout_p > 0;
   const bool bf16_dot = uses_bf16_dot(p);
   // One tile (decoding): scores straight from the key rows, then the values, whose rows the score
   // loop has already requested; only the tile's live rows are computed. Several tiles: keys and values

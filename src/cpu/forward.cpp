@@ -31,7 +31,7 @@ ForwardPlan make_plan(const detail::Problem& p, const detail::ForwardOutputs& ou
   plan.padded_rows = round_up(plan.group * plan.queries_per_item, geometry.tile_rows);
   plan.padded_d_v = round_up(s.d_v, geometry.tile_cols());
   plan.scale = static_cast<float>(p.scale);
-  plan.softcap = static_cast<float>(p.options->softcap);
+  plan.softcap = static_cast<float>(p.softcap);
   return plan;
 }
 
@@ -94,7 +94,7 @@ detail::ByteCount fast_forward_scratch_bytes(const detail::Problem& p, bool prob
 void fast_forward(const detail::Problem& p, const detail::ForwardOutputs& outputs) {
   const detail::Sizes& s = p.sizes;
   if (s.batch == 0 || s.q_heads == 0 || s.n == 0) return;  // every output is empty
-  const ForwardKernels kernels = forward_kernels(active_target());
+  const ForwardKernels kernels = forward_kernels(p.target);
   ForwardPlan plan = make_plan(p, outputs, kernels.geometry);
 
   thread_local std::vector<float> partials, row_lse;

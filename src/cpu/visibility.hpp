@@ -28,11 +28,11 @@ inline RowInfo make_row_info(const detail::Problem& p, std::int64_t batch, std::
   RowInfo info;
   info.head = head;
   info.query = query;
-  info.position = query + (o.causal == Causal::bottom_right ? keys - p.sizes.n : 0);
+  info.position = p.aligned_position(batch, query);
   const std::int64_t pos = info.position;
   info.first = 0;
   info.last = keys - 1;
-  if (o.causal != Causal::none) info.last = std::min(info.last, pos);
+  if (p.causal != Causal::none) info.last = std::min(info.last, pos);
   if (o.window.left >= 0) info.first = std::max(info.first, pos - o.window.left);
   if (o.window.right >= 0) info.last = std::min(info.last, pos + o.window.right);
   if (!o.key_lengths.empty()) info.last = std::min(info.last, o.key_lengths[static_cast<std::size_t>(batch)] - 1);

@@ -32,11 +32,12 @@ Problem trusted_problem(ConstTensorView q, ConstTensorView k, ConstTensorView v,
   Problem p;
   p.sizes = Sizes{q.size(0), q.size(1), k.size(1), q.size(2), k.size(2), q.size(3), v.size(3)};
   p.kernel = resolve_kernel(options.kernel, q.dtype());
+  if (p.kernel == Kernel::fast) p.target = active_target();
   p.q = q;
   p.k = k;
   p.v = v;
   p.scale = options.scale.value_or(p.sizes.d_k > 0 ? 1.0 / std::sqrt(static_cast<double>(p.sizes.d_k)) : 1.0);
-  p.options = &options;
+  p.take_options(options);
   return p;
 }
 

@@ -17,7 +17,7 @@ constexpr double kMinusInf = -std::numeric_limits<double>::infinity();
 Matrix backward_head(const Problem& p, const BackwardIO& io, std::int64_t b, std::int64_t h, const Matrix& k,
                      const Matrix& v, Matrix& dk, Matrix& dv) {
   const Sizes& s = p.sizes;
-  const double softcap = p.options->softcap;
+  const double softcap = p.softcap;
   const Matrix q = gather(p.q, b, h);         // [n, d_k]
   const Matrix d_out = gather(io.d_out, b, h);  // [n, d_v]
 

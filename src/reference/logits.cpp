@@ -16,20 +16,13 @@ const std::byte* element(ConstTensorView t, std::int64_t b, std::int64_t h, std:
   return static_cast<const std::byte*>(t.data()) + offset * static_cast<std::int64_t>(dtype_size(t.dtype()));
 }
 
-// The aligned query position i' (DESIGN.md): bottom-right alignment lines the last query up with the
-// last key of entry b, so query i sits at key position i + (m_b − n), m_b the entry's key count (m,
-// or its cached sequence's length).
-std::int64_t aligned_position(const Problem& p, std::int64_t b, std::int64_t i) {
-  return p.options->causal == Causal::bottom_right ? i + (p.key_count(b) - p.sizes.n) : i;
-}
-
 // Whether key j may be seen by query i at all: the entry's keys, causal, window, key lengths and a
 // boolean keep-mask.
 bool key_visible(const Problem& p, std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t j) {
   const AttentionOptions& o = *p.options;
   if (j >= p.key_count(b)) return false;
-  const std::int64_t pos = aligned_position(p, b, i);
-  if (o.causal != Causal::none && j > pos) return false;
+  const std::int64_t pos = p.aligned_position(b, i);  // i' (core/problem.hpp)
+  if (p.causal != Causal::none && j > pos) return false;
   if (o.window.left >= 0 && j < pos - o.window.left) return false;
   if (o.window.right >= 0 && j > pos + o.window.right) return false;
   if (!o.key_lengths.empty() && j >= o.key_lengths[static_cast<std::size_t>(b)]) return false;
@@ -80,10 +73,10 @@ HeadLogits compute_logits(const Problem& p, std::int64_t b, std::int64_t h, cons
       double s = dot * p.scale;
       out.scaled(i, j) = s;
       // s = c · tanh(s / c)
-      if (o.softcap > 0) s = o.softcap * std::tanh(s / o.softcap);
+      if (p.softcap > 0) s = p.softcap * std::tanh(s / p.softcap);
       // s = s − slope_h · |i' − j|
       if (!o.alibi_slopes.empty()) {
-        const double distance = static_cast<double>(std::llabs(aligned_position(p, b, i) - j));
+        const double distance = static_cast<double>(std::llabs(p.aligned_position(b, i) - j));
         s -= static_cast<double>(o.alibi_slopes[static_cast<std::size_t>(h)]) * distance;
       }
       // s = s + mask[b, h, i, j]; an additive −inf masks the key outright, even when q·k is NaN
@@ -123,9 +116,8 @@ Softmax softmax_rows(const Matrix& logits) {
 }
 
 double dropout_multiplier(const Problem& p, std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t j) {
-  const AttentionOptions& o = *p.options;
-  if (o.dropout_p == 0) return 1.0;
-  return dropout_keeps(o.seed, o.dropout_p, b, h, i, j) ? 1.0 / (1.0 - o.dropout_p) : 0.0;
+  if (p.dropout_p == 0) return 1.0;
+  return dropout_keeps(p.seed, p.dropout_p, b, h, i, j) ? 1.0 / (1.0 - p.dropout_p) : 0.0;
 }
 
 }  // namespace attnkit::detail
