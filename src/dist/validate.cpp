@@ -62,6 +62,13 @@ void check_options(const std::string& op, const AttentionOptions& o) {
     fail(ErrorCode::invalid_argument, op, "options.scale must be finite and > 0, got " + std::to_string(*o.scale));
   if (!(std::isfinite(o.softcap) && o.softcap >= 0))
     fail(ErrorCode::invalid_argument, op, "options.softcap must be finite and >= 0, got " + std::to_string(o.softcap));
+  // The blocks run on the fast kernel, which computes in float32: a scale or softcap outside its
+  // range would turn into inf or 0 there (checked here once; the block steps do not check again).
+  constexpr double kFloat32Max = std::numeric_limits<float>::max(), kFloat32MinNormal = std::numeric_limits<float>::min();
+  const char* why = " is outside float32's range, in which ring attention computes";
+  if (o.scale && *o.scale > kFloat32Max) fail(ErrorCode::invalid_argument, op, "options.scale " + std::to_string(*o.scale) + why);
+  if (o.softcap != 0 && (o.softcap < kFloat32MinNormal || o.softcap > 1 / kFloat32MinNormal))
+    fail(ErrorCode::invalid_argument, op, "options.softcap " + std::to_string(o.softcap) + why);
 }
 
 void check_local(const std::string& op, const RingArgs& a, const RingOptions& options) {

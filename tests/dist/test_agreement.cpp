@@ -140,6 +140,14 @@ TEST(DistRefusals, BadArguments) {
   RingOptions negative;
   negative.attention.softcap = -1;
   expect_error([&] { s.forward(negative); }, ErrorCode::invalid_argument, "options.softcap");
+  // Checked once for the whole call, since the block steps go straight to the float32 kernel.
+  RingOptions huge_scale;
+  huge_scale.attention.scale = 1e300;
+  expect_error([&] { s.forward(huge_scale); }, ErrorCode::invalid_argument, "options.scale");
+  expect_error([&] { s.backward(huge_scale); }, ErrorCode::invalid_argument, "outside float32's range");
+  RingOptions tiny_softcap;
+  tiny_softcap.attention.softcap = 1e-300;
+  expect_error([&] { s.forward(tiny_softcap); }, ErrorCode::invalid_argument, "options.softcap");
   Tensor odd_heads(DType::f32, {2, 3, s.q.shape()[2], 8});
   expect_error([&] { ring_forward(MPI_COMM_WORLD, odd_heads.view(), s.k.view(), s.v.view(), s.out.view(), s.lse.view()); },
                ErrorCode::invalid_shape, "must divide q's heads 3");
