@@ -7,10 +7,10 @@
 
 #include "attnkit/targets.hpp"
 #include "core/parallel_for.hpp"
+#include "core/softmax_partial.hpp"
 #include "cpu/call_scratch.hpp"
 #include "cpu/element_io.hpp"
 #include "cpu/kernels.hpp"
-#include "cpu/softmax_merge.hpp"
 #include "cpu/workspace.hpp"
 
 namespace attnkit::cpu {
@@ -45,7 +45,7 @@ void merge_and_finalize(const ForwardPlan& plan, std::int64_t item_index) {
     std::fill(acc, acc + plan.padded_d_v, 0.0f);
     for (std::int64_t split = 0; split < plan.splits; ++split) {
       const float* part = plan.partial(item_index, split, r);
-      merge_softmax_partial(max, sum, acc, part[0], part[1], part + 2, plan.padded_d_v);
+      detail::merge_softmax_partial(max, sum, acc, part[0], part[1], part + 2, plan.padded_d_v);
     }
     const std::int64_t head = item.kv_head * plan.group + r / item.queries, query = item.first_query + r % item.queries;
     finalize_row(plan, item_index, r, head, query, max, sum, acc);
@@ -58,14 +58,7 @@ void finalize_row(const ForwardPlan& plan, std::int64_t item, std::int64_t row, 
                   float max, float sum, float* acc) {
   const detail::Sizes& s = plan.problem->sizes;
   const std::int64_t batch = item_coordinates(plan, item).batch;
-  float lse = -std::numeric_limits<float>::infinity();
-  if (sum == 0) {  // no visible key: zeros, never 0/0
-    std::fill(acc, acc + s.d_v, 0.0f);
-  } else {
-    const float inv = 1.0f / sum;
-    for (std::int64_t c = 0; c < s.d_v; ++c) acc[c] *= inv;
-    lse = max + std::log(sum);
-  }
+  const float lse = detail::finalize_softmax_partial(max, sum, acc, s.d_v);
   store_row_part(acc, plan.outputs->out, batch, head, query, 0, s.d_v);
   if (plan.outputs->lse) *plan.outputs->lse->at<float>({batch, head, query}) = lse;
   if (plan.row_lse != nullptr) plan.row_lse[item * plan.padded_rows + row] = lse;

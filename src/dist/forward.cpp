@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "attnkit/attention.hpp"
-#include "cpu/softmax_merge.hpp"
+#include "core/softmax_partial.hpp"
 #include "dispatch/backends.hpp"
 #include "dist/block_plan.hpp"
 #include "dist/problem.hpp"
@@ -18,9 +18,9 @@ namespace {
 
 constexpr int kKvTag = 801;
 
-// Running softmax partials of the local query rows, in merge_softmax_partial's (max, sum, acc)
-// form. A block call's normalised (out, lse) is the partial (max = lse, sum = 1, acc = out), so the
-// one merge function of the library folds ring blocks too.
+// Running softmax partials of the local query rows (core/softmax_partial.hpp). A block call's
+// normalised (out, lse) is the partial (max = lse, sum = 1, acc = out), so the one merge function
+// of the library folds ring blocks too.
 class RowPartials {
  public:
   RowPartials(std::int64_t B, std::int64_t H, std::int64_t n, std::int64_t dv)
@@ -34,7 +34,7 @@ class RowPartials {
       for (std::int64_t h = 0; h < H_; ++h)
         for (std::int64_t i = 0; i < out.size(2); ++i) {
           const std::size_t row = static_cast<std::size_t>((b * H_ + h) * n_ + start + i);
-          cpu::merge_softmax_partial(max_[row], sum_[row], acc_.data<float>() + row * static_cast<std::size_t>(dv_),
+          attnkit::detail::merge_softmax_partial(max_[row], sum_[row], acc_.data<float>() + row * static_cast<std::size_t>(dv_),
                                      *lse.at<float>({b, h, i}), 1.0f, out.at<float>({b, h, i, 0}), dv_);
         }
   }
@@ -44,12 +44,8 @@ class RowPartials {
     Tensor lse32(DType::f32, {B_, H_, n_});
     float* acc = acc_.data<float>();
     for (std::size_t row = 0; row < max_.size(); ++row) {
-      const bool empty = sum_[row] == 0.0f;
-      for (std::int64_t c = 0; c < dv_; ++c) {
-        float& x = acc[row * static_cast<std::size_t>(dv_) + static_cast<std::size_t>(c)];
-        x = empty ? 0.0f : x / sum_[row];
-      }
-      lse32.data<float>()[row] = empty ? -std::numeric_limits<float>::infinity() : max_[row] + std::log(sum_[row]);
+      lse32.data<float>()[row] =
+          attnkit::detail::finalize_softmax_partial(max_[row], sum_[row], acc + row * static_cast<std::size_t>(dv_), dv_);
     }
     detail::store(acc_, out);
     detail::store(lse32, lse);

@@ -1,11 +1,12 @@
-// The one function that merges partial softmax results. Split-key decoding uses it here; ring
-// attention over MPI will use it too, so the formula is written and tested once.
+// Softmax partials: a softmax over a set of keys kept unnormalised, so that the results over
+// disjoint key sets can be merged (split-key decoding, ring attention) and then normalised once.
+// Written and tested once (tests/core/test_softmax_partial.cpp), NaN, ±inf and empty sets included.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
 
-namespace attnkit::cpu {
+namespace attnkit::detail {
 
 // A partial result over a set of keys: max = max_j s_j, sum = Σ_j e^(s_j − max),
 // acc = Σ_j e^(s_j − max) · v_j. An empty set is (−inf, 0, 0).
@@ -21,4 +22,16 @@ inline void merge_softmax_partial(float& max, float& sum, float* acc, float othe
   max = merged;
 }
 
-}  // namespace attnkit::cpu
+// Normalises a partial in place, acc ← acc / sum, and returns its log-sum-exp, max + log(sum). The
+// empty set (sum = 0: no visible key) gives zeros, never 0/0, and −inf. A NaN max or sum propagates.
+inline float finalize_softmax_partial(float max, float sum, float* acc, std::int64_t width) {
+  if (sum == 0) {
+    for (std::int64_t c = 0; c < width; ++c) acc[c] = 0.0f;
+    return -INFINITY;
+  }
+  const float inv = 1.0f / sum;
+  for (std::int64_t c = 0; c < width; ++c) acc[c] *= inv;
+  return max + std::log(sum);
+}
+
+}  // namespace attnkit::detail
