@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "attnkit/error.hpp"
+#include "core/option_checks.hpp"
 
 namespace attnkit::detail {
 namespace {
@@ -250,57 +251,6 @@ Sizes check_qkv(ConstTensorView q, ConstTensorView k, ConstTensorView v) {
 
 // ---- options ----
 
-double resolve_scale(const AttentionOptions& o, const Sizes& s) {
-  if (!o.scale) return s.d_k > 0 ? 1.0 / std::sqrt(static_cast<double>(s.d_k)) : 1.0;
-  if (!std::isfinite(*o.scale) || *o.scale <= 0) {
-    fail(ErrorCode::invalid_argument, "scale: must be finite and > 0, got " + num(*o.scale));
-  }
-  return *o.scale;
-}
-
-void check_scalar_options(const AttentionOptions& o, const Sizes& s) {
-  if (!std::isfinite(o.softcap) || o.softcap < 0) {
-    fail(ErrorCode::invalid_argument, "softcap: must be finite and >= 0 (0 = off), got " + num(o.softcap));
-  }
-  if (!std::isfinite(o.dropout_p) || o.dropout_p < 0 || o.dropout_p >= 1) {
-    fail(ErrorCode::invalid_argument, "dropout_p: must be in [0, 1), got " + num(o.dropout_p));
-  }
-  if (o.window.left < -1 || o.window.right < -1) {
-    fail(ErrorCode::invalid_argument, "window: left and right must be >= 0, or -1 for unbounded; got (" +
-                                          std::to_string(o.window.left) + ", " + std::to_string(o.window.right) + ")");
-  }
-  if (o.causal != Causal::none && o.causal != Causal::top_left && o.causal != Causal::bottom_right) {
-    fail(ErrorCode::invalid_argument, "causal: not a Causal value");
-  }
-  if (o.kernel != Kernel::automatic && o.kernel != Kernel::reference && o.kernel != Kernel::fast) {
-    fail(ErrorCode::invalid_argument, "kernel: not a Kernel value");
-  }
-  if (o.dropout_p > 0) {
-    // The dropout counter holds batch, head, query and key/4 in 32 bits each (src/core/philox.hpp).
-    constexpr int64_t kCounterLimit = int64_t{1} << 32;
-    if (s.batch >= kCounterLimit || s.q_heads >= kCounterLimit || s.n >= kCounterLimit || s.m / 4 >= kCounterLimit) {
-      fail(ErrorCode::invalid_argument, "dropout_p: dropout supports batch, heads and sequence lengths below 2^32");
-    }
-  }
-}
-
-// The fast kernel computes in float32, so scale and softcap are rounded to float there. A scale past
-// float32's largest value would become inf (NaN logits where q·k = 0), and a softcap outside the
-// normal floats would become inf or 0 (NaN logits, or the cap silently off), while the float64
-// reference uses the values as given: refused, with the way out named. 1/softcap must be normal too.
-constexpr double kFloat32Max = std::numeric_limits<float>::max();
-constexpr double kFloat32MinNormal = std::numeric_limits<float>::min();
-
-void check_float32_range(const AttentionOptions& o, double scale, Kernel kernel, DType dtype) {
-  if (kernel != Kernel::fast) return;
-  const std::string why = " is outside float32's range, in which the fast kernel computes " +
-                          std::string(dtype_name(dtype)) + " inputs (use Kernel::reference or f64 inputs)";
-  if (scale > kFloat32Max) fail(ErrorCode::invalid_argument, "scale: " + num(scale) + why);
-  if (o.softcap != 0 && (o.softcap < kFloat32MinNormal || o.softcap > 1 / kFloat32MinNormal)) {
-    fail(ErrorCode::invalid_argument, "softcap: " + num(o.softcap) + why);
-  }
-}
-
 // The options every kind of call shares, checked and resolved into the problem once: the kernel
 // (never automatic from here on), the scale, the scalar options and float32's range for the fast
 // kernel. The caller has set p.sizes.
@@ -309,7 +259,7 @@ void resolve_options(Problem& p, const AttentionOptions& options, DType dtype) {
   check_scalar_options(options, p.sizes);
   p.kernel = resolve_kernel(options.kernel, dtype);
   if (p.kernel == Kernel::fast) p.target = active_target();
-  check_float32_range(options, p.scale, p.kernel, dtype);
+  if (p.kernel == Kernel::fast) check_float32_range(options, p.scale, dtype, " (use Kernel::reference or f64 inputs)");
   p.take_options(options);
 }
 

@@ -5,6 +5,7 @@
 #include <limits>
 #include <optional>
 
+#include "core/option_checks.hpp"
 #include "dist/agreement.hpp"
 #include "dist/problem.hpp"
 
@@ -58,17 +59,19 @@ void check_options(const std::string& op, const AttentionOptions& o) {
   if (o.dropout_p != 0.0) refuse("options.dropout_p", "the dropout stream is keyed by indices that would be local to each block");
   if (o.kernel == Kernel::reference)
     refuse("Kernel::reference", "its backward renormalises over each block's keys, which is wrong for a partial block");
-  if (o.scale && !(std::isfinite(*o.scale) && *o.scale > 0))
-    fail(ErrorCode::invalid_argument, op, "options.scale must be finite and > 0, got " + std::to_string(*o.scale));
-  if (!(std::isfinite(o.softcap) && o.softcap >= 0))
-    fail(ErrorCode::invalid_argument, op, "options.softcap must be finite and >= 0, got " + std::to_string(o.softcap));
-  // The blocks run on the fast kernel, which computes in float32: a scale or softcap outside its
-  // range would turn into inf or 0 there (checked here once; the block steps do not check again).
-  constexpr double kFloat32Max = std::numeric_limits<float>::max(), kFloat32MinNormal = std::numeric_limits<float>::min();
-  const char* why = " is outside float32's range, in which ring attention computes";
-  if (o.scale && *o.scale > kFloat32Max) fail(ErrorCode::invalid_argument, op, "options.scale " + std::to_string(*o.scale) + why);
-  if (o.softcap != 0 && (o.softcap < kFloat32MinNormal || o.softcap > 1 / kFloat32MinNormal))
-    fail(ErrorCode::invalid_argument, op, "options.softcap " + std::to_string(o.softcap) + why);
+}
+
+// The scalar options, by the checks every front end shares (core/option_checks.hpp), named as
+// options.<field>. The blocks run on the fast kernel in float32, so the float32 range is checked
+// here, once: the block steps do not check again.
+void check_shared_options(const std::string& op, const AttentionOptions& o, const attnkit::detail::Sizes& sizes, DType dtype) {
+  try {
+    const double scale = attnkit::detail::resolve_scale(o, sizes);
+    attnkit::detail::check_scalar_options(o, sizes);
+    attnkit::detail::check_float32_range(o, scale, dtype, "");
+  } catch (const Error& e) {
+    fail(e.code(), op, std::string("options.") + e.what());
+  }
 }
 
 void check_local(const std::string& op, const RingArgs& a, const RingOptions& options) {
@@ -98,6 +101,7 @@ void check_local(const std::string& op, const RingArgs& a, const RingOptions& op
     expect(op, "dv", a.dv, {B, Hkv, n, dv}, dtype, "like v");
   }
   check_options(op, options.attention);
+  check_shared_options(op, options.attention, attnkit::detail::Sizes{B, Hq, Hkv, n, n, dk, dv}, dtype);
   const auto& kl = options.attention.key_lengths;
   if (!kl.empty() && static_cast<std::int64_t>(kl.size()) != B) {
     fail(ErrorCode::invalid_shape, op, "options.key_lengths: expected one per batch entry (" + std::to_string(B) +
