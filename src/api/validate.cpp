@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -29,12 +28,6 @@ std::string describe(const char* name, ConstTensorView view) {
 }
 
 [[noreturn]] void fail(ErrorCode code, const std::string& message) { throw Error(code, message); }
-
-std::string num(double x) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%g", x);
-  return text;
-}
 
 // ---- one view on its own ----
 
@@ -258,8 +251,10 @@ void resolve_options(Problem& p, const AttentionOptions& options, DType dtype) {
   p.scale = resolve_scale(options, p.sizes);
   check_scalar_options(options, p.sizes);
   p.kernel = resolve_kernel(options.kernel, dtype);
-  if (p.kernel == Kernel::fast) p.target = active_target();
-  if (p.kernel == Kernel::fast) check_float32_range(options, p.scale, dtype, " (use Kernel::reference or f64 inputs)");
+  if (p.kernel == Kernel::fast) {
+    p.target = active_target();
+    check_float32_range(options, p.scale, dtype, " (use Kernel::reference or f64 inputs)");
+  }
   p.take_options(options);
 }
 
@@ -287,7 +282,7 @@ void check_alibi(const AttentionOptions& o, const Sizes& s) {
   for (std::size_t h = 0; h < o.alibi_slopes.size(); ++h) {
     if (!std::isfinite(o.alibi_slopes[h])) {
       fail(ErrorCode::invalid_argument, "alibi_slopes[" + std::to_string(h) + "]: must be finite, got " +
-                                            num(o.alibi_slopes[h]));
+                                            number_text(o.alibi_slopes[h]));
     }
   }
 }

@@ -13,24 +13,26 @@ namespace {
 
 [[noreturn]] void fail(const std::string& message) { throw Error(ErrorCode::invalid_argument, message); }
 
-std::string num(double x) {
+}  // namespace
+
+std::string number_text(double x) {
   char text[32];
   std::snprintf(text, sizeof text, "%g", x);
   return text;
 }
 
-}  // namespace
-
 double resolve_scale(const AttentionOptions& o, const Sizes& s) {
   if (!o.scale) return s.d_k > 0 ? 1.0 / std::sqrt(static_cast<double>(s.d_k)) : 1.0;
-  if (!std::isfinite(*o.scale) || *o.scale <= 0) fail("scale: must be finite and > 0, got " + num(*o.scale));
+  if (!std::isfinite(*o.scale) || *o.scale <= 0) fail("scale: must be finite and > 0, got " + number_text(*o.scale));
   return *o.scale;
 }
 
 void check_scalar_options(const AttentionOptions& o, const Sizes& s) {
-  if (!std::isfinite(o.softcap) || o.softcap < 0) fail("softcap: must be finite and >= 0 (0 = off), got " + num(o.softcap));
+  if (!std::isfinite(o.softcap) || o.softcap < 0) {
+    fail("softcap: must be finite and >= 0 (0 = off), got " + number_text(o.softcap));
+  }
   if (!std::isfinite(o.dropout_p) || o.dropout_p < 0 || o.dropout_p >= 1) {
-    fail("dropout_p: must be in [0, 1), got " + num(o.dropout_p));
+    fail("dropout_p: must be in [0, 1), got " + number_text(o.dropout_p));
   }
   if (o.window.left < -1 || o.window.right < -1) {
     fail("window: left and right must be >= 0, or -1 for unbounded; got (" + std::to_string(o.window.left) + ", " +
@@ -59,9 +61,9 @@ void check_float32_range(const AttentionOptions& o, double scale, DType dtype, c
   constexpr double kFloat32MinNormal = std::numeric_limits<float>::min();
   const std::string why = " is outside float32's range, in which the fast kernel computes " +
                           std::string(dtype_name(dtype)) + " inputs" + way_out;
-  if (scale > kFloat32Max) fail("scale: " + num(scale) + why);
+  if (scale > kFloat32Max) fail("scale: " + number_text(scale) + why);
   if (o.softcap != 0 && (o.softcap < kFloat32MinNormal || o.softcap > 1 / kFloat32MinNormal)) {
-    fail("softcap: " + num(o.softcap) + why);
+    fail("softcap: " + number_text(o.softcap) + why);
   }
 }
 

@@ -3,10 +3,15 @@
 // "scale: must be finite and > 0, got -1". Each raises Error(invalid_argument).
 #pragma once
 
+#include <string>
+
 #include "attnkit/attention.hpp"
 #include "core/problem.hpp"
 
 namespace attnkit::detail {
+
+// x as argument messages print it ("%g": 0.125, 1e+300, nan).
+std::string number_text(double x);
 
 // The scale the call uses: options.scale, checked, or 1/sqrt(d_k).
 double resolve_scale(const AttentionOptions& o, const Sizes& s);

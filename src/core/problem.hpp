@@ -71,6 +71,17 @@ struct Problem {
   }
 };
 
+// Where key (and value) row j of batch entry b is stored: index [b, ·, j] of k and v, or, for a KV
+// cache, its row of the block its block table lists. One definition for every backend.
+struct StoredRow {
+  std::int64_t outer, row;  // indices of the view's dimensions 0 and 2
+};
+inline StoredRow stored_row(const Problem& p, std::int64_t batch, std::int64_t j) {
+  if (p.cached == nullptr) return {batch, j};
+  const CachedKeys& c = *p.cached;
+  return {c.block_table[batch * c.blocks_per_sequence + (j >> c.block_shift)], j & ((std::int64_t{1} << c.block_shift) - 1)};
+}
+
 struct ForwardOutputs {
   TensorView out;
   std::optional<TensorView> lse;

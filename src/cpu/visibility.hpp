@@ -40,16 +40,9 @@ inline RowInfo make_row_info(const detail::Problem& p, std::int64_t batch, std::
   return info;
 }
 
-// Where key (and value) row j of batch entry b is stored: index [b, ·, j] of k and v, or, for a KV
-// cache, its row of the block its block table lists.
-struct StoredRow {
-  std::int64_t outer, row;  // indices of the view's dimensions 0 and 2
-};
-inline StoredRow stored_row(const detail::Problem& p, std::int64_t batch, std::int64_t j) {
-  if (p.cached == nullptr) return {batch, j};
-  const detail::CachedKeys& c = *p.cached;
-  return {c.block_table[batch * c.blocks_per_sequence + (j >> c.block_shift)], j & ((std::int64_t{1} << c.block_shift) - 1)};
-}
+// Where key (and value) row j of batch entry b is stored (core/problem.hpp).
+using detail::stored_row;
+using detail::StoredRow;
 
 struct KeyRange {
   std::int64_t begin, end;  // the keys [begin, end) a work item covers

@@ -22,7 +22,6 @@ class WorkspaceBuffer {
   // Grows the block to at least `bytes` if it is smaller (its contents are then lost) and returns
   // it. Throws Error(out_of_memory), naming `owner`, if the memory cannot be had.
   std::byte* reserve(std::size_t bytes, const char* owner);
-  std::byte* data() const { return buffer_.get(); }
 
  private:
   static constexpr std::align_val_t kAlignment{64};

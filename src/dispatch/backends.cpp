@@ -1,10 +1,10 @@
 #include "dispatch/backends.hpp"
 
-#include <cmath>
 #include <string>
 
 #include "dispatch/run_within_memory.hpp"
 #include "attnkit/error.hpp"
+#include "core/option_checks.hpp"
 #include "cpu/backward.hpp"
 #include "cpu/forward.hpp"
 #include "reference/reference.hpp"
@@ -36,7 +36,7 @@ Problem trusted_problem(ConstTensorView q, ConstTensorView k, ConstTensorView v,
   p.q = q;
   p.k = k;
   p.v = v;
-  p.scale = options.scale.value_or(p.sizes.d_k > 0 ? 1.0 / std::sqrt(static_cast<double>(p.sizes.d_k)) : 1.0);
+  p.scale = resolve_scale(options, p.sizes);  // the caller checked the options: this only resolves
   p.take_options(options);
   return p;
 }

@@ -40,17 +40,10 @@ Matrix gather(ConstTensorView t, std::int64_t b, std::int64_t h) {
 }
 
 Matrix gather_keys(const Problem& p, ConstTensorView t, std::int64_t b, std::int64_t g) {
-  if (p.cached == nullptr) return gather(t, b, g);
-  // t is a block pool [blocks, Hkv, block size, d]: key j is row j mod 2^shift of the entry's block
-  // j >> shift (core/problem.hpp).
-  const CachedKeys& c = *p.cached;
-  const std::int64_t row_mask = (std::int64_t{1} << c.block_shift) - 1;
   Matrix m(p.sizes.m, t.size(3));
   for (std::int64_t j = 0; j < p.key_count(b); ++j) {
-    const std::int64_t block = c.block_table[b * c.blocks_per_sequence + (j >> c.block_shift)];
-    for (std::int64_t col = 0; col < m.cols; ++col) {
-      m(j, col) = load_as_double(element(t, block, g, j & row_mask, col), t.dtype());
-    }
+    const StoredRow at = stored_row(p, b, j);  // t[b, g, j], or its row of a KV cache's block
+    for (std::int64_t col = 0; col < m.cols; ++col) m(j, col) = load_as_double(element(t, at.outer, g, at.row, col), t.dtype());
   }
   return m;
 }
