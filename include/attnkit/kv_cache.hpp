@@ -76,7 +76,7 @@ class KVCache {
   Tensor keys(SequenceId sequence) const;
   Tensor values(SequenceId sequence) const;
 
-  // Where the kernels find the storage; see src/mha/kv_cache.cpp.
+  // Where the kernels find the storage; see src/api/kv_cache.cpp.
   struct Storage {
     ConstTensorView keys, values;  // [blocks, Hkv, block_size, d] (strided): a contiguous slot is one block
     std::int64_t block_size = 0;

@@ -248,14 +248,14 @@ Sizes check_qkv(ConstTensorView q, ConstTensorView k, ConstTensorView v) {
 // (never automatic from here on), the scale, the scalar options and float32's range for the fast
 // kernel. The caller has set p.sizes.
 void resolve_options(Problem& p, const AttentionOptions& options, DType dtype) {
-  p.scale = resolve_scale(options, p.sizes);
+  const double scale = resolve_scale(options, p.sizes);
   check_scalar_options(options, p.sizes);
   p.kernel = resolve_kernel(options.kernel, dtype);
   if (p.kernel == Kernel::fast) {
     p.target = active_target();
-    check_float32_range(options, p.scale, dtype, " (use Kernel::reference or f64 inputs)");
+    check_float32_range(options, scale, dtype, " (use Kernel::reference or f64 inputs)");
   }
-  p.take_options(options);
+  p.take_options(options, scale);
 }
 
 void check_key_lengths(const AttentionOptions& o, const Sizes& s) {

@@ -2,8 +2,10 @@
 // edge (src/api/validate.cpp); every kernel below trusts it.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
+#include <span>
 
 #include "attnkit/attention.hpp"
 #include "attnkit/targets.hpp"
@@ -37,28 +39,49 @@ struct CachedKeys {
   const std::int64_t* lengths = nullptr;
 };
 
+// The scalars the fast kernels compute with, rounded to float32 once per call.
+struct Float32Scalars {
+  float scale = 1;
+  float softcap = 0;            // 0: off
+  float dropout_threshold = 0;  // a key is kept when its uniform is at least this; 0: no dropout
+  float keep_scale = 1;         // 1/(1 − dropout_p), the kept keys' multiplier
+};
+
 struct Problem {
   Sizes sizes;
   Kernel kernel = Kernel::reference;  // resolved: the backend that runs the call (never automatic)
   Target target = Target::scalar;     // the SIMD target the fast kernel runs on (when kernel is fast)
   ConstTensorView q, k, v;
-  double scale = 1.0;        // resolved: options.scale or 1/sqrt(d_k)
-  // The options' scalars, taken once (take_options): kernels read these, not the options.
+  // The options, resolved once (resolve_options / take_options): kernels read these, never the
+  // options. The spans point into the caller's memory, like the options' own.
+  double scale = 1.0;  // options.scale or 1/sqrt(d_k)
   Causal causal = Causal::none;
-  double softcap = 0.0;      // 0: off
+  Window window;
+  double softcap = 0.0;  // 0: off
   double dropout_p = 0.0;
-  std::uint64_t seed = 0;    // of the dropout stream
+  std::uint64_t seed = 0;  // of the dropout stream
+  std::span<const std::int64_t> key_lengths;  // empty, or one per batch entry
+  std::span<const float> alibi_slopes;        // empty, or one per query head
+  Float32Scalars f32;
   MaskKind mask_kind = MaskKind::none;
-  ConstTensorView mask;      // rank 4, broadcast dimensions have stride 0
-  const AttentionOptions* options = nullptr;  // for what is not a scalar: window, key lengths, ALiBi slopes
+  ConstTensorView mask;  // rank 4, broadcast dimensions have stride 0
   const CachedKeys* cached = nullptr;  // set only by attention over a KV cache (forward only)
 
-  void take_options(const AttentionOptions& o) {
-    options = &o;
+  // Takes the options' values and the resolved scale; the mask is resolved separately (its view
+  // needs checking against the sizes).
+  void take_options(const AttentionOptions& o, double resolved_scale) {
+    scale = resolved_scale;
     causal = o.causal;
+    window = o.window;
     softcap = o.softcap;
     dropout_p = o.dropout_p;
     seed = o.seed;
+    key_lengths = o.key_lengths;
+    alibi_slopes = o.alibi_slopes;
+    f32.scale = static_cast<float>(scale);
+    f32.softcap = static_cast<float>(softcap);
+    f32.dropout_threshold = static_cast<float>(dropout_p);
+    f32.keep_scale = static_cast<float>(1.0 / (1.0 - dropout_p));
   }
 
   // Keys that exist for batch entry b: m, or the cached sequence's length.
@@ -68,6 +91,24 @@ struct Problem {
   // the last query up with the entry's last key, i' = i + (keys − n); otherwise i' = i.
   std::int64_t aligned_position(std::int64_t b, std::int64_t i) const {
     return causal == Causal::bottom_right ? i + (key_count(b) - sizes.n) : i;
+  }
+
+  // The keys [first, last] that query i of entry b may see before masks: the entry's keys, cut by
+  // causal alignment, the window and key_lengths (last < first: none). ALiBi and masks act per key.
+  struct VisibleKeys {
+    std::int64_t first, last;
+  };
+  VisibleKeys visible_keys(std::int64_t b, std::int64_t i) const {
+    const std::int64_t pos = aligned_position(b, i);
+    VisibleKeys keys{0, key_count(b) - 1};
+    if (causal != Causal::none) keys.last = std::min(keys.last, pos);
+    if (window.left >= 0) keys.first = std::max(keys.first, pos - window.left);
+    if (window.right >= 0) keys.last = std::min(keys.last, pos + window.right);
+    if (!key_lengths.empty()) keys.last = std::min(keys.last, key_lengths[static_cast<std::size_t>(b)] - 1);
+    return keys;
+  }
+  float alibi_slope(std::int64_t h) const {
+    return alibi_slopes.empty() ? 0.0f : alibi_slopes[static_cast<std::size_t>(h)];
   }
 };
 

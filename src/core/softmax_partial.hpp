@@ -1,6 +1,8 @@
 // Softmax partials: a softmax over a set of keys kept unnormalised, so that the results over
-// disjoint key sets can be merged (split-key decoding, ring attention) and then normalised once.
-// Written and tested once (tests/core/test_softmax_partial.cpp), NaN, ±inf and empty sets included.
+// disjoint key sets can be merged and then normalised once. One rule, written and tested once
+// (tests/core/test_softmax_partial.cpp), NaN, ±inf and empty sets included, for every user: the
+// streaming kernels' per-block rescale (merged_max, rescale_exponent), split-key decoding and ring
+// attention (merge, finalize).
 #pragma once
 
 #include <cmath>
@@ -8,30 +10,44 @@
 
 namespace attnkit::detail {
 
-// A partial result over a set of keys: max = max_j s_j, sum = Σ_j e^(s_j − max),
-// acc = Σ_j e^(s_j − max) · v_j. An empty set is (−inf, 0, 0).
-// merge(a, b) over disjoint key sets: with m = max(a.max, b.max),
-//   sum = a.sum · e^(a.max − m) + b.sum · e^(b.max − m),  acc likewise,  max = m.
-inline void merge_softmax_partial(float& max, float& sum, float* acc, float other_max, float other_sum,
-                                  const float* other_acc, std::int64_t width) {
-  const float merged = std::isnan(max) || std::isnan(other_max) ? NAN : std::fmax(max, other_max);
-  if (merged == -INFINITY) return;  // both empty
-  const float keep = std::exp(max - merged), take = std::exp(other_max - merged);  // 0 for an empty side
-  sum = sum * keep + other_sum * take;
-  for (std::int64_t c = 0; c < width; ++c) acc[c] = acc[c] * keep + other_acc[c] * take;
-  max = merged;
-}
+// The partial over a set of keys: max = max_j s_j, sum = Σ_j e^(s_j − max) and
+// acc = Σ_j e^(s_j − max) · v_j, whose width floats live in the owner's storage (a workspace row, a
+// ring buffer's row). An empty set is (−inf, 0, zeros).
+struct SoftmaxPartial {
+  float max = -INFINITY;
+  float sum = 0;
+  float* acc = nullptr;
 
-// Normalises a partial in place, acc ← acc / sum, and returns its log-sum-exp, max + log(sum). The
-// empty set (sum = 0: no visible key) gives zeros, never 0/0, and −inf. A NaN max or sum propagates.
-inline float finalize_softmax_partial(float max, float sum, float* acc, std::int64_t width) {
-  if (sum == 0) {
-    for (std::int64_t c = 0; c < width; ++c) acc[c] = 0.0f;
-    return -INFINITY;
+  // The max over both sets: NaN when either is NaN (a NaN score poisons its row), else the larger.
+  static float merged_max(float a, float b) { return std::isnan(a) || std::isnan(b) ? NAN : std::fmax(a, b); }
+
+  // The exponent that carries a partial from its max `from` to the merged max `to`: from − to <= 0
+  // (−inf for an empty partial beside a non-empty one, so its factor is 0), and 0 when both are −inf
+  // (nothing seen yet: nothing changes). The streaming kernels take the exp of these in vectors.
+  static float rescale_exponent(float from, float to) { return to == -INFINITY ? 0.0f : from - to; }
+
+  // Merges the partial (other_max, other_sum, other_acc) of a disjoint key set into this one: with
+  // m = merged_max, sum = sum · e^(max − m) + other_sum · e^(other_max − m), acc likewise, max = m.
+  void merge(float other_max, float other_sum, const float* other_acc, std::int64_t width) {
+    const float merged = merged_max(max, other_max);
+    if (merged == -INFINITY) return;  // both empty
+    const float keep = std::exp(rescale_exponent(max, merged)), take = std::exp(rescale_exponent(other_max, merged));
+    sum = sum * keep + other_sum * take;
+    for (std::int64_t c = 0; c < width; ++c) acc[c] = acc[c] * keep + other_acc[c] * take;
+    max = merged;
   }
-  const float inv = 1.0f / sum;
-  for (std::int64_t c = 0; c < width; ++c) acc[c] *= inv;
-  return max + std::log(sum);
-}
+
+  // Normalises acc in place, acc ← acc / sum, and returns the log-sum-exp, max + log(sum). The empty
+  // set (sum = 0: no visible key) gives zeros, never 0/0, and −inf. A NaN max or sum propagates.
+  float finalize(std::int64_t width) {
+    if (sum == 0) {
+      for (std::int64_t c = 0; c < width; ++c) acc[c] = 0.0f;
+      return -INFINITY;
+    }
+    const float inv = 1.0f / sum;
+    for (std::int64_t c = 0; c < width; ++c) acc[c] *= inv;
+    return max + std::log(sum);
+  }
+};
 
 }  // namespace attnkit::detail

@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "attnkit/targets.hpp"
+#include "core/element_io.hpp"
 #include "core/parallel_for.hpp"
 #include "cpu/call_scratch.hpp"
-#include "cpu/element_io.hpp"
 #include "cpu/kernels.hpp"
 #include "cpu/workspace.hpp"
 
@@ -34,12 +34,6 @@ BackwardPlan make_plan(const detail::Problem& p, const detail::BackwardIO& io, c
   plan.padded_n = round_up(s.n, geometry.tile_rows);
   plan.padded_d_k = round_up(s.d_k, geometry.tile_cols());
   plan.padded_d_v = round_up(s.d_v, geometry.tile_cols());
-  plan.scale = static_cast<float>(p.scale);
-  plan.softcap = static_cast<float>(p.softcap);
-  if (p.dropout_p > 0) {
-    plan.dropout_threshold = static_cast<float>(p.dropout_p);
-    plan.keep_scale = static_cast<float>(1.0 / (1.0 - p.dropout_p));
-  }
   return plan;
 }
 
@@ -65,9 +59,9 @@ void prepare_head(const BackwardPlan& plan, std::int64_t batch, std::int64_t hea
       plan.finite[row] = kQueryFinite | kGradientFinite;
       continue;
     }
-    load_row(p.q, batch, head, i, q, s.d_k);
-    load_row(plan.io->d_out, batch, head, i, d_out, s.d_v);
-    load_row(plan.io->out, batch, head, i, out_row, s.d_v);
+    detail::load_row(p.q, batch, head, i, q, s.d_k);
+    detail::load_row(plan.io->d_out, batch, head, i, d_out, s.d_v);
+    detail::load_row(plan.io->out, batch, head, i, out_row, s.d_v);
     double delta = 0;
     for (std::int64_t c = 0; c < s.d_v; ++c) delta += static_cast<double>(d_out[c]) * out_row[c];
     plan.delta[row] = static_cast<float>(delta);
@@ -102,7 +96,7 @@ void reduce_dq_head(const BackwardPlan& plan, std::int64_t batch, std::int64_t h
       const float* part = plan.dq_partial(chunk, row);
       for (std::int64_t c = 0; c < s.d_k; ++c) sum[c] += part[c];
     }
-    store_row_part(sum, plan.io->dq, batch, head, i, 0, s.d_k);
+    detail::store_row_part(sum, plan.io->dq, batch, head, i, 0, s.d_k);
   }
 }
 

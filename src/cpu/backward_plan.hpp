@@ -23,10 +23,6 @@ struct BackwardPlan {
   std::int64_t padded_n = 0;    // queries per head, rounded up to the target's whole register tiles
   std::int64_t padded_d_k = 0, padded_d_v = 0;  // rounded up to the target's tile width
 
-  float scale = 0;
-  float softcap = 0;  // 0 when off
-  float dropout_threshold = 0, keep_scale = 1;
-
   // Prepared once per call, for every (batch, query head, query) row; padding rows are zero with
   // lse = −inf, so they see no key and add nothing.
   float* q = nullptr;              // [rows][padded_d_k]   queries in float32

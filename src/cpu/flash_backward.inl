@@ -126,15 +126,15 @@ std::uint8_t pack_key_block(const BackwardPlan& plan, BackwardWorkspace& ws, con
 // the same Philox stream as the forward.
 void dropout_row(const BackwardPlan& plan, std::int64_t batch, const RowInfo& info, std::int64_t j0, std::int64_t cols,
                  float* keep) {
-  const std::uint64_t seed = plan.problem->seed;
+  const detail::Problem& p = *plan.problem;
   for (std::int64_t j = 0; j < cols; j += 4) {  // one Philox call draws four consecutive keys
     const detail::Philox4x32 bits = detail::philox4x32_10(
         {static_cast<std::uint32_t>((j0 + j) >> 2), static_cast<std::uint32_t>(info.query),
          static_cast<std::uint32_t>(info.head), static_cast<std::uint32_t>(batch)},
-        seed);
+        p.seed);
     for (std::int64_t t = 0; t < 4; ++t) {
-      const bool kept = detail::uniform_from_bits(bits[static_cast<std::size_t>(t)]) >= plan.dropout_threshold;
-      keep[j + t] = kept ? plan.keep_scale : 0.0f;
+      const bool kept = detail::uniform_from_bits(bits[static_cast<std::size_t>(t)]) >= p.f32.dropout_threshold;
+      keep[j + t] = kept ? p.f32.keep_scale : 0.0f;
     }
   }
 }
@@ -147,9 +147,9 @@ void row_gradients(const BackwardPlan& plan, BackwardWorkspace& ws, std::int64_t
   float* p = ws.p + r * kBackwardKeyBlock;
   float* ds = ws.ds + r * kBackwardKeyBlock;
   const float* t = ws.tanh_s + r * kBackwardKeyBlock;
-  const bool dropout = plan.dropout_threshold > 0, capped = plan.softcap > 0;
+  const bool dropout = plan.problem->f32.dropout_threshold > 0, capped = plan.problem->f32.softcap > 0;
   if (dropout) dropout_row(plan, batch, ws.row_info[r], j0, cols, ws.keep);
-  const Vec lse_v = Isa::set1(lse), delta_v = Isa::set1(delta), scale = Isa::set1(plan.scale);
+  const Vec lse_v = Isa::set1(lse), delta_v = Isa::set1(delta), scale = Isa::set1(plan.problem->f32.scale);
   const Vec minus_inf = Isa::set1(kMinusInf), zero = Isa::zero(), one = Isa::set1(1.0f);
   for (std::int64_t c0 = 0; c0 < cols; c0 += kLanes) {
     const Vec logit = Isa::load(p + c0);
@@ -224,7 +224,7 @@ bool query_block(const BackwardPlan& plan, BackwardWorkspace& ws, const Backward
   const float* q = plan.q + first_row * plan.padded_d_k;
   const float* d_out = plan.d_out + first_row * plan.padded_d_v;
   float* dq = plan.dq_partial(chunk, first_row);
-  const float* tanh_out = plan.softcap > 0 ? ws.tanh_s : nullptr;
+  const float* tanh_out = p.f32.softcap > 0 ? ws.tanh_s : nullptr;
   const bool pairs = backward_uses_bf16_dot(plan) && all_inputs_finite;
   // The block's rows as bf16 values (for S and dP) and as pairs of rows (for dK and dV): whole tiles
   // from an even row, so the pairs never straddle two blocks or heads.
@@ -238,19 +238,19 @@ bool query_block(const BackwardPlan& plan, BackwardWorkspace& ws, const Backward
     if (pairs) {
       if constexpr (Isa::kDotBf16) {
         tile_a_bt_bf16(q_bf16 + tile * plan.padded_d_k, plan.padded_d_k, ws.k_pair_panels, ws.d_k / 2, cols,
-                       plan.scale, scores, kBackwardKeyBlock);
+                       p.f32.scale, scores, kBackwardKeyBlock);
         tile_a_bt_bf16(d_out_bf16 + tile * plan.padded_d_v, plan.padded_d_v, ws.v_pair_panels, ws.d_v / 2, cols, 1.0f,
                        ws.ds + tile * kBackwardKeyBlock, kBackwardKeyBlock);
       }
     } else {
-      tile_a_bt(q + tile * plan.padded_d_k, plan.padded_d_k, ws.k_panels, p.sizes.d_k, cols, plan.scale, scores,
+      tile_a_bt(q + tile * plan.padded_d_k, plan.padded_d_k, ws.k_panels, p.sizes.d_k, cols, p.f32.scale, scores,
                 kBackwardKeyBlock);
       tile_a_bt(d_out + tile * plan.padded_d_v, plan.padded_d_v, ws.v_panels, p.sizes.d_v, cols, 1.0f,
                 ws.ds + tile * kBackwardKeyBlock, kBackwardKeyBlock);
     }
     for (std::int64_t r = tile; r < tile + kTileRows; ++r) {
       float* row = ws.p + r * kBackwardKeyBlock;
-      bias_and_mask_row(p, plan.softcap, item.batch, ws.row_info[r], item.keys, j0, width, cols, row, ws.mask_row,
+      bias_and_mask_row(p, item.batch, ws.row_info[r], item.keys, j0, width, cols, row, ws.mask_row,
                         tanh_out != nullptr ? ws.tanh_s + r * kBackwardKeyBlock : nullptr);
       if (!all_inputs_finite)
         for (std::int64_t j = 0; j < cols; ++j) ws.seen[r * kBackwardKeyBlock + j] = row[j] != kMinusInf;

@@ -32,8 +32,9 @@
 #include <type_traits>
 #include <utility>
 
+#include "core/element_io.hpp"
 #include "core/philox.hpp"
-#include "cpu/element_io.hpp"
+#include "core/softmax_partial.hpp"
 #include "cpu/forward_plan.hpp"
 #include "cpu/kernels.hpp"
 #include "cpu/simd/math.hpp"
@@ -523,7 +524,7 @@ void accumulate_pv_bf16(ForwardWorkspace& ws, std::int64_t tile, std::int64_t co
 void apply_bias_and_mask(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordinates& item, std::int64_t tile,
                          std::int64_t j0, std::int64_t width, std::int64_t cols, KeyRange keys) {
   for (std::int64_t r = 0; r < kTileRows; ++r) {
-    bias_and_mask_row(*plan.problem, plan.softcap, item.batch, ws.row_info[tile + r], keys, j0, width, cols,
+    bias_and_mask_row(*plan.problem, item.batch, ws.row_info[tile + r], keys, j0, width, cols,
                       ws.scores + r * kKeyBlock, ws.mask_row, nullptr);
   }
 }
@@ -537,19 +538,22 @@ bool has_nan(const float* x, std::int64_t count) {
   return Isa::any_set(nan_seen);
 }
 
-// alpha[r] = e^(old_max[r] − new_max[r]) for the tile's rows, the vector exp taking kLanes rows at a
-// time: one std::exp per row and block took a quarter of the softmax's time (timed alone). 1 for a
-// row with nothing visible yet (both −inf); 0 for its first visible block (old max −inf).
+// alpha[r] = e^(old_max[r] − new_max[r]) for the tile's rows, the softmax partial's rescale
+// (core/softmax_partial.hpp): 1 for a row with nothing visible yet (both −inf), 0 for its first
+// visible block (old max −inf). The vector exp takes kLanes rows at a time: one std::exp per row and
+// block took a quarter of the softmax's time (timed alone).
 void rescale_factors(const float* old_max, const float* new_max, float* alpha) {
   constexpr std::int64_t kPadded = (kTileRows + kLanes - 1) / kLanes * kLanes;
   float difference[kPadded] = {}, factor[kPadded];
-  for (std::int64_t r = 0; r < kTileRows; ++r) difference[r] = new_max[r] == kMinusInf ? 0.0f : old_max[r] - new_max[r];
+  for (std::int64_t r = 0; r < kTileRows; ++r) difference[r] = detail::SoftmaxPartial::rescale_exponent(old_max[r], new_max[r]);
   for (std::int64_t r = 0; r < kPadded; r += kLanes) Isa::store(factor + r, exp_of_nonpositive<Isa>(Isa::load(difference + r)));
   std::copy(factor, factor + kTileRows, alpha);
 }
 
-// For each row of the tile: new running max, the rescale factor alpha of the old accumulator, the
-// probabilities e^(s − max) in place of the scores, and the running sum.
+// For each row of the tile, the block merged into the row's running softmax partial
+// (core/softmax_partial.hpp): new running max, the rescale factor alpha of the old accumulator, the
+// probabilities e^(s − max) in place of the scores, and the running sum. The accumulator's own update,
+// acc · alpha + P·V, is the P·V micro-kernel's.
 void online_softmax(ForwardWorkspace& ws, std::int64_t tile, std::int64_t cols, float* alpha) {
   float new_max[kTileRows];
   for (std::int64_t r = 0; r < kTileRows; ++r) {
@@ -557,11 +561,11 @@ void online_softmax(ForwardWorkspace& ws, std::int64_t tile, std::int64_t cols, 
     Vec block_max = Isa::set1(kMinusInf);
     for (std::int64_t c0 = 0; c0 < cols; c0 += kLanes) block_max = Isa::max(block_max, Isa::load(s + c0));
     const float old_max = ws.row_max[tile + r], candidate = Isa::reduce_max(block_max);
-    // A NaN score makes the row NaN. max may keep or drop it (it returns its second operand when
-    // either is NaN), and either way the row ends NaN: a NaN max makes every p NaN; a finite one
-    // leaves p = e^(NaN − max) = NaN in the sum and, through P·V, in every output element. Only a
-    // NaN beside scores that are all −inf, with nothing seen before, needs looking for.
-    new_max[r] = std::isnan(old_max) || std::isnan(candidate) ? NAN : std::max(old_max, candidate);
+    // A NaN score makes the row NaN. The vector max may keep or drop it (it returns its second
+    // operand when either is NaN), and either way the row ends NaN: a NaN max makes every p NaN; a
+    // finite one leaves p = e^(NaN − max) = NaN in the sum and, through P·V, in every output element.
+    // Only a NaN beside scores that are all −inf, with nothing seen before, needs looking for.
+    new_max[r] = detail::SoftmaxPartial::merged_max(old_max, candidate);
     if (new_max[r] == kMinusInf && has_nan(s, cols)) new_max[r] = NAN;
   }
   rescale_factors(ws.row_max + tile, new_max, alpha);
@@ -588,8 +592,7 @@ void online_softmax(ForwardWorkspace& ws, std::int64_t tile, std::int64_t cols, 
 void apply_dropout(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordinates& item, std::int64_t tile,
                    std::int64_t j0, std::int64_t width) {
   const detail::Problem& o = *plan.problem;
-  const float keep_scale = static_cast<float>(1.0 / (1.0 - o.dropout_p));
-  const float threshold = static_cast<float>(o.dropout_p);
+  const float keep_scale = o.f32.keep_scale, threshold = o.f32.dropout_threshold;
   for (std::int64_t r = 0; r < kTileRows; ++r) {
     const RowInfo& info = ws.row_info[tile + r];
     if (info.first > info.last) continue;
@@ -672,15 +675,15 @@ void stream_key_blocks(const ForwardPlan& plan, ForwardWorkspace& ws, const Item
       // A tile whose rows' scores are all their logits skips the rows' bias-and-mask calls.
       bool logits = true;
       for (std::int64_t r = 0; r < kTileRows && logits; ++r)
-        logits = scores_are_logits(p, plan.softcap, ws.row_info[tile + r], keys, j0, tile_width, tile_cols);
+        logits = scores_are_logits(p, ws.row_info[tile + r], keys, j0, tile_width, tile_cols);
       if (single_tile) {
         with_live_rows(live_rows,
-                       [&](auto rows) { score_tile_from_key_rows<rows()>(plan, ws, item, j0, width, cols, plan.scale); });
+                       [&](auto rows) { score_tile_from_key_rows<rows()>(plan, ws, item, j0, width, cols, p.f32.scale); });
         if (!values_in_place) values_finite = pack_values(plan, ws, item, j0, width, cols);
       } else if (bf16_dot) {
-        if constexpr (Isa::kDotBf16) score_tile_bf16(ws, tile, tile_cols, plan.scale);
+        if constexpr (Isa::kDotBf16) score_tile_bf16(ws, tile, tile_cols, p.f32.scale);
       } else {
-        score_tile(ws, tile, tile_cols, plan.scale);
+        score_tile(ws, tile, tile_cols, p.f32.scale);
       }
       if (!logits) apply_bias_and_mask(plan, ws, item, tile, j0, tile_width, tile_cols, keys);
       if (!values_finite || values_in_place) {  // in place, whether values are finite is known only later
@@ -734,7 +737,8 @@ void run_item(const ForwardPlan& plan, std::int64_t item_index, std::int64_t spl
       out[1] = ws.row_sum[r];
       std::copy(acc, acc + ws.d_v, out + 2);
     } else {
-      finalize_row(plan, item_index, r, ws.row_info[r].head, ws.row_info[r].query, ws.row_max[r], ws.row_sum[r], acc);
+      finalize_row(plan, item_index, r, ws.row_info[r].head, ws.row_info[r].query,
+                   {.max = ws.row_max[r], .sum = ws.row_sum[r], .acc = acc});
     }
   }
 }
@@ -754,7 +758,7 @@ void run_probs_item(const ForwardPlan& plan, std::int64_t item_index) {
     const std::int64_t cols = round_up(width, kTileCols);
     pack_keys(plan, ws, item, j0, width, cols);
     for (std::int64_t tile = 0; tile < ws.rows; tile += kTileRows) {
-      score_tile(ws, tile, cols, plan.scale);
+      score_tile(ws, tile, cols, p.f32.scale);
       apply_bias_and_mask(plan, ws, item, tile, j0, width, cols, keys);
       for (std::int64_t r = 0; r < kTileRows && tile + r < plan.group * item.queries; ++r) {
         const RowInfo& info = ws.row_info[tile + r];

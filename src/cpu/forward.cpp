@@ -6,10 +6,10 @@
 #include <vector>
 
 #include "attnkit/targets.hpp"
+#include "core/element_io.hpp"
 #include "core/parallel_for.hpp"
 #include "core/softmax_partial.hpp"
 #include "cpu/call_scratch.hpp"
-#include "cpu/element_io.hpp"
 #include "cpu/kernels.hpp"
 #include "cpu/workspace.hpp"
 
@@ -30,8 +30,6 @@ ForwardPlan make_plan(const detail::Problem& p, const detail::ForwardOutputs& ou
   plan.splits = s.n <= kDecodeQueries && s.m > kSplitKeys ? ceil_div(s.m, kSplitKeys) : 1;
   plan.padded_rows = round_up(plan.group * plan.queries_per_item, geometry.tile_rows);
   plan.padded_d_v = round_up(s.d_v, geometry.tile_cols());
-  plan.scale = static_cast<float>(p.scale);
-  plan.softcap = static_cast<float>(p.softcap);
   return plan;
 }
 
@@ -41,25 +39,25 @@ void merge_and_finalize(const ForwardPlan& plan, std::int64_t item_index) {
   const ItemCoordinates item = item_coordinates(plan, item_index);
   float* acc = thread_workspace().acc;
   for (std::int64_t r = 0; r < plan.group * item.queries; ++r) {
-    float max = -std::numeric_limits<float>::infinity(), sum = 0;
     std::fill(acc, acc + plan.padded_d_v, 0.0f);
+    detail::SoftmaxPartial row{.max = -std::numeric_limits<float>::infinity(), .sum = 0, .acc = acc};
     for (std::int64_t split = 0; split < plan.splits; ++split) {
       const float* part = plan.partial(item_index, split, r);
-      detail::merge_softmax_partial(max, sum, acc, part[0], part[1], part + 2, plan.padded_d_v);
+      row.merge(part[0], part[1], part + 2, plan.padded_d_v);
     }
     const std::int64_t head = item.kv_head * plan.group + r / item.queries, query = item.first_query + r % item.queries;
-    finalize_row(plan, item_index, r, head, query, max, sum, acc);
+    finalize_row(plan, item_index, r, head, query, row);
   }
 }
 
 }  // namespace
 
 void finalize_row(const ForwardPlan& plan, std::int64_t item, std::int64_t row, std::int64_t head, std::int64_t query,
-                  float max, float sum, float* acc) {
+                  detail::SoftmaxPartial partial) {
   const detail::Sizes& s = plan.problem->sizes;
   const std::int64_t batch = item_coordinates(plan, item).batch;
-  const float lse = detail::finalize_softmax_partial(max, sum, acc, s.d_v);
-  store_row_part(acc, plan.outputs->out, batch, head, query, 0, s.d_v);
+  const float lse = partial.finalize(s.d_v);
+  detail::store_row_part(partial.acc, plan.outputs->out, batch, head, query, 0, s.d_v);
   if (plan.outputs->lse) *plan.outputs->lse->at<float>({batch, head, query}) = lse;
   if (plan.row_lse != nullptr) plan.row_lse[item * plan.padded_rows + row] = lse;
 }

@@ -24,9 +24,6 @@ struct ForwardPlan {
   std::int64_t padded_rows = 0;       // rows of the largest item, in whole register tiles of the target
   std::int64_t padded_d_v = 0;        // d_v rounded up to the target's tile width
 
-  float scale = 0;    // applied to the packed queries
-  float softcap = 0;  // 0 when off
-
   // Decode: per (item, split, row) the partial result [max, sum, acc[padded_d_v]].
   float* partials = nullptr;
   // When probabilities are requested: per (item, row) the final log-sum-exp, for the second pass.

@@ -15,9 +15,10 @@
 #include <utility>
 
 #include "attnkit/dtype.hpp"
+#include "core/element_io.hpp"
 #include "core/philox.hpp"
+#include "core/softmax_partial.hpp"
 #include "cpu/backward_plan.hpp"
-#include "cpu/element_io.hpp"
 #include "cpu/forward_plan.hpp"
 #include "cpu/geometry.hpp"
 #include "cpu/kernels.hpp"
@@ -25,5 +26,12 @@
 #include "cpu/target_region.hpp"
 #include "cpu/visibility.hpp"
 #include "cpu/workspace.hpp"
+
+namespace attnkit::cpu {
+using detail::load_mask_row;
+using detail::load_row;
+using detail::load_row_part;
+using detail::store_row_part;
+}  // namespace attnkit::cpu
 
 #define ATTNKIT_KERNEL_HEADERS_INCLUDED

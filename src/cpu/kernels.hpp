@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "attnkit/targets.hpp"
+#include "core/softmax_partial.hpp"
 #include "cpu/backward_plan.hpp"
 #include "cpu/forward_plan.hpp"
 #include "cpu/geometry.hpp"
@@ -47,10 +48,11 @@ ATTNKIT_DECLARE_TARGET_KERNELS(avx512_emulated)
 ATTNKIT_DECLARE_TARGET_KERNELS(avx512_bf16_emulated)
 #undef ATTNKIT_DECLARE_TARGET_KERNELS
 
-// Writes row `row` of an item: out = acc / sum and lse = max + log sum, or 0 and −inf for a row
-// with no visible key; records the log-sum-exp when probabilities are requested. Divides acc in
-// place (it is the row's last use), so that writing a row needs no scratch of its own.
+// Writes row `row` of an item from its softmax partial: out = acc / sum and lse = max + log sum, or 0
+// and −inf for a row with no visible key; records the log-sum-exp when probabilities are requested.
+// Divides the partial's acc in place (it is the row's last use), so that writing a row needs no
+// scratch of its own.
 void finalize_row(const ForwardPlan& plan, std::int64_t item, std::int64_t row, std::int64_t head, std::int64_t query,
-                  float max, float sum, float* acc);
+                  detail::SoftmaxPartial partial);
 
 }  // namespace attnkit::cpu

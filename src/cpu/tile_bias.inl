@@ -4,9 +4,9 @@
 // Whether a row's logits over keys j0 .. j0 + cols are its scores unchanged: no softcap, ALiBi or
 // mask, and every one of the cols keys visible to it (none past `width`, none outside its interval
 // or `keys`). bias_and_mask_row then does nothing, and a forward tile of such rows skips it.
-inline bool scores_are_logits(const detail::Problem& p, float softcap, const RowInfo& info, KeyRange keys,
+inline bool scores_are_logits(const detail::Problem& p, const RowInfo& info, KeyRange keys,
                               std::int64_t j0, std::int64_t width, std::int64_t cols) {
-  return p.mask_kind == detail::MaskKind::none && !(softcap > 0) && info.alibi_slope == 0 && width == cols &&
+  return p.mask_kind == detail::MaskKind::none && !(p.f32.softcap > 0) && info.alibi_slope == 0 && width == cols &&
          first_seen(info, keys) <= j0 && last_seen(info, keys) >= j0 + cols - 1;
 }
 
@@ -14,10 +14,10 @@ inline bool scores_are_logits(const detail::Problem& p, float softcap, const Row
 // order: softcap, ALiBi, additive mask, then −inf where not visible (outside the row's interval or
 // `keys`, masked out, or past `width`). `mask_row` is scratch of cols floats. When softcap is on and
 // `tanh_out` is given, it receives t = tanh(s/c) per key, for the softcap's derivative 1 − t².
-void bias_and_mask_row(const detail::Problem& p, float softcap, std::int64_t batch, const RowInfo& info, KeyRange keys,
+void bias_and_mask_row(const detail::Problem& p, std::int64_t batch, const RowInfo& info, KeyRange keys,
                        std::int64_t j0, std::int64_t width, std::int64_t cols, float* scores, float* mask_row,
                        float* tanh_out) {
-  if (scores_are_logits(p, softcap, info, keys, j0, width, cols)) return;  // the common case costs nothing
+  if (scores_are_logits(p, info, keys, j0, width, cols)) return;  // the common case costs nothing
   if (!row_sees_block(info, keys, j0, width)) {
     std::fill(scores, scores + cols, kMinusInf);
     return;
@@ -26,6 +26,7 @@ void bias_and_mask_row(const detail::Problem& p, float softcap, std::int64_t bat
   const std::int64_t first_rel = std::clamp<std::int64_t>(first_seen(info, keys) - j0, -1, cols);
   const std::int64_t last_rel = std::clamp<std::int64_t>(std::min(last_seen(info, keys), j0 + width - 1) - j0, -1, cols);
   const bool whole_block_visible = first_rel <= 0 && last_rel >= cols - 1;
+  const float softcap = p.f32.softcap;
   const bool capped = softcap > 0;
   if (p.mask_kind != detail::MaskKind::none) load_mask_row(p, batch, info.head, info.query, j0, width, mask_row);
   const Vec minus_inf = Isa::set1(kMinusInf);

@@ -20,23 +20,16 @@ struct RowInfo {
   float alibi_slope = 0.0f;
 };
 
-// The aligned query position is i + (keys − n) under bottom-right alignment (shared/DESIGN.md: the
-// last query meets the last key), where keys is m or, for a KV cache, the entry's own length.
+// The row's aligned position and visible interval, as the problem defines them (core/problem.hpp).
 inline RowInfo make_row_info(const detail::Problem& p, std::int64_t batch, std::int64_t head, std::int64_t query) {
-  const AttentionOptions& o = *p.options;
-  const std::int64_t keys = p.key_count(batch);
+  const detail::Problem::VisibleKeys keys = p.visible_keys(batch, query);
   RowInfo info;
   info.head = head;
   info.query = query;
   info.position = p.aligned_position(batch, query);
-  const std::int64_t pos = info.position;
-  info.first = 0;
-  info.last = keys - 1;
-  if (p.causal != Causal::none) info.last = std::min(info.last, pos);
-  if (o.window.left >= 0) info.first = std::max(info.first, pos - o.window.left);
-  if (o.window.right >= 0) info.last = std::min(info.last, pos + o.window.right);
-  if (!o.key_lengths.empty()) info.last = std::min(info.last, o.key_lengths[static_cast<std::size_t>(batch)] - 1);
-  info.alibi_slope = o.alibi_slopes.empty() ? 0.0f : o.alibi_slopes[static_cast<std::size_t>(head)];
+  info.first = keys.first;
+  info.last = keys.last;
+  info.alibi_slope = p.alibi_slope(head);
   return info;
 }
 

@@ -4,7 +4,6 @@
 
 #include "dispatch/run_within_memory.hpp"
 #include "attnkit/error.hpp"
-#include "core/option_checks.hpp"
 #include "cpu/backward.hpp"
 #include "cpu/forward.hpp"
 #include "reference/reference.hpp"
@@ -26,19 +25,6 @@ const Backend& backend_for(Kernel kernel) {
     if (backend.kernel == kernel) return backend;
   }
   throw Error(ErrorCode::unsupported, std::string("kernel: no backend runs ") + kernel_name(kernel) + " problems");
-}
-
-Problem trusted_problem(ConstTensorView q, ConstTensorView k, ConstTensorView v, const AttentionOptions& options) {
-  Problem p;
-  p.sizes = Sizes{q.size(0), q.size(1), k.size(1), q.size(2), k.size(2), q.size(3), v.size(3)};
-  p.kernel = resolve_kernel(options.kernel, q.dtype());
-  if (p.kernel == Kernel::fast) p.target = active_target();
-  p.q = q;
-  p.k = k;
-  p.v = v;
-  p.scale = resolve_scale(options, p.sizes);  // the caller checked the options: this only resolves
-  p.take_options(options);
-  return p;
 }
 
 void run_forward(const char* call, const Problem& problem, const ForwardOutputs& outputs) {

@@ -21,12 +21,6 @@ struct Backend {
 // The backend of a resolved kernel (reference or fast).
 const Backend& backend_for(Kernel kernel);
 
-// A problem over views that its caller has checked itself and owns: ring attention's blocks, slices
-// of float32 buffers it validated and allocated once per call. Nothing is checked again (no argument
-// checks, overlap scan or option checks per block and step); sizes come from the views, the kernel
-// and scale are resolved as validation resolves them, and there is no mask.
-Problem trusted_problem(ConstTensorView q, ConstTensorView k, ConstTensorView v, const AttentionOptions& options);
-
 // Runs a validated problem on its backend: the memory check, then the kernel; a failed allocation
 // raises Error(out_of_memory) naming `call` and the shapes, with every output untouched.
 void run_forward(const char* call, const Problem& problem, const ForwardOutputs& outputs);

@@ -69,15 +69,13 @@ void ring_backward(MPI_Comm comm, ConstTensorView q, ConstTensorView k, ConstTen
     contribution.zero(rows_held);
     for (const Chunk& kc : p.chunks_of(origin)) {
       for (const Chunk& qc : mine) {
-        const std::optional<AttentionOptions> o = block_options(p, qc, kc, key_lengths);
-        if (!o) continue;
+        const std::optional<attnkit::detail::Problem> block = block_problem(
+            p, qc, kc, rows(q32.view(), qc.local_start, qc.length), rows(current.k(rows_held), kc.local_start, kc.length),
+            rows(current.v(rows_held), kc.local_start, kc.length), key_lengths);
+        if (!block) continue;
         const TensorView bdq = rows(block_dq.view(), 0, qc.length);
         const TensorView bdk = rows(block_dk.view(), 0, kc.length), bdv = rows(block_dv.view(), 0, kc.length);
-        // Straight to the kernel: the call was validated once, and the blocks are this call's own buffers.
-        const attnkit::detail::Problem block = attnkit::detail::trusted_problem(
-            rows(q32.view(), qc.local_start, qc.length), rows(current.k(rows_held), kc.local_start, kc.length),
-            rows(current.v(rows_held), kc.local_start, kc.length), *o);
-        attnkit::detail::run_backward("ring_backward", block,
+        attnkit::detail::run_backward("ring_backward", *block,
                                       {rows(out32.view(), qc.local_start, qc.length), rows(d_out32.view(), qc.local_start, qc.length),
                                        rows(lse32.view(), qc.local_start, qc.length), bdq, bdk, bdv});
         add_rows(dq32.view(), qc.local_start, bdq);

@@ -24,37 +24,32 @@ constexpr int kKvTag = 801;
 class RowPartials {
  public:
   RowPartials(std::int64_t B, std::int64_t H, std::int64_t n, std::int64_t dv)
-      : B_(B), H_(H), n_(n), dv_(dv), acc_(DType::f32, {B, H, n, dv}),
-        max_(static_cast<std::size_t>(B * H * n), -std::numeric_limits<float>::infinity()),
-        sum_(static_cast<std::size_t>(B * H * n), 0.0f) {}
+      : B_(B), H_(H), n_(n), dv_(dv), acc_(DType::f32, {B, H, n, dv}), rows_(static_cast<std::size_t>(B * H * n)) {
+    for (std::size_t row = 0; row < rows_.size(); ++row) rows_[row].acc = acc_.data<float>() + row * static_cast<std::size_t>(dv_);
+  }
 
   // Folds a block's out [B, H, len, dv] and lse [B, H, len] into local rows [start, start + len).
   void fold(std::int64_t start, ConstTensorView out, ConstTensorView lse) {
     for (std::int64_t b = 0; b < B_; ++b)
       for (std::int64_t h = 0; h < H_; ++h)
         for (std::int64_t i = 0; i < out.size(2); ++i) {
-          const std::size_t row = static_cast<std::size_t>((b * H_ + h) * n_ + start + i);
-          attnkit::detail::merge_softmax_partial(max_[row], sum_[row], acc_.data<float>() + row * static_cast<std::size_t>(dv_),
-                                     *lse.at<float>({b, h, i}), 1.0f, out.at<float>({b, h, i, 0}), dv_);
+          rows_[static_cast<std::size_t>((b * H_ + h) * n_ + start + i)].merge(*lse.at<float>({b, h, i}), 1.0f,
+                                                                               out.at<float>({b, h, i, 0}), dv_);
         }
   }
 
   // out = acc / sum and lse = max + log(sum); a row that saw no key gives out = 0, lse = −inf.
   void finish(TensorView out, TensorView lse) {
     Tensor lse32(DType::f32, {B_, H_, n_});
-    float* acc = acc_.data<float>();
-    for (std::size_t row = 0; row < max_.size(); ++row) {
-      lse32.data<float>()[row] =
-          attnkit::detail::finalize_softmax_partial(max_[row], sum_[row], acc + row * static_cast<std::size_t>(dv_), dv_);
-    }
+    for (std::size_t row = 0; row < rows_.size(); ++row) lse32.data<float>()[row] = rows_[row].finalize(dv_);
     detail::store(acc_, out);
     detail::store(lse32, lse);
   }
 
  private:
   std::int64_t B_, H_, n_, dv_;
-  Tensor acc_;
-  std::vector<float> max_, sum_;
+  Tensor acc_;  // the rows' accumulators (zero-initialised)
+  std::vector<attnkit::detail::SoftmaxPartial> rows_;
 };
 
 std::int64_t longest(const std::vector<Chunk>& chunks) {
@@ -92,14 +87,12 @@ void ring_forward(MPI_Comm comm, ConstTensorView q, ConstTensorView k, ConstTens
     const double begin = MPI_Wtime();
     for (const Chunk& kc : p.chunks_of(origin)) {
       for (const Chunk& qc : mine) {
-        const std::optional<AttentionOptions> o = block_options(p, qc, kc, key_lengths);
-        if (!o) continue;
+        const std::optional<attnkit::detail::Problem> block = block_problem(
+            p, qc, kc, rows(q32.view(), qc.local_start, qc.length), rows(current.k(rows_held), kc.local_start, kc.length),
+            rows(current.v(rows_held), kc.local_start, kc.length), key_lengths);
+        if (!block) continue;
         const TensorView bo = rows(block_out.view(), 0, qc.length), bl = rows(block_lse.view(), 0, qc.length);
-        // Straight to the kernel: the call was validated once, and the blocks are this call's own buffers.
-        const attnkit::detail::Problem block = attnkit::detail::trusted_problem(
-            rows(q32.view(), qc.local_start, qc.length), rows(current.k(rows_held), kc.local_start, kc.length),
-            rows(current.v(rows_held), kc.local_start, kc.length), *o);
-        attnkit::detail::run_forward("ring_forward", block, {bo, bl, std::nullopt});
+        attnkit::detail::run_forward("ring_forward", *block, {bo, bl, std::nullopt});
         partials.fold(qc.local_start, bo, bl);
       }
     }

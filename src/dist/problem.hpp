@@ -1,5 +1,5 @@
 // A ring call after validation and agreement: sizes every rank agrees on, the layout of every
-// rank, and the per-block options. Kernels below trust it.
+// rank, and the options resolved for the block calls. Kernels below trust it.
 #pragma once
 
 #include <mpi.h>
@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "attnkit/dist.hpp"
+#include "core/problem.hpp"
 
 namespace attnkit::dist::detail {
 
@@ -22,10 +23,10 @@ struct RingProblem {
   std::int64_t N = 0;                 // global sequence length
   std::vector<std::int64_t> lengths;  // local length of every rank
   Layout layout = Layout::zigzag;
-  bool causal = false;
-  std::optional<double> scale;  // as given; each block call applies the same default 1/sqrt(d_k)
-  double softcap = 0.0;
-  std::span<const std::int64_t> key_lengths;  // global, one per batch entry, or empty
+  // The options resolved once for every block: the fast kernel and its target, scale, softcap,
+  // causal (global) and key_lengths (global, one per batch entry, or empty). A block takes its views,
+  // its own causal alignment and local key lengths from it (block_plan.hpp).
+  attnkit::detail::Problem resolved;
 
   std::int64_t length(int r) const { return lengths[static_cast<std::size_t>(r)]; }
   std::int64_t max_length() const;

@@ -183,10 +183,10 @@ RingProblem make_problem(const char* op_name, MPI_Comm comm, const RingArgs& a, 
   p.dk = f[kHeadDimK];
   p.dv = f[kHeadDimV];
   p.layout = options.layout;
-  p.causal = o.causal != Causal::none;
-  p.scale = o.scale;
-  p.softcap = o.softcap;
-  p.key_lengths = o.key_lengths;
+  p.resolved.sizes = attnkit::detail::Sizes{p.B, p.Hq, p.Hkv, p.N, p.N, p.dk, p.dv};
+  p.resolved.kernel = Kernel::fast;
+  p.resolved.target = active_target();
+  p.resolved.take_options(o, attnkit::detail::resolve_scale(o, p.resolved.sizes));  // checked above
   return p;
 }
 

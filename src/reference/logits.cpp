@@ -19,13 +19,12 @@ const std::byte* element(ConstTensorView t, std::int64_t b, std::int64_t h, std:
 // Whether key j may be seen by query i at all: the entry's keys, causal, window, key lengths and a
 // boolean keep-mask.
 bool key_visible(const Problem& p, std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t j) {
-  const AttentionOptions& o = *p.options;
   if (j >= p.key_count(b)) return false;
   const std::int64_t pos = p.aligned_position(b, i);  // i' (core/problem.hpp)
   if (p.causal != Causal::none && j > pos) return false;
-  if (o.window.left >= 0 && j < pos - o.window.left) return false;
-  if (o.window.right >= 0 && j > pos + o.window.right) return false;
-  if (!o.key_lengths.empty() && j >= o.key_lengths[static_cast<std::size_t>(b)]) return false;
+  if (p.window.left >= 0 && j < pos - p.window.left) return false;
+  if (p.window.right >= 0 && j > pos + p.window.right) return false;
+  if (!p.key_lengths.empty() && j >= p.key_lengths[static_cast<std::size_t>(b)]) return false;
   if (p.mask_kind == MaskKind::keep && load_as_double(element(p.mask, b, h, i, j), DType::boolean) == 0.0) return false;
   return true;
 }
@@ -55,7 +54,6 @@ void scatter(const Matrix& m, TensorView t, std::int64_t b, std::int64_t h) {
 }
 
 HeadLogits compute_logits(const Problem& p, std::int64_t b, std::int64_t h, const Matrix& q, const Matrix& k) {
-  const AttentionOptions& o = *p.options;
   const std::int64_t n = p.sizes.n, m = p.sizes.m;
   HeadLogits out{Matrix(n, m), Matrix(n, m)};
   for (std::int64_t i = 0; i < n; ++i) {
@@ -68,9 +66,9 @@ HeadLogits compute_logits(const Problem& p, std::int64_t b, std::int64_t h, cons
       // s = c · tanh(s / c)
       if (p.softcap > 0) s = p.softcap * std::tanh(s / p.softcap);
       // s = s − slope_h · |i' − j|
-      if (!o.alibi_slopes.empty()) {
+      if (!p.alibi_slopes.empty()) {
         const double distance = static_cast<double>(std::llabs(p.aligned_position(b, i) - j));
-        s -= static_cast<double>(o.alibi_slopes[static_cast<std::size_t>(h)]) * distance;
+        s -= static_cast<double>(p.alibi_slopes[static_cast<std::size_t>(h)]) * distance;
       }
       // s = s + mask[b, h, i, j]; an additive −inf masks the key outright, even when q·k is NaN
       if (p.mask_kind == MaskKind::additive) {

@@ -12,9 +12,11 @@
 namespace attnkit {
 namespace {
 
+// A partial with its own accumulator storage.
 struct Partial {
   float max = -INFINITY, sum = 0;
   std::vector<float> acc;
+  detail::SoftmaxPartial view() { return {.max = max, .sum = sum, .acc = acc.data()}; }
 };
 
 // The partial of keys [begin, end) computed directly, in double, then rounded.
@@ -52,27 +54,49 @@ TEST(SoftmaxPartial, MergingSplitsEqualsTheWhole) {
   for (std::size_t cut : {std::size_t{0}, std::size_t{1}, std::size_t{20}, m}) {
     Partial merged = direct(s, v, 0, cut);
     const Partial right = direct(s, v, cut, m);
-    detail::merge_softmax_partial(merged.max, merged.sum, merged.acc.data(), right.max, right.sum, right.acc.data(), width);
+    detail::SoftmaxPartial partial = merged.view();
+    partial.merge(right.max, right.sum, right.acc.data(), width);
     // The outputs acc/sum and the log-sum-exp max + log(sum) are what must agree.
-    EXPECT_NEAR(merged.max + std::log(merged.sum), whole.max + std::log(whole.sum), 1e-5) << cut;
-    for (std::size_t c = 0; c < width; ++c) EXPECT_NEAR(merged.acc[c] / merged.sum, whole.acc[c] / whole.sum, 1e-5) << cut;
+    EXPECT_NEAR(partial.max + std::log(partial.sum), whole.max + std::log(whole.sum), 1e-5) << cut;
+    for (std::size_t c = 0; c < width; ++c) EXPECT_NEAR(merged.acc[c] / partial.sum, whole.acc[c] / whole.sum, 1e-5) << cut;
   }
 }
 
 TEST(SoftmaxPartial, EmptySidesAndNan) {
-  float max = -INFINITY, sum = 0, acc[2] = {0, 0};
+  float acc[2] = {0, 0};
+  detail::SoftmaxPartial p{.max = -INFINITY, .sum = 0, .acc = acc};
   const float other_acc[2] = {3, 4};
-  detail::merge_softmax_partial(max, sum, acc, -INFINITY, 0, other_acc, 2);  // both empty: stays empty
-  EXPECT_EQ(max, -INFINITY);
-  EXPECT_EQ(sum, 0.0f);
-  detail::merge_softmax_partial(max, sum, acc, 1.5f, 2.0f, other_acc, 2);  // empty with non-empty: the other
-  EXPECT_EQ(max, 1.5f);
-  EXPECT_EQ(sum, 2.0f);
+  p.merge(-INFINITY, 0, other_acc, 2);  // both empty: stays empty
+  EXPECT_EQ(p.max, -INFINITY);
+  EXPECT_EQ(p.sum, 0.0f);
+  p.merge(1.5f, 2.0f, other_acc, 2);  // empty with non-empty: the other
+  EXPECT_EQ(p.max, 1.5f);
+  EXPECT_EQ(p.sum, 2.0f);
   EXPECT_EQ(acc[1], 4.0f);
-  detail::merge_softmax_partial(max, sum, acc, -INFINITY, 0, other_acc, 2);  // non-empty with empty: unchanged
-  EXPECT_EQ(sum, 2.0f);
-  detail::merge_softmax_partial(max, sum, acc, NAN, 1.0f, other_acc, 2);  // NaN poisons the result
-  EXPECT_TRUE(std::isnan(max) && std::isnan(sum) && std::isnan(acc[0]));
+  p.merge(-INFINITY, 0, other_acc, 2);  // non-empty with empty: unchanged
+  EXPECT_EQ(p.sum, 2.0f);
+  EXPECT_EQ(acc[1], 4.0f);
+  p.merge(NAN, 1.0f, other_acc, 2);  // NaN poisons the result
+  EXPECT_TRUE(std::isnan(p.max) && std::isnan(p.sum) && std::isnan(acc[0]));
+}
+
+// The pieces the streaming kernels take in vectors: the merged max propagates NaN from either side
+// and the rescale exponent gives factor 1 when nothing was seen, 0 for an empty side, e^(from − to)
+// otherwise.
+TEST(SoftmaxPartial, MergedMaxAndRescaleExponent) {
+  using P = detail::SoftmaxPartial;
+  EXPECT_EQ(P::merged_max(-INFINITY, -INFINITY), -INFINITY);
+  EXPECT_EQ(P::merged_max(-INFINITY, 2.0f), 2.0f);
+  EXPECT_EQ(P::merged_max(3.0f, 2.0f), 3.0f);
+  EXPECT_EQ(P::merged_max(INFINITY, 2.0f), INFINITY);
+  EXPECT_TRUE(std::isnan(P::merged_max(NAN, 2.0f)));
+  EXPECT_TRUE(std::isnan(P::merged_max(2.0f, NAN)));
+  EXPECT_TRUE(std::isnan(P::merged_max(-INFINITY, NAN)));
+  EXPECT_EQ(std::exp(P::rescale_exponent(-INFINITY, -INFINITY)), 1.0f);  // nothing seen yet
+  EXPECT_EQ(std::exp(P::rescale_exponent(-INFINITY, 1.0f)), 0.0f);       // the first visible block
+  EXPECT_FLOAT_EQ(std::exp(P::rescale_exponent(1.0f, 3.0f)), std::exp(-2.0f));
+  EXPECT_EQ(P::rescale_exponent(3.0f, 3.0f), 0.0f);
+  EXPECT_TRUE(std::isnan(P::rescale_exponent(1.0f, NAN)));
 }
 
 // finalize: out = acc / sum and lse = max + log(sum), as the direct computation gives them.
@@ -80,7 +104,7 @@ TEST(SoftmaxPartial, FinalizingGivesTheWeightedMeanAndTheLogSumExp) {
   const std::vector<double> s = {0.5, -1.0, 2.0};
   const std::vector<std::vector<double>> v = {{1.0, -2.0}, {0.5, 4.0}, {-3.0, 1.0}};
   Partial p = direct(s, v, 0, 3);
-  const float lse = detail::finalize_softmax_partial(p.max, p.sum, p.acc.data(), 2);
+  const float lse = p.view().finalize(2);
   double total = 0, mean[2] = {0, 0};
   for (std::size_t j = 0; j < s.size(); ++j) {
     total += std::exp(s[j]);
@@ -94,13 +118,13 @@ TEST(SoftmaxPartial, FinalizingGivesTheWeightedMeanAndTheLogSumExp) {
 // max (an infinite logit) gives lse +inf.
 TEST(SoftmaxPartial, FinalizingEmptyNanAndInfinitePartials) {
   float acc[3] = {5.0f, -1.0f, 2.0f};  // garbage an empty row must not keep
-  EXPECT_EQ(detail::finalize_softmax_partial(-INFINITY, 0.0f, acc, 3), -INFINITY);
+  EXPECT_EQ((detail::SoftmaxPartial{.max = -INFINITY, .sum = 0.0f, .acc = acc}.finalize(3)), -INFINITY);
   for (float x : acc) EXPECT_EQ(x, 0.0f);
   float nan_acc[2] = {NAN, 1.0f};
-  EXPECT_TRUE(std::isnan(detail::finalize_softmax_partial(NAN, NAN, nan_acc, 2)));
+  EXPECT_TRUE(std::isnan(detail::SoftmaxPartial{.max = NAN, .sum = NAN, .acc = nan_acc}.finalize(2)));
   EXPECT_TRUE(std::isnan(nan_acc[0]));
   float inf_acc[1] = {2.0f};
-  EXPECT_EQ(detail::finalize_softmax_partial(INFINITY, 1.0f, inf_acc, 1), INFINITY);
+  EXPECT_EQ((detail::SoftmaxPartial{.max = INFINITY, .sum = 1.0f, .acc = inf_acc}.finalize(1)), INFINITY);
   EXPECT_EQ(inf_acc[0], 2.0f);
 }
 

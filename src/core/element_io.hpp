@@ -1,5 +1,6 @@
-// Reading and writing rows of strided tensors of any floating dtype as float32. Compiled once, without
-// target-specific flags, and called once per row by every target's kernel.
+// Reading and writing rows of strided tensors of any floating dtype as float32: the fast kernels' loads
+// and stores (once per row, from every target's kernel; compiled once, without target-specific flags)
+// and the KV cache's copies.
 #pragma once
 
 #include <cstdint>
@@ -7,7 +8,7 @@
 #include "attnkit/tensor.hpp"
 #include "core/problem.hpp"
 
-namespace attnkit::cpu {
+namespace attnkit::detail {
 
 // out[c] = t[b, h, i, c0 + c] for c < count.
 void load_row_part(ConstTensorView t, std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t c0, float* out,
@@ -22,7 +23,7 @@ void store_row_part(const float* in, TensorView t, std::int64_t b, std::int64_t 
 
 // out[j] = the mask of (b, h, i, j0 + j) for j < count: an additive mask's value, or 1/0 for a
 // keep-mask (true/false).
-void load_mask_row(const detail::Problem& p, std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t j0,
+void load_mask_row(const Problem& p, std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t j0,
                    std::int64_t count, float* out);
 
-}  // namespace attnkit::cpu
+}  // namespace attnkit::detail

@@ -1,10 +1,10 @@
-#include "cpu/element_io.hpp"
+#include "core/element_io.hpp"
 
 #include <algorithm>
 #include <bit>
 #include <cstring>
 
-namespace attnkit::cpu {
+namespace attnkit::detail {
 namespace {
 
 template <class View>
@@ -88,9 +88,9 @@ void store_row_part(const float* in, TensorView t, std::int64_t b, std::int64_t 
   }
 }
 
-void load_mask_row(const detail::Problem& p, std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t j0,
+void load_mask_row(const Problem& p, std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t j0,
                    std::int64_t count, float* out) {
-  if (p.mask_kind == detail::MaskKind::keep) {
+  if (p.mask_kind == MaskKind::keep) {
     const auto* base = element_address(p.mask, b, h, i, j0);
     for (std::int64_t j = 0; j < count; ++j) out[j] = *reinterpret_cast<const unsigned char*>(base + j * p.mask.stride(3)) != 0;
     return;
@@ -98,4 +98,4 @@ void load_mask_row(const detail::Problem& p, std::int64_t b, std::int64_t h, std
   load_row_part(p.mask, b, h, i, j0, out, count);
 }
 
-}  // namespace attnkit::cpu
+}  // namespace attnkit::detail

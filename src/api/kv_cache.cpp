@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "attnkit/error.hpp"
+#include "core/element_io.hpp"
 #include "core/memory.hpp"
-#include "cpu/element_io.hpp"
 
 namespace attnkit {
 namespace {
@@ -92,8 +92,8 @@ void copy_row(ConstTensorView src, std::array<std::int64_t, 3> from, TensorView 
   if (src.dtype() != DType::f64) {
     thread_local std::vector<float> row;
     row.resize(static_cast<std::size_t>(width));
-    cpu::load_row(src, from[0], from[1], from[2], row.data(), width);
-    cpu::store_row_part(row.data(), dst, at[0], at[1], at[2], 0, width);
+    detail::load_row(src, from[0], from[1], from[2], row.data(), width);
+    detail::store_row_part(row.data(), dst, at[0], at[1], at[2], 0, width);
     return;
   }
   for (std::int64_t c = 0; c < width; ++c) {
@@ -120,8 +120,8 @@ Tensor gather(ConstTensorView pool, const std::int64_t* table, std::int64_t bloc
   const TensorView dest = out.view4();
   for (std::int64_t g = 0; g < heads; ++g)
     for (std::int64_t j = 0; j < length; ++j) {
-      cpu::load_row(pool, table[j / block_size], g, j % block_size, row.data(), width);
-      cpu::store_row_part(row.data(), dest, 0, g, j, 0, width);
+      detail::load_row(pool, table[j / block_size], g, j % block_size, row.data(), width);
+      detail::store_row_part(row.data(), dest, 0, g, j, 0, width);
     }
   return out;
 }
