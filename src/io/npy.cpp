@@ -53,7 +53,6 @@ constexpr std::uint64_t kMaxV1HeaderLength = std::numeric_limits<std::uint16_t>:
 constexpr std::uint64_t kMaxHeaderLength = std::uint64_t{1} << 20;
 constexpr std::size_t kHeaderAlignment = 64;      // numpy's ARRAY_ALIGN: data starts 64-byte aligned
 constexpr std::size_t kGrowthAxisMaxDigits = 21;  // numpy >= 1.24 leaves room to rewrite shape[0] in place
-constexpr std::size_t kWriteChunkBytes = std::size_t{1} << 20;  // gather buffer for strided writes
 
 // ---- error messages ----
 
@@ -432,72 +431,12 @@ std::string wrap_header(const std::string& dict, std::size_t rank, const std::st
   return out + '\n';
 }
 
-// Elements to write: any rank, strides in elements (may be zero or negative).
-struct StridedSource {
-  const std::byte* base = nullptr;
-  DType dtype = DType::f32;
-  std::vector<std::int64_t> sizes;
-  std::vector<std::int64_t> strides;
-};
-
-std::int64_t element_count(const std::vector<std::int64_t>& sizes) {
-  std::int64_t count = 1;
-  for (std::int64_t s : sizes) count *= s;
-  return count;
-}
-
-// One element converted to its file representation: bf16 widens to f32 (exactly), bools become 0/1.
-void store_file_element(const std::byte* src, DType dtype, std::byte* dst) {
-  if (dtype == DType::bf16) {
-    bfloat16 x;
-    std::memcpy(&x.bits, src, sizeof x.bits);
-    const float f = to_float(x);
-    std::memcpy(dst, &f, sizeof f);
-  } else if (dtype == DType::boolean) {
-    *dst = std::byte{static_cast<unsigned char>(*src != std::byte{0} ? 1 : 0)};
-  } else {
-    std::memcpy(dst, src, dtype_size(dtype));
-  }
-}
-
-// Writes the elements in logical C order. Contiguous data that needs no conversion is written
-// directly; anything else is gathered through a bounded buffer.
-void write_elements(OutputFile& out, const StridedSource& src) {
-  const std::int64_t count = element_count(src.sizes);
-  const std::size_t in_size = dtype_size(src.dtype);
-  const std::size_t out_size = dtype_size(file_dtype_of(src.dtype));
-  if (count == 0) return;
-  if (io::is_c_contiguous(src.sizes, src.strides) && src.dtype != DType::bf16 && src.dtype != DType::boolean) {
-    out.write(src.base, static_cast<std::size_t>(count) * in_size);
-    return;
-  }
-  const std::size_t chunk_elements = kWriteChunkBytes / out_size;
-  std::vector<std::byte> chunk(std::min(chunk_elements, static_cast<std::size_t>(count)) * out_size);
-  std::vector<std::int64_t> idx(src.sizes.size(), 0);
-  std::size_t filled = 0;
-  for (std::int64_t flat = 0; flat < count; ++flat) {
-    std::int64_t offset = 0;
-    for (std::size_t d = 0; d < idx.size(); ++d) offset += idx[d] * src.strides[d];
-    store_file_element(src.base + offset * static_cast<std::int64_t>(in_size), src.dtype, chunk.data() + filled);
-    filled += out_size;
-    if (filled == chunk.size()) {
-      out.write(chunk.data(), filled);
-      filled = 0;
-    }
-    for (std::size_t d = idx.size(); d-- > 0;) {  // odometer increment, last dimension fastest
-      if (++idx[d] < src.sizes[d]) break;
-      idx[d] = 0;
-    }
-  }
-  out.write(chunk.data(), filled);
-}
-
-void write_source(const std::string& path, const StridedSource& src) {
+void write_source(const std::string& path, const io::StridedElements& src) {
   data_bytes(src.sizes, file_dtype_of(src.dtype), path, ErrorCode::size_overflow);  // what read_npy would refuse
   const std::string header = wrap_header(header_dict(file_dtype_of(src.dtype), src.sizes), src.sizes.size(), path);
   OutputFile out(path);  // all or nothing: a failed write leaves the target as it was
   out.write(header.data(), header.size());
-  write_elements(out, src);
+  io::write_elements(out, src, file_dtype_of(src.dtype));  // bf16 widened to f32, as numpy has no bf16
   out.commit();
 }
 
@@ -538,7 +477,7 @@ void write_npy(const std::string& path, const Tensor& tensor) {
   if (tensor.raw() == nullptr) {
     fail(ErrorCode::invalid_argument, path, "cannot write a default-constructed (empty) Tensor");
   }
-  const StridedSource src{static_cast<const std::byte*>(tensor.raw()), tensor.dtype(), tensor.shape(),
+  const io::StridedElements src{static_cast<const std::byte*>(tensor.raw()), tensor.dtype(), tensor.shape(),
                           io::c_order_strides(tensor.shape())};
   write_source(path, src);
 }
@@ -546,7 +485,7 @@ void write_npy(const std::string& path, const Tensor& tensor) {
 void write_npy(const std::string& path, ConstTensorView view) {
   check_view(view, path);
   const auto rank = static_cast<std::size_t>(view.rank());
-  const StridedSource src{static_cast<const std::byte*>(view.data()), view.dtype(),
+  const io::StridedElements src{static_cast<const std::byte*>(view.data()), view.dtype(),
                           std::vector<std::int64_t>(view.sizes().begin(), view.sizes().begin() + rank),
                           std::vector<std::int64_t>(view.strides().begin(), view.strides().begin() + rank)};
   write_source(path, src);

@@ -1,8 +1,13 @@
-// The file writer the .npy and .safetensors writers share: all or nothing.
+// What the .npy and .safetensors writers share: a file written all or nothing, and the elements of a
+// strided tensor written into it.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
+#include <vector>
+
+#include "attnkit/dtype.hpp"
 
 #include "io/file_common.hpp"
 
@@ -33,5 +38,18 @@ class OutputFile {
   FilePtr file_;
   bool committed_ = false;
 };
+
+// Elements to write: any rank, strides in elements (may be zero or negative).
+struct StridedElements {
+  const std::byte* base = nullptr;
+  DType dtype = DType::f32;
+  std::vector<std::int64_t> sizes;
+  std::vector<std::int64_t> strides;
+};
+
+// Writes the elements in logical C order, each as `file_dtype`: the elements' own dtype, or f32 for
+// bf16 elements (widened exactly); bools are written as 0/1 whatever byte holds them. Contiguous data
+// that needs no conversion is written directly; anything else is gathered through a bounded buffer.
+void write_elements(OutputFile& out, const StridedElements& src, DType file_dtype);
 
 }  // namespace attnkit::io
