@@ -36,13 +36,6 @@ void attend_sequences(const KVCache& cache, std::span<const KVCache::SequenceId>
     const std::span<const std::int64_t> row = cache.block_table(id);
     table.insert(table.end(), row.begin(), row.end());
   }
-  AttentionOptions a;
-  a.scale = options.scale;
-  a.causal = Causal::bottom_right;
-  a.window = options.window;
-  a.alibi_slopes = options.alibi_slopes;
-  a.softcap = options.softcap;
-  a.kernel = options.kernel;
   // Paged block sizes are powers of two (the cache checks); a contiguous slot is the sequence's only
   // block, so any shift past its length maps every key into it.
   const int shift = storage.blocks_per_sequence == 1 ? 62 : std::countr_zero(static_cast<std::uint64_t>(storage.block_size));
@@ -50,7 +43,7 @@ void attend_sequences(const KVCache& cache, std::span<const KVCache::SequenceId>
   const std::int64_t m = lengths.empty() ? 0 : *std::max_element(lengths.begin(), lengths.end());
   detail::ForwardOutputs outputs;
   const detail::Problem problem =
-      detail::validate_cached_forward(q, storage.keys, storage.values, cached, m, out, a, options.lse, outputs);
+      detail::validate_cached_forward(q, storage.keys, storage.values, cached, m, out, options, outputs);
   detail::run_forward("attend", problem, outputs);
 }
 

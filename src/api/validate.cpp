@@ -374,8 +374,18 @@ Problem validate_forward(ConstTensorView q, ConstTensorView k, ConstTensorView v
 }
 
 Problem validate_cached_forward(ConstTensorView q, ConstTensorView k_pool, ConstTensorView v_pool, const CachedKeys& cached,
-                                int64_t m, TensorView out, const AttentionOptions& options, const std::optional<TensorView>& lse,
+                                int64_t m, TensorView out, const CachedAttentionOptions& cached_options,
                                 ForwardOutputs& outputs) {
+  // Attention over a cache is attention with bottom-right causal alignment over each sequence's keys
+  // (attnkit/kv_cache.hpp): its options are those of AttentionOptions, resolved the same way.
+  AttentionOptions options;
+  options.scale = cached_options.scale;
+  options.causal = Causal::bottom_right;
+  options.window = cached_options.window;
+  options.alibi_slopes = cached_options.alibi_slopes;
+  options.softcap = cached_options.softcap;
+  options.kernel = cached_options.kernel;
+  const std::optional<TensorView>& lse = cached_options.lse;
   check_rank("q", q, 4, "[batch, heads, n, d_k]");
   if (!is_floating(q.dtype())) fail(ErrorCode::invalid_dtype, describe("q", q) + ": attention takes f64, f32, f16 or bf16");
   check_view_basics("q", q);

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "attnkit/kv_cache.hpp"
 #include "core/problem.hpp"
 
 namespace attnkit::detail {
@@ -13,10 +14,11 @@ Problem validate_forward(ConstTensorView q, ConstTensorView k, ConstTensorView v
                          const AttentionOptions& options, const ForwardExtras& extras, ForwardOutputs& outputs);
 
 // Attention over a KV cache: q [B, Hq, n, d_k] against the cache's block pools [blocks, Hkv,
-// block_size, d]; `cached` says where entry b's keys are, m is their largest count.
+// block_size, d]; `cached` says where entry b's keys are, m is their largest count. The options
+// resolve as AttentionOptions with bottom-right causal alignment.
 Problem validate_cached_forward(ConstTensorView q, ConstTensorView k_pool, ConstTensorView v_pool, const CachedKeys& cached,
-                                std::int64_t m, TensorView out, const AttentionOptions& options,
-                                const std::optional<TensorView>& lse, ForwardOutputs& outputs);
+                                std::int64_t m, TensorView out, const CachedAttentionOptions& options,
+                                ForwardOutputs& outputs);
 
 Problem validate_backward(ConstTensorView q, ConstTensorView k, ConstTensorView v, const BackwardIO& io,
                           const AttentionOptions& options);

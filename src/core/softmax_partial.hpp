@@ -5,6 +5,7 @@
 // attention (merge, finalize).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -19,7 +20,7 @@ struct SoftmaxPartial {
   float* acc = nullptr;
 
   // The max over both sets: NaN when either is NaN (a NaN score poisons its row), else the larger.
-  static float merged_max(float a, float b) { return std::isnan(a) || std::isnan(b) ? NAN : std::fmax(a, b); }
+  static float merged_max(float a, float b) { return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b); }
 
   // The exponent that carries a partial from its max `from` to the merged max `to`: from − to <= 0
   // (−inf for an empty partial beside a non-empty one, so its factor is 0), and 0 when both are −inf
