@@ -1,7 +1,7 @@
 // Ring attention, forward: each rank's queries against every K/V block as the blocks travel the
 // ring, partial results folded by their log-sum-exp.
 #include <cmath>
-#include <limits>
+#include <optional>
 #include <utility>
 
 #include "attnkit/attention.hpp"

@@ -5,8 +5,6 @@
 #include <mpi.h>
 
 #include <cstdint>
-#include <optional>
-#include <span>
 #include <string>
 #include <vector>
 
