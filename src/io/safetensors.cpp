@@ -8,8 +8,9 @@
 // with offsets in bytes from the start of the data buffer. The reader trusts nothing: the header
 // length is checked against the file before anything is allocated; the JSON is read by a strict
 // reader (io/json.hpp) that this file's schema drives token by token (no generic JSON tree, so a
-// hostile header cannot make it allocate more than a small multiple of its own size); and the tensors, sorted by offset, must tile the data buffer
-// exactly, so every tensor is read from bytes that exist and that no other tensor claims.
+// hostile header cannot make it allocate more than a small multiple of its own size); and the
+// tensors, sorted by offset, must tile the data buffer exactly, so every tensor is read from bytes
+// that exist and that no other tensor claims.
 #include "attnkit/safetensors.hpp"
 
 #include <algorithm>
@@ -361,13 +362,11 @@ SafetensorsFile read_from(Input& in, const std::string& source) {
 
 // ---- writing ----
 
-// Elements to write: any rank, strides in elements (may be zero or negative).
+// A named tensor to write: its elements (any rank, strides in elements, may be zero or negative) and
+// their byte count.
 struct WriteItem {
   std::string_view name;
-  const std::byte* base = nullptr;
-  DType dtype = DType::f32;
-  std::vector<std::int64_t> sizes;
-  std::vector<std::int64_t> strides;
+  io::StridedElements elements;
   std::uint64_t nbytes = 0;
 };
 
@@ -375,11 +374,11 @@ struct WriteItem {
 // non-null when there are elements. Returns the byte count. As in data_bytes, sizes of 0 are left out
 // of the products checked, so that nothing is written that the reader would refuse.
 std::uint64_t checked_nbytes(const WriteItem& item, const void* data, const std::string& path) {
-  const std::string who = tensor_label(item.name) + " of shape " + shape_string(item.sizes);
+  const std::string who = tensor_label(item.name) + " of shape " + shape_string(item.elements.sizes);
   constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
   std::int64_t count = 1;  // of the non-zero sizes
   bool empty = false;
-  for (std::int64_t s : item.sizes) {
+  for (std::int64_t s : item.elements.sizes) {
     if (s < 0) fail(ErrorCode::invalid_shape, path, "cannot write " + who + ": negative size");
     if (s == 0) {
       empty = true;
@@ -390,7 +389,7 @@ std::uint64_t checked_nbytes(const WriteItem& item, const void* data, const std:
     }
     count *= s;
   }
-  const auto size = static_cast<std::int64_t>(dtype_size(item.dtype));
+  const auto size = static_cast<std::int64_t>(dtype_size(item.elements.dtype));
   if (count > kMax / size) {
     fail(ErrorCode::size_overflow, path, "cannot write " + who + ": the byte count overflows 64 bits");
   }
@@ -455,8 +454,8 @@ std::string header_json(const std::vector<WriteItem>& items, const std::map<std:
   for (const WriteItem& item : items) {
     if (json.size() > 1) json += ',';
     append_json_string(json, item.name);
-    json += ":{\"dtype\":\"" + std::string(dtype_string(item.dtype)) + "\",\"shape\":[";
-    for (std::size_t d = 0; d < item.sizes.size(); ++d) json += (d ? "," : "") + std::to_string(item.sizes[d]);
+    json += ":{\"dtype\":\"" + std::string(dtype_string(item.elements.dtype)) + "\",\"shape\":[";
+    for (std::size_t d = 0; d < item.elements.sizes.size(); ++d) json += (d ? "," : "") + std::to_string(item.elements.sizes[d]);
     if (item.nbytes > std::numeric_limits<std::uint64_t>::max() - offset) {
       fail(ErrorCode::size_overflow, path, "the tensors' total byte count overflows 64 bits");
     }
@@ -480,7 +479,7 @@ void write_items(const std::string& path, const std::vector<WriteItem>& items,
   out.write(length.data(), length.size());
   out.write(header.data(), header.size());
   for (const WriteItem& item : items) {
-    io::write_elements(out, {item.base, item.dtype, item.sizes, item.strides}, item.dtype);  // bf16 stays bf16
+    io::write_elements(out, item.elements, item.elements.dtype);  // bf16 stays bf16
   }
   out.commit();
 }
@@ -503,9 +502,10 @@ void write_safetensors(const std::string& path, const std::vector<std::pair<std:
   items.reserve(tensors.size());
   for (const auto& [name, view] : tensors) {
     const auto rank = static_cast<std::size_t>(view.rank());
-    WriteItem item{name, static_cast<const std::byte*>(view.data()), view.dtype(),
-                   std::vector<std::int64_t>(view.sizes().begin(), view.sizes().begin() + rank),
-                   std::vector<std::int64_t>(view.strides().begin(), view.strides().begin() + rank)};
+    WriteItem item{name,
+                   {static_cast<const std::byte*>(view.data()), view.dtype(),
+                    std::vector<std::int64_t>(view.sizes().begin(), view.sizes().begin() + rank),
+                    std::vector<std::int64_t>(view.strides().begin(), view.strides().begin() + rank)}};
     item.nbytes = checked_nbytes(item, view.data(), path);
     items.push_back(std::move(item));
   }
@@ -521,8 +521,8 @@ void write_safetensors(const std::string& path, const SafetensorsFile& file) {
       fail(ErrorCode::invalid_argument, path,
            "cannot write " + tensor_label(name) + ": it is a default-constructed (empty) Tensor");
     }
-    WriteItem item{name, static_cast<const std::byte*>(tensor.raw()), tensor.dtype(), tensor.shape(),
-                   io::c_order_strides(tensor.shape())};
+    WriteItem item{name, {static_cast<const std::byte*>(tensor.raw()), tensor.dtype(), tensor.shape(),
+                          io::c_order_strides(tensor.shape())}};
     item.nbytes = checked_nbytes(item, tensor.raw(), path);
     items.push_back(std::move(item));
   }
