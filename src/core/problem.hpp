@@ -93,14 +93,15 @@ struct Problem {
     return causal == Causal::bottom_right ? i + (key_count(b) - sizes.n) : i;
   }
 
-  // The keys [first, last] that query i of entry b may see before masks: the entry's keys, cut by
-  // causal alignment, the window and key_lengths (last < first: none). ALiBi and masks act per key.
+  // The keys [first, last] that query i of entry b may see before masks, and its aligned position
+  // they were cut around: the entry's keys, cut by causal alignment, the window and key_lengths
+  // (last < first: none). ALiBi and masks act per key.
   struct VisibleKeys {
-    std::int64_t first, last;
+    std::int64_t position, first, last;
   };
   VisibleKeys visible_keys(std::int64_t b, std::int64_t i) const {
     const std::int64_t pos = aligned_position(b, i);
-    VisibleKeys keys{0, key_count(b) - 1};
+    VisibleKeys keys{pos, 0, key_count(b) - 1};
     if (causal != Causal::none) keys.last = std::min(keys.last, pos);
     if (window.left >= 0) keys.first = std::max(keys.first, pos - window.left);
     if (window.right >= 0) keys.last = std::min(keys.last, pos + window.right);

@@ -26,7 +26,7 @@ inline RowInfo make_row_info(const detail::Problem& p, std::int64_t batch, std::
   RowInfo info;
   info.head = head;
   info.query = query;
-  info.position = p.aligned_position(batch, query);
+  info.position = keys.position;
   info.first = keys.first;
   info.last = keys.last;
   info.alibi_slope = p.alibi_slope(head);
