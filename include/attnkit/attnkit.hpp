@@ -13,3 +13,4 @@
 #include "attnkit/safetensors.hpp"
 #include "attnkit/targets.hpp"
 #include "attnkit/tensor.hpp"
+#include "attnkit/varlen.hpp"

@@ -39,6 +39,15 @@ struct CachedKeys {
   const std::int64_t* lengths = nullptr;
 };
 
+// A packed variable-length batch (attnkit/varlen.hpp): sequence b's queries are rows
+// query_offsets[b] .. query_offsets[b + 1] of dimension 2 of q (and of out, lse, d_out, dq), its
+// keys rows key_offsets[b] .. key_offsets[b + 1] of k and v (and dk, dv); dimension 0 of those views
+// has size 1. Every option applies per sequence, in the sequence's own positions (i, j from 0).
+struct PackedOffsets {
+  const std::int64_t* query_offsets = nullptr;  // B + 1, from 0, non-decreasing
+  const std::int64_t* key_offsets = nullptr;    // B + 1, from 0, non-decreasing
+};
+
 // The scalars the fast kernels compute with, rounded to float32 once per call.
 struct Float32Scalars {
   float scale = 1;
@@ -65,7 +74,8 @@ struct Problem {
   Float32Scalars f32;
   MaskKind mask_kind = MaskKind::none;
   ConstTensorView mask;  // rank 4, broadcast dimensions have stride 0
-  const CachedKeys* cached = nullptr;  // set only by attention over a KV cache (forward only)
+  const CachedKeys* cached = nullptr;     // set only by attention over a KV cache (forward only)
+  const PackedOffsets* packed = nullptr;  // set only by a packed variable-length batch (varlen.hpp)
 
   // Takes the options' values and the resolved scale; the mask is resolved separately (its view
   // needs checking against the sizes).
@@ -84,13 +94,20 @@ struct Problem {
     f32.keep_scale = static_cast<float>(1.0 / (1.0 - dropout_p));
   }
 
-  // Keys that exist for batch entry b: m, or the cached sequence's length.
-  std::int64_t key_count(std::int64_t b) const { return cached != nullptr ? cached->lengths[b] : sizes.m; }
+  // Queries of batch entry b: n, or the packed sequence's own count (n is then the largest).
+  std::int64_t query_count(std::int64_t b) const {
+    return packed != nullptr ? packed->query_offsets[b + 1] - packed->query_offsets[b] : sizes.n;
+  }
+  // Keys that exist for batch entry b: m, or the cached or packed sequence's own count.
+  std::int64_t key_count(std::int64_t b) const {
+    if (cached != nullptr) return cached->lengths[b];
+    return packed != nullptr ? packed->key_offsets[b + 1] - packed->key_offsets[b] : sizes.m;
+  }
 
   // The aligned position i' of query i of entry b (docs/semantics.md): bottom-right alignment lines
-  // the last query up with the entry's last key, i' = i + (keys − n); otherwise i' = i.
+  // the entry's last query up with its last key, i' = i + (keys − queries); otherwise i' = i.
   std::int64_t aligned_position(std::int64_t b, std::int64_t i) const {
-    return causal == Causal::bottom_right ? i + (key_count(b) - sizes.n) : i;
+    return causal == Causal::bottom_right ? i + (key_count(b) - query_count(b)) : i;
   }
 
   // The keys [first, last] that query i of entry b may see before masks, and its aligned position
@@ -113,15 +130,24 @@ struct Problem {
   }
 };
 
-// Where key (and value) row j of batch entry b is stored: index [b, ·, j] of k and v, or, for a KV
-// cache, its row of the block its block table lists. One definition for every backend.
+// Where key (and value) row j of batch entry b is stored: index [b, ·, j] of k and v (and dk, dv),
+// its row of the packed keys, or, for a KV cache, its row of the block its block table lists. One
+// definition for every backend.
 struct StoredRow {
   std::int64_t outer, row;  // indices of the view's dimensions 0 and 2
 };
 inline StoredRow stored_row(const Problem& p, std::int64_t batch, std::int64_t j) {
+  if (p.packed != nullptr) return {0, p.packed->key_offsets[batch] + j};
   if (p.cached == nullptr) return {batch, j};
   const CachedKeys& c = *p.cached;
   return {c.block_table[batch * c.blocks_per_sequence + (j >> c.block_shift)], j & ((std::int64_t{1} << c.block_shift) - 1)};
+}
+
+// Where query row i of batch entry b is stored in q, out, lse, d_out and dq: index [b, ·, i], or its
+// row of the packed queries.
+inline StoredRow query_row(const Problem& p, std::int64_t batch, std::int64_t i) {
+  if (p.packed != nullptr) return {0, p.packed->query_offsets[batch] + i};
+  return {batch, i};
 }
 
 struct ForwardOutputs {

@@ -18,22 +18,48 @@ namespace {
 
 #include "cpu/bf16_bits.inl"
 
-BackwardPlan make_plan(const detail::Problem& p, const detail::BackwardIO& io, const Geometry& geometry) {
+// How entry b's keys are chunked when `entries` (batch, KV head) pairs share the call: few pairs,
+// and their keys are split into chunks so that every core has work. The chunking depends only on
+// the shapes, never on the thread count.
+BackwardEntry chunked(std::int64_t keys, std::int64_t entries) {
+  const std::int64_t blocks = ceil_div(keys, kBackwardKeyBlock);
+  const std::int64_t wanted = std::clamp<std::int64_t>(ceil_div(kBackwardMinItems, entries), 1, std::max<std::int64_t>(blocks, 1));
+  BackwardEntry e;
+  e.chunk_keys = std::max<std::int64_t>(ceil_div(blocks, wanted), 1) * kBackwardKeyBlock;
+  e.chunks = ceil_div(keys, e.chunk_keys);
+  return e;
+}
+
+BackwardPlan make_plan(const detail::Problem& p, const detail::BackwardIO& io, const Geometry& geometry,
+                       std::vector<BackwardEntry>& packed_entries) {
   const detail::Sizes& s = p.sizes;
   BackwardPlan plan;
   plan.problem = &p;
   plan.io = &io;
   plan.group = s.group();
-  // Few (batch, KV head) pairs: split their keys into chunks so that every core has work. The
-  // chunking depends only on the shapes, never on the thread count.
-  const std::int64_t blocks = ceil_div(s.m, kBackwardKeyBlock);
-  const std::int64_t wanted = std::clamp<std::int64_t>(ceil_div(kBackwardMinItems, s.batch * s.kv_heads), 1, std::max<std::int64_t>(blocks, 1));
-  plan.chunk_keys = std::max<std::int64_t>(ceil_div(blocks, wanted), 1) * kBackwardKeyBlock;
-  plan.chunks = ceil_div(s.m, plan.chunk_keys);
-  plan.items = s.batch * s.kv_heads * plan.chunks;
-  plan.padded_n = round_up(s.n, geometry.tile_rows);
   plan.padded_d_k = round_up(s.d_k, geometry.tile_cols());
   plan.padded_d_v = round_up(s.d_v, geometry.tile_cols());
+  if (p.packed == nullptr) {
+    plan.uniform = chunked(s.m, s.batch * s.kv_heads);
+    plan.uniform.padded_n = round_up(s.n, geometry.tile_rows);
+    plan.chunks = plan.uniform.chunks;
+    plan.items = s.batch * s.kv_heads * plan.chunks;
+    plan.rows = s.batch * s.q_heads * plan.uniform.padded_n;
+    return plan;
+  }
+  // Each sequence as a call on it alone: its KV heads are the only pairs.
+  packed_entries.resize(static_cast<std::size_t>(s.batch));
+  for (std::int64_t b = 0; b < s.batch; ++b) {
+    BackwardEntry& e = packed_entries[static_cast<std::size_t>(b)];
+    e = chunked(p.key_count(b), s.kv_heads);
+    e.padded_n = round_up(p.query_count(b), geometry.tile_rows);
+    e.first_item = plan.items;
+    e.first_row = plan.rows;
+    plan.items += s.kv_heads * e.chunks;
+    plan.rows += s.q_heads * e.padded_n;
+    plan.chunks = std::max(plan.chunks, e.chunks);
+  }
+  plan.packed_entries = packed_entries.data();
   return plan;
 }
 
@@ -47,25 +73,27 @@ void prepare_head(const BackwardPlan& plan, std::int64_t batch, std::int64_t hea
   const detail::Problem& p = *plan.problem;
   const detail::Sizes& s = p.sizes;
   float* out_row = thread_backward_workspace().out_row;  // prepared for the call: no allocation here
-  for (std::int64_t i = 0; i < plan.padded_n; ++i) {
+  const std::int64_t padded_n = plan.entry(batch).padded_n, queries = p.query_count(batch);
+  for (std::int64_t i = 0; i < padded_n; ++i) {
     const std::int64_t row = plan.row(batch, head, i);
     float* q = plan.q + row * plan.padded_d_k;
     float* d_out = plan.d_out + row * plan.padded_d_v;
     std::fill(q, q + plan.padded_d_k, 0.0f);
     std::fill(d_out, d_out + plan.padded_d_v, 0.0f);
-    if (i >= s.n) {  // padding: sees no key, adds nothing
+    if (i >= queries) {  // padding: sees no key, adds nothing
       plan.lse[row] = -std::numeric_limits<float>::infinity();
       plan.delta[row] = 0;
       plan.finite[row] = kQueryFinite | kGradientFinite;
       continue;
     }
-    detail::load_row(p.q, batch, head, i, q, s.d_k);
-    detail::load_row(plan.io->d_out, batch, head, i, d_out, s.d_v);
-    detail::load_row(plan.io->out, batch, head, i, out_row, s.d_v);
+    const detail::StoredRow at = detail::query_row(p, batch, i);
+    detail::load_row(p.q, at.outer, head, at.row, q, s.d_k);
+    detail::load_row(plan.io->d_out, at.outer, head, at.row, d_out, s.d_v);
+    detail::load_row(plan.io->out, at.outer, head, at.row, out_row, s.d_v);
     double delta = 0;
     for (std::int64_t c = 0; c < s.d_v; ++c) delta += static_cast<double>(d_out[c]) * out_row[c];
     plan.delta[row] = static_cast<float>(delta);
-    plan.lse[row] = *plan.io->lse.at<float>({batch, head, i});
+    plan.lse[row] = *plan.io->lse.at<float>({at.outer, head, at.row});
     plan.finite[row] = static_cast<std::uint8_t>((all_finite(q, s.d_k) ? kQueryFinite : 0) |
                                                  (all_finite(d_out, s.d_v) ? kGradientFinite : 0));
   }
@@ -73,11 +101,11 @@ void prepare_head(const BackwardPlan& plan, std::int64_t batch, std::int64_t hea
   // For bf16 dot products: the rows just loaded (bf16 inputs, widened exactly) as bf16 bits, and as
   // pairs of consecutive rows; padded_n is even, so the pairs stay within the head.
   const std::int64_t first = plan.row(batch, head, 0);
-  for (std::int64_t row = first; row < first + plan.padded_n; ++row) {
+  for (std::int64_t row = first; row < first + padded_n; ++row) {
     bf16_bits_of_row(plan.q + row * plan.padded_d_k, plan.padded_d_k, plan.q_bf16 + row * plan.padded_d_k);
     bf16_bits_of_row(plan.d_out + row * plan.padded_d_v, plan.padded_d_v, plan.d_out_bf16 + row * plan.padded_d_v);
   }
-  for (std::int64_t row = first; row < first + plan.padded_n; row += 2) {
+  for (std::int64_t row = first; row < first + padded_n; row += 2) {
     pairs_of_rows(plan.q + row * plan.padded_d_k, plan.q + (row + 1) * plan.padded_d_k, plan.padded_d_k,
                   plan.q_row_pairs + row / 2 * plan.padded_d_k);
     pairs_of_rows(plan.d_out + row * plan.padded_d_v, plan.d_out + (row + 1) * plan.padded_d_v, plan.padded_d_v,
@@ -85,18 +113,20 @@ void prepare_head(const BackwardPlan& plan, std::int64_t batch, std::int64_t hea
   }
 }
 
-// dQ[b, h, i] = Σ over chunks, in chunk order, of each chunk's contribution.
+// dQ[b, h, i] = Σ over the entry's chunks, in chunk order, of each chunk's contribution.
 void reduce_dq_head(const BackwardPlan& plan, std::int64_t batch, std::int64_t head) {
-  const detail::Sizes& s = plan.problem->sizes;
+  const detail::Problem& p = *plan.problem;
+  const std::int64_t d_k = p.sizes.d_k, chunks = plan.entry(batch).chunks;
   float* sum = thread_backward_workspace().dq_row;  // prepared for the call: no allocation here
-  for (std::int64_t i = 0; i < s.n; ++i) {
+  for (std::int64_t i = 0; i < p.query_count(batch); ++i) {
     const std::int64_t row = plan.row(batch, head, i);
-    std::fill(sum, sum + s.d_k, 0.0f);
-    for (std::int64_t chunk = 0; chunk < plan.chunks; ++chunk) {
+    std::fill(sum, sum + d_k, 0.0f);
+    for (std::int64_t chunk = 0; chunk < chunks; ++chunk) {
       const float* part = plan.dq_partial(chunk, row);
-      for (std::int64_t c = 0; c < s.d_k; ++c) sum[c] += part[c];
+      for (std::int64_t c = 0; c < d_k; ++c) sum[c] += part[c];
     }
-    detail::store_row_part(sum, plan.io->dq, batch, head, i, 0, s.d_k);
+    const detail::StoredRow at = detail::query_row(p, batch, i);
+    detail::store_row_part(sum, plan.io->dq, at.outer, head, at.row, 0, d_k);
   }
 }
 
@@ -107,11 +137,15 @@ detail::ByteCount fast_backward_scratch_bytes(const detail::Problem& p) {
   const detail::Sizes& s = p.sizes;
   if (s.batch == 0 || s.kv_heads == 0) return 0;
   // make_plan's sizes in saturating arithmetic (zero strides make absurd sizes cheap to pass).
-  const ByteCount rows = ByteCount::of(s.batch) * ByteCount::of(s.q_heads) * (ByteCount::of(s.n) + kMaxTileRows);
+  // Rows of every (batch, query head), padded; a packed batch's are its sequences' own.
+  const ByteCount queries = p.packed != nullptr ? ByteCount::of(p.q.size(2)) + ByteCount::of(s.batch) * kMaxTileRows
+                                                : ByteCount::of(s.batch) * (ByteCount::of(s.n) + kMaxTileRows);
+  const ByteCount rows = queries * ByteCount::of(s.q_heads);
   const ByteCount padded_d_k = ByteCount::of(s.d_k) + kMaxTileCols, padded_d_v = ByteCount::of(s.d_v) + kMaxTileCols;
   const ByteCount chunks = static_cast<std::uint64_t>(kBackwardMinItems);  // make_plan never makes more
   ByteCount call = rows * (padded_d_k + padded_d_v + 2) * sizeof(float) + rows +  // q, d_out, lse, delta, finite
-                   chunks * rows * padded_d_k * sizeof(float);                   // dq_partials
+                   chunks * rows * padded_d_k * sizeof(float) +                  // dq_partials
+                   (p.packed != nullptr ? ByteCount::of(s.batch) * sizeof(BackwardEntry) : 0);
   // bf16 inputs may take bf16 dot products: Q and dO as bf16 rows and as row pairs, 4 bytes per
   // element in all (counted whatever the target, an upper bound).
   if (p.q.dtype() == DType::bf16) call += rows * (padded_d_k + padded_d_v) * 4;
@@ -123,11 +157,12 @@ void fast_backward(const detail::Problem& p, const detail::BackwardIO& io) {
   const detail::Sizes& s = p.sizes;
   if (s.batch == 0 || s.kv_heads == 0) return;  // every gradient is empty
   const BackwardKernels kernels = backward_kernels(p.target);
-  BackwardPlan plan = make_plan(p, io, kernels.geometry);
+  thread_local std::vector<BackwardEntry> packed_entries;
+  BackwardPlan plan = make_plan(p, io, kernels.geometry, packed_entries);
 
   thread_local std::vector<float> q, d_out, lse, delta, dq_partials;
   thread_local std::vector<std::uint8_t> finite;
-  const std::int64_t rows = plan.rows();
+  const std::int64_t rows = plan.rows;
   plan.q = scratch(q, rows * plan.padded_d_k);
   plan.d_out = scratch(d_out, rows * plan.padded_d_v);
   plan.lse = scratch(lse, rows);

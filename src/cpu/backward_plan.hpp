@@ -3,6 +3,10 @@
 // contributions of its keys into its own copy of dQ, one per chunk; the copies are summed in chunk
 // order afterwards. No two threads ever add into the same memory, and the chunks depend only on the
 // shapes, so results are bitwise identical for any thread count.
+//
+// A packed variable-length batch lays out each sequence as a call on it alone would: its own key
+// chunks (a long sequence is split like a lone one, a short one is not), its own padded query rows,
+// and no items or rows for padding; so its gradients are bitwise those of that call.
 #pragma once
 
 #include <cstdint>
@@ -12,16 +16,28 @@
 
 namespace attnkit::cpu {
 
+// The layout of one batch entry: its work items and its prepared rows.
+struct BackwardEntry {
+  std::int64_t first_item = 0;  // its items are (KV head, chunk), chunk fastest
+  std::int64_t first_row = 0;   // its rows are (query head, query), query fastest
+  std::int64_t chunks = 0;      // key chunks per KV head
+  std::int64_t chunk_keys = 0;  // keys per chunk, a multiple of kBackwardKeyBlock
+  std::int64_t padded_n = 0;    // queries per head, rounded up to the target's whole register tiles
+};
+
 struct BackwardPlan {
   const detail::Problem* problem = nullptr;
   const detail::BackwardIO* io = nullptr;
 
-  std::int64_t group = 1;       // query heads per KV head
-  std::int64_t chunks = 0;      // key chunks per (batch, KV head)
-  std::int64_t chunk_keys = 0;  // keys per chunk, a multiple of kBackwardKeyBlock
-  std::int64_t items = 0;       // batch · KV heads · chunks
-  std::int64_t padded_n = 0;    // queries per head, rounded up to the target's whole register tiles
+  std::int64_t group = 1;   // query heads per KV head
+  std::int64_t items = 0;   // Σ over entries of KV heads · chunks
+  std::int64_t rows = 0;    // Σ over entries of query heads · padded_n
+  std::int64_t chunks = 0;  // the most chunks of any entry
   std::int64_t padded_d_k = 0, padded_d_v = 0;  // rounded up to the target's tile width
+  // Every entry of an unpadded call has the layout of entry 0 (`uniform`), shifted; a packed call
+  // lists one per sequence.
+  BackwardEntry uniform;
+  const BackwardEntry* packed_entries = nullptr;
 
   // Prepared once per call, for every (batch, query head, query) row; padding rows are zero with
   // lse = −inf, so they see no key and add nothing.
@@ -39,12 +55,19 @@ struct BackwardPlan {
   std::uint32_t* q_row_pairs = nullptr;      // [rows / 2][padded_d_k]
   std::uint32_t* d_out_row_pairs = nullptr;  // [rows / 2][padded_d_v]
 
-  std::int64_t rows() const { return problem->sizes.batch * problem->sizes.q_heads * padded_n; }
+  BackwardEntry entry(std::int64_t batch) const {
+    if (packed_entries != nullptr) return packed_entries[batch];
+    BackwardEntry e = uniform;
+    e.first_item = batch * problem->sizes.kv_heads * uniform.chunks;
+    e.first_row = batch * problem->sizes.q_heads * uniform.padded_n;
+    return e;
+  }
   std::int64_t row(std::int64_t batch, std::int64_t head, std::int64_t query) const {
-    return (batch * problem->sizes.q_heads + head) * padded_n + query;
+    const BackwardEntry e = entry(batch);
+    return e.first_row + head * e.padded_n + query;
   }
   float* dq_partial(std::int64_t chunk, std::int64_t row) const {
-    return dq_partials + (chunk * rows() + row) * padded_d_k;
+    return dq_partials + (chunk * rows + row) * padded_d_k;
   }
 };
 

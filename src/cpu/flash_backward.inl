@@ -32,17 +32,28 @@
 namespace attnkit::cpu::ATTNKIT_ISA_NAMESPACE {
 
 struct BackwardItem {
-  std::int64_t batch = 0, kv_head = 0;
+  std::int64_t batch = 0, kv_head = 0, chunk = 0;
   KeyRange keys{0, 0};
 };
 
 BackwardItem backward_item(const BackwardPlan& plan, std::int64_t item) {
-  const detail::Sizes& s = plan.problem->sizes;
+  const detail::Problem& p = *plan.problem;
+  const detail::Sizes& s = p.sizes;
   BackwardItem c;
-  const std::int64_t chunk = item % plan.chunks;
-  c.batch = item / (s.kv_heads * plan.chunks);
-  c.kv_head = (item / plan.chunks) % s.kv_heads;
-  c.keys = {chunk * plan.chunk_keys, std::min(s.m, (chunk + 1) * plan.chunk_keys)};
+  if (plan.packed_entries != nullptr) {
+    // The last sequence whose first item is at or before this one (sequences without items share
+    // their successor's first item).
+    const BackwardEntry* next = std::upper_bound(plan.packed_entries, plan.packed_entries + s.batch, item,
+                                                 [](std::int64_t i, const BackwardEntry& e) { return i < e.first_item; });
+    c.batch = next - plan.packed_entries - 1;
+  } else {
+    c.batch = item / (s.kv_heads * plan.uniform.chunks);
+  }
+  const BackwardEntry e = plan.entry(c.batch);
+  const std::int64_t local = item - e.first_item;
+  c.chunk = local % e.chunks;
+  c.kv_head = local / e.chunks;
+  c.keys = {c.chunk * e.chunk_keys, std::min(p.key_count(c.batch), (c.chunk + 1) * e.chunk_keys)};
   return c;
 }
 
@@ -102,8 +113,9 @@ std::uint8_t pack_key_block(const BackwardPlan& plan, BackwardWorkspace& ws, con
     float* k = ws.k_rows + j * ws.d_k;
     float* v = ws.v_rows + j * ws.d_v;
     if (j < width) {
-      load_row_f32(p.k, item.batch, item.kv_head, j0 + j, k, d_k);
-      load_row_f32(p.v, item.batch, item.kv_head, j0 + j, v, d_v);
+      const StoredRow at = stored_row(p, item.batch, j0 + j);
+      load_row_f32(p.k, at.outer, item.kv_head, at.row, k, d_k);
+      load_row_f32(p.v, at.outer, item.kv_head, at.row, v, d_v);
       keys_finite = all_finite(k, d_k) && keys_finite;
       values_finite = all_finite(v, d_v) && values_finite;
     } else {
@@ -209,7 +221,7 @@ bool query_block(const BackwardPlan& plan, BackwardWorkspace& ws, const Backward
                  std::int64_t head, std::int64_t i0, std::int64_t j0, std::int64_t width, std::int64_t cols,
                  std::uint8_t kv_finite) {
   const detail::Problem& p = *plan.problem;
-  const std::int64_t n = p.sizes.n, rows = std::min(kBackwardQueryBlock, n - i0);
+  const std::int64_t n = p.query_count(item.batch), rows = std::min(kBackwardQueryBlock, n - i0);
   const std::int64_t padded_rows = round_up(rows, kTileRows);
   bool any_seen = false, rows_finite = true;
   const std::int64_t first_row = plan.row(item.batch, head, i0);
@@ -322,14 +334,14 @@ void run_backward_item(const BackwardPlan& plan, std::int64_t item_index) {
   const detail::Problem& p = *plan.problem;
   const detail::Sizes& s = p.sizes;
   const BackwardItem item = backward_item(plan, item_index);
-  const std::int64_t chunk = item_index % plan.chunks;
+  const std::int64_t chunk = item.chunk;
   BackwardWorkspace& ws = thread_backward_workspace();
   ws.prepare(plan.padded_d_k, plan.padded_d_v);
 
   // This chunk's copy of dQ starts at zero for every row of the group.
   const std::int64_t first_head = item.kv_head * plan.group;
   float* dq = plan.dq_partial(chunk, plan.row(item.batch, first_head, 0));
-  std::fill(dq, dq + plan.group * plan.padded_n * plan.padded_d_k, 0.0f);
+  std::fill(dq, dq + plan.group * plan.entry(item.batch).padded_n * plan.padded_d_k, 0.0f);
 
   for (std::int64_t j0 = item.keys.begin; j0 < item.keys.end; j0 += kBackwardKeyBlock) {
     const std::int64_t width = std::min(kBackwardKeyBlock, item.keys.end - j0);
@@ -339,11 +351,12 @@ void run_backward_item(const BackwardPlan& plan, std::int64_t item_index) {
     std::fill(ws.dk_acc, ws.dk_acc + cols * ws.d_k, 0.0f);
     std::fill(ws.dv_acc, ws.dv_acc + cols * ws.d_v, 0.0f);
     for (std::int64_t head = first_head; head < first_head + plan.group; ++head)
-      for (std::int64_t i0 = 0; i0 < s.n; i0 += kBackwardQueryBlock)
+      for (std::int64_t i0 = 0; i0 < p.query_count(item.batch); i0 += kBackwardQueryBlock)
         query_block(plan, ws, item, chunk, head, i0, j0, width, cols, kv_finite);
     for (std::int64_t j = 0; j < width; ++j) {
-      store_row_part(ws.dk_acc + j * ws.d_k, plan.io->dk, item.batch, item.kv_head, j0 + j, 0, s.d_k);
-      store_row_part(ws.dv_acc + j * ws.d_v, plan.io->dv, item.batch, item.kv_head, j0 + j, 0, s.d_v);
+      const StoredRow at = stored_row(p, item.batch, j0 + j);
+      store_row_part(ws.dk_acc + j * ws.d_k, plan.io->dk, at.outer, item.kv_head, at.row, 0, s.d_k);
+      store_row_part(ws.dv_acc + j * ws.d_v, plan.io->dv, at.outer, item.kv_head, at.row, 0, s.d_v);
     }
   }
 }

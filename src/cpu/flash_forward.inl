@@ -323,7 +323,8 @@ void prepare_rows(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoord
     }
     const std::int64_t head = item.kv_head * plan.group + r / item.queries, query = item.first_query + r % item.queries;
     ws.row_info[r] = make_row_info(p, item.batch, head, query);
-    load_row_f32(p.q, item.batch, head, query, q_row, ws.d_k);
+    const StoredRow at = query_row(p, item.batch, query);
+    load_row_f32(p.q, at.outer, head, at.row, q_row, ws.d_k);
   }
 }
 
@@ -718,20 +719,22 @@ void stream_key_blocks(const ForwardPlan& plan, ForwardWorkspace& ws, const Item
 
 void run_item(const ForwardPlan& plan, std::int64_t item_index, std::int64_t split) {
   const ItemCoordinates item = item_coordinates(plan, item_index);
+  if (split >= item.splits) return;  // a packed sequence split into fewer key ranges than the most
   ForwardWorkspace& ws = thread_workspace();
   ws.prepare(round_up(plan.group * item.queries, kTileRows), plan.problem->sizes.d_k, plan.padded_d_v);
   prepare_rows(plan, ws, item);
   std::fill(ws.row_max, ws.row_max + ws.rows, kMinusInf);
   std::fill(ws.row_sum, ws.row_sum + ws.rows, 0.0f);
   std::fill(ws.acc, ws.acc + ws.rows * ws.d_v, 0.0f);
-  // Keys past the entry's own count (a cached sequence shorter than m) are never touched: they may
-  // lie in blocks the sequence does not hold.
-  const std::int64_t key_end = std::min(split_end(plan, split), plan.problem->key_count(item.batch));
-  stream_key_blocks(plan, ws, item, KeyRange{split_begin(plan, split), std::max(key_end, split_begin(plan, split))});
+  // Keys past the entry's own count (a cached or packed sequence shorter than m) are never touched:
+  // they may lie in blocks the sequence does not hold, or belong to the next sequence.
+  const std::int64_t begin = split_begin(item, split);
+  const std::int64_t key_end = std::min(split_end(plan, item, split), plan.problem->key_count(item.batch));
+  stream_key_blocks(plan, ws, item, KeyRange{begin, std::max(key_end, begin)});
 
   for (std::int64_t r = 0; r < plan.group * item.queries; ++r) {
     float* acc = ws.acc + r * ws.d_v;
-    if (plan.splits > 1) {
+    if (item.splits > 1) {
       float* out = plan.partial(item_index, split, r);
       out[0] = ws.row_max[r];
       out[1] = ws.row_sum[r];
@@ -752,9 +755,10 @@ void run_probs_item(const ForwardPlan& plan, std::int64_t item_index) {
   ws.prepare(round_up(plan.group * item.queries, kTileRows), p.sizes.d_k, plan.padded_d_v);
   prepare_rows(plan, ws, item);
   const TensorView& probs = *plan.outputs->probs;
-  const KeyRange keys{0, p.sizes.m};
-  for (std::int64_t j0 = 0; j0 < p.sizes.m; j0 += kKeyBlock) {
-    const std::int64_t width = std::min(kKeyBlock, p.sizes.m - j0);
+  const std::int64_t key_count = p.key_count(item.batch);  // m, or a packed sequence's own (the rest is zeroed)
+  const KeyRange keys{0, key_count};
+  for (std::int64_t j0 = 0; j0 < key_count; j0 += kKeyBlock) {
+    const std::int64_t width = std::min(kKeyBlock, key_count - j0);
     const std::int64_t cols = round_up(width, kTileCols);
     pack_keys(plan, ws, item, j0, width, cols);
     for (std::int64_t tile = 0; tile < ws.rows; tile += kTileRows) {

@@ -16,7 +16,8 @@
 namespace attnkit::cpu {
 namespace {
 
-ForwardPlan make_plan(const detail::Problem& p, const detail::ForwardOutputs& outputs, const Geometry& geometry) {
+ForwardPlan make_plan(const detail::Problem& p, const detail::ForwardOutputs& outputs, const Geometry& geometry,
+                      std::vector<std::int64_t>& sequence_items) {
   const detail::Sizes& s = p.sizes;
   ForwardPlan plan;
   plan.problem = &p;
@@ -25,9 +26,19 @@ ForwardPlan make_plan(const detail::Problem& p, const detail::ForwardOutputs& ou
   plan.queries_per_item = std::clamp<std::int64_t>(kRowsPerItem / plan.group, 1, s.n);
   plan.query_blocks = ceil_div(s.n, plan.queries_per_item);
   plan.items = s.batch * s.kv_heads * plan.query_blocks;
-  // Decoding: few queries, many keys. Split the keys so that one query keeps every core busy; the
-  // split size is fixed, so the result does not depend on the thread count.
-  plan.splits = s.n <= kDecodeQueries && s.m > kSplitKeys ? ceil_div(s.m, kSplitKeys) : 1;
+  plan.splits = decode_splits(s.n, s.m);
+  if (p.packed != nullptr) {
+    // Each sequence's own blocks and splits (the longest sequence's query_blocks fix none of them).
+    sequence_items.assign(static_cast<std::size_t>(s.batch + 1), 0);
+    plan.splits = 1;
+    for (std::int64_t b = 0; b < s.batch; ++b) {
+      const std::int64_t blocks = ceil_div(p.query_count(b), plan.queries_per_item);
+      sequence_items[static_cast<std::size_t>(b + 1)] = sequence_items[static_cast<std::size_t>(b)] + s.kv_heads * blocks;
+      if (blocks > 0) plan.splits = std::max(plan.splits, decode_splits(p.query_count(b), p.key_count(b)));
+    }
+    plan.items = sequence_items.back();
+    plan.sequence_items = sequence_items.data();
+  }
   plan.padded_rows = round_up(plan.group * plan.queries_per_item, geometry.tile_rows);
   plan.padded_d_v = round_up(s.d_v, geometry.tile_cols());
   return plan;
@@ -37,11 +48,12 @@ ForwardPlan make_plan(const detail::Problem& p, const detail::ForwardOutputs& ou
 // of the thread's workspace accumulator (prepared for the call: no allocation here).
 void merge_and_finalize(const ForwardPlan& plan, std::int64_t item_index) {
   const ItemCoordinates item = item_coordinates(plan, item_index);
+  if (item.splits == 1) return;  // a packed sequence that does not decode: finalized by its item
   float* acc = thread_workspace().acc;
   for (std::int64_t r = 0; r < plan.group * item.queries; ++r) {
     std::fill(acc, acc + plan.padded_d_v, 0.0f);
     detail::SoftmaxPartial row{.max = -std::numeric_limits<float>::infinity(), .sum = 0, .acc = acc};
-    for (std::int64_t split = 0; split < plan.splits; ++split) {
+    for (std::int64_t split = 0; split < item.splits; ++split) {
       const float* part = plan.partial(item_index, split, r);
       row.merge(part[0], part[1], part + 2, plan.padded_d_v);
     }
@@ -50,15 +62,28 @@ void merge_and_finalize(const ForwardPlan& plan, std::int64_t item_index) {
   }
 }
 
+// probs[b, h] of a packed sequence past its own queries (rows) and keys (columns): zero, as for a row
+// that sees no key. The items write the rest.
+void zero_probs_padding(const detail::Problem& p, const TensorView& probs, std::int64_t b, std::int64_t h) {
+  const detail::Sizes& s = p.sizes;
+  const std::int64_t queries = p.query_count(b), keys = p.key_count(b);
+  static constexpr float kZeros[kMaxKeyBlock] = {};
+  for (std::int64_t i = 0; i < s.n; ++i) {
+    for (std::int64_t j = i < queries ? keys : 0; j < s.m; j += kMaxKeyBlock) {
+      detail::store_row_part(kZeros, probs, b, h, i, j, std::min(kMaxKeyBlock, s.m - j));
+    }
+  }
+}
+
 }  // namespace
 
 void finalize_row(const ForwardPlan& plan, std::int64_t item, std::int64_t row, std::int64_t head, std::int64_t query,
                   detail::SoftmaxPartial partial) {
   const detail::Sizes& s = plan.problem->sizes;
-  const std::int64_t batch = item_coordinates(plan, item).batch;
+  const detail::StoredRow at = detail::query_row(*plan.problem, item_coordinates(plan, item).batch, query);
   const float lse = partial.finalize(s.d_v);
-  detail::store_row_part(partial.acc, plan.outputs->out, batch, head, query, 0, s.d_v);
-  if (plan.outputs->lse) *plan.outputs->lse->at<float>({batch, head, query}) = lse;
+  detail::store_row_part(partial.acc, plan.outputs->out, at.outer, head, at.row, 0, s.d_v);
+  if (plan.outputs->lse) *plan.outputs->lse->at<float>({at.outer, head, at.row}) = lse;
   if (plan.row_lse != nullptr) plan.row_lse[item * plan.padded_rows + row] = lse;
 }
 
@@ -71,10 +96,14 @@ detail::ByteCount fast_forward_scratch_bytes(const detail::Problem& p, bool prob
   const std::int64_t queries_per_item = std::clamp<std::int64_t>(kRowsPerItem / s.group(), 1, s.n);
   const ByteCount rows = ByteCount::of(s.group()) * ByteCount::of(queries_per_item) + kMaxTileRows;
   const ByteCount padded_d_v = ByteCount::of(s.d_v) + kMaxTileCols;
-  const ByteCount items = ByteCount::of(s.batch) * ByteCount::of(s.kv_heads) * ByteCount::of(ceil_div(s.n, queries_per_item));
+  // A packed batch has a block per started block of each sequence: at most total/queries + B.
+  const ByteCount query_blocks = p.packed != nullptr
+                                     ? ByteCount::of(p.q.size(2) / queries_per_item) + ByteCount::of(s.batch)
+                                     : ByteCount::of(s.batch) * ByteCount::of(ceil_div(s.n, queries_per_item));
+  const ByteCount items = query_blocks * ByteCount::of(s.kv_heads);
   const bool split = s.n <= kDecodeQueries && s.m > kSplitKeys;
   const ByteCount splits = split ? ByteCount::of(s.m / kSplitKeys + 1) : 1;
-  ByteCount call = 0;
+  ByteCount call = p.packed != nullptr ? ByteCount::of(s.batch + 1) * sizeof(std::int64_t) : 0;
   if (split) call += items * splits * rows * (padded_d_v + 2) * sizeof(float);
   if (probs) call += items * rows * sizeof(float);
   const ByteCount per_thread = ForwardWorkspace::bytes_for(rows, ByteCount::of(s.d_k), padded_d_v);
@@ -86,7 +115,8 @@ void fast_forward(const detail::Problem& p, const detail::ForwardOutputs& output
   const detail::Sizes& s = p.sizes;
   if (s.batch == 0 || s.q_heads == 0 || s.n == 0) return;  // every output is empty
   const ForwardKernels kernels = forward_kernels(p.target);
-  ForwardPlan plan = make_plan(p, outputs, kernels.geometry);
+  thread_local std::vector<std::int64_t> sequence_items;
+  ForwardPlan plan = make_plan(p, outputs, kernels.geometry, sequence_items);
 
   thread_local std::vector<float> partials, row_lse;
   if (plan.splits > 1) plan.partials = scratch(partials, plan.items * plan.splits * plan.padded_rows * plan.partial_stride());
@@ -98,7 +128,9 @@ void fast_forward(const detail::Problem& p, const detail::ForwardOutputs& output
       [&] { thread_workspace().prepare(plan.padded_rows, s.d_k, plan.padded_d_v); },
       {{plan.items * plan.splits, [&](std::int64_t t) { kernels.run_item(plan, t / plan.splits, t % plan.splits); }},
        {plan.splits > 1 ? plan.items : 0, [&](std::int64_t item) { merge_and_finalize(plan, item); }},
-       {outputs.probs ? plan.items : 0, [&](std::int64_t item) { kernels.run_probs_item(plan, item); }}});
+       {outputs.probs ? plan.items : 0, [&](std::int64_t item) { kernels.run_probs_item(plan, item); }},
+       {outputs.probs && p.packed != nullptr ? s.batch * s.q_heads : 0,
+        [&](std::int64_t t) { zero_probs_padding(p, *outputs.probs, t / s.q_heads, t % s.q_heads); }}});
 }
 
 }  // namespace attnkit::cpu

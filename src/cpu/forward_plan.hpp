@@ -2,8 +2,14 @@
 // (batch, KV head, query block), each holding every query head of its GQA group so that each K/V
 // block is packed once for the whole group; when decoding, the keys of an item are also split into
 // fixed-size ranges whose partial softmax results are merged afterwards.
+//
+// A packed variable-length batch gets, per sequence, exactly the items and splits a call on that
+// sequence alone would get (so its results are bitwise those of that call): only its own query
+// blocks, none for padding, and key splits only when that sequence decodes. Threads take items one
+// at a time, so a long sequence's many blocks spread over the threads like any other work.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -18,9 +24,11 @@ struct ForwardPlan {
 
   std::int64_t group = 1;             // query heads per KV head
   std::int64_t queries_per_item = 1;  // queries of one head in a work item
-  std::int64_t query_blocks = 0;      // per (batch, KV head)
-  std::int64_t items = 0;             // batch · KV heads · query blocks
-  std::int64_t splits = 1;            // key ranges per item (> 1 only when decoding)
+  std::int64_t query_blocks = 0;      // per (batch, KV head); of the longest sequence when packed
+  std::int64_t items = 0;             // batch · KV heads · query blocks, or the packed sequences' sum
+  std::int64_t splits = 1;            // key ranges per item (> 1 only when decoding); the most when packed
+  // Packed: the first item of each sequence, B + 1 entries (the last is `items`); empty otherwise.
+  const std::int64_t* sequence_items = nullptr;
   std::int64_t padded_rows = 0;       // rows of the largest item, in whole register tiles of the target
   std::int64_t padded_d_v = 0;        // d_v rounded up to the target's tile width
 
@@ -35,27 +43,47 @@ struct ForwardPlan {
   }
 };
 
-// Where an item's rows come from.
+// Decoding: few queries, many keys. The keys are split so that one query keeps every core busy; the
+// split size is fixed, so the result does not depend on the thread count.
+inline std::int64_t decode_splits(std::int64_t queries, std::int64_t keys) {
+  return queries <= kDecodeQueries && keys > kSplitKeys ? (keys + kSplitKeys - 1) / kSplitKeys : 1;
+}
+
+// Where an item's rows come from, and how many key ranges its entry is split into.
 struct ItemCoordinates {
-  std::int64_t batch = 0, kv_head = 0, first_query = 0, queries = 0;
+  std::int64_t batch = 0, kv_head = 0, first_query = 0, queries = 0, splits = 1;
 };
 
 inline ItemCoordinates item_coordinates(const ForwardPlan& plan, std::int64_t item) {
-  const detail::Sizes& s = plan.problem->sizes;
+  const detail::Problem& p = *plan.problem;
+  const detail::Sizes& s = p.sizes;
   ItemCoordinates c;
-  c.batch = item / (s.kv_heads * plan.query_blocks);
-  c.kv_head = (item / plan.query_blocks) % s.kv_heads;
-  c.first_query = (item % plan.query_blocks) * plan.queries_per_item;
-  c.queries = std::min(plan.queries_per_item, s.n - c.first_query);
+  std::int64_t query_blocks = plan.query_blocks, local = item;
+  if (plan.sequence_items != nullptr) {
+    // The last sequence whose first item is at or before this one (sequences without items share
+    // their successor's first item).
+    c.batch = std::upper_bound(plan.sequence_items, plan.sequence_items + s.batch + 1, item) - plan.sequence_items - 1;
+    local = item - plan.sequence_items[c.batch];
+    query_blocks = (p.query_count(c.batch) + plan.queries_per_item - 1) / plan.queries_per_item;
+    c.splits = decode_splits(p.query_count(c.batch), p.key_count(c.batch));
+  } else {
+    c.batch = item / (s.kv_heads * query_blocks);
+    c.splits = plan.splits;
+  }
+  c.kv_head = (local / query_blocks) % s.kv_heads;
+  c.first_query = (local % query_blocks) * plan.queries_per_item;
+  c.queries = std::min(plan.queries_per_item, p.query_count(c.batch) - c.first_query);
   return c;
 }
 
-// The key range [begin, end) of a split.
-inline std::int64_t split_begin(const ForwardPlan& plan, std::int64_t split) {
-  return plan.splits == 1 ? 0 : split * kSplitKeys;
+// The key range [begin, end) of a split of an item (empty past the item's own splits).
+inline std::int64_t split_begin(const ItemCoordinates& item, std::int64_t split) {
+  return item.splits == 1 ? 0 : split * kSplitKeys;
 }
-inline std::int64_t split_end(const ForwardPlan& plan, std::int64_t split) {
-  return plan.splits == 1 ? plan.problem->sizes.m : std::min(plan.problem->sizes.m, (split + 1) * kSplitKeys);
+inline std::int64_t split_end(const ForwardPlan& plan, const ItemCoordinates& item, std::int64_t split) {
+  const std::int64_t m = plan.problem->sizes.m;
+  if (split >= item.splits) return split_begin(item, split);
+  return item.splits == 1 ? m : std::min(m, (split + 1) * kSplitKeys);
 }
 
 }  // namespace attnkit::cpu

@@ -33,7 +33,8 @@ inline RowInfo make_row_info(const detail::Problem& p, std::int64_t batch, std::
   return info;
 }
 
-// Where key (and value) row j of batch entry b is stored (core/problem.hpp).
+// Where key (and value) row j and query row i of batch entry b are stored (core/problem.hpp).
+using detail::query_row;
 using detail::stored_row;
 using detail::StoredRow;
 

@@ -18,8 +18,8 @@ Matrix backward_head(const Problem& p, const BackwardIO& io, std::int64_t b, std
                      const Matrix& v, Matrix& dk, Matrix& dv) {
   const Sizes& s = p.sizes;
   const double softcap = p.softcap;
-  const Matrix q = gather(p.q, b, h);         // [n, d_k]
-  const Matrix d_out = gather(io.d_out, b, h);  // [n, d_v]
+  const Matrix q = gather_queries(p, p.q, b, h);          // [n, d_k]
+  const Matrix d_out = gather_queries(p, io.d_out, b, h);  // [n, d_v]
 
   // Recompute the forward: logits, P, and the dropout multipliers.
   const HeadLogits logits = compute_logits(p, b, h, q, k);
@@ -83,9 +83,11 @@ KvHeadGradients backward_kv_head(const Problem& p, const BackwardIO& io, std::in
 }
 
 void write_kv_head(const KvHeadGradients& grads, const Problem& p, const BackwardIO& io, std::int64_t b, std::int64_t g) {
-  for (std::size_t i = 0; i < grads.dq.size(); ++i) scatter(grads.dq[i], io.dq, b, g * p.sizes.group() + static_cast<std::int64_t>(i));
-  scatter(grads.dk, io.dk, b, g);
-  scatter(grads.dv, io.dv, b, g);
+  for (std::size_t i = 0; i < grads.dq.size(); ++i) {
+    scatter_queries(p, grads.dq[i], io.dq, b, g * p.sizes.group() + static_cast<std::int64_t>(i));
+  }
+  scatter_keys(p, grads.dk, io.dk, b, g);
+  scatter_keys(p, grads.dv, io.dv, b, g);
 }
 
 }  // namespace

@@ -22,7 +22,7 @@ struct HeadOutputs {
 HeadOutputs forward_head(const Problem& p, bool want_probs, std::int64_t b, std::int64_t h) {
   const Sizes& s = p.sizes;
   const std::int64_t g = s.kv_head_of(h);
-  const Matrix q = gather(p.q, b, h);  // [n, d_k]
+  const Matrix q = gather_queries(p, p.q, b, h);  // [n, d_k]
   const Matrix k = gather_keys(p, p.k, b, g);  // [m, d_k]
   const Matrix v = gather_keys(p, p.v, b, g);  // [m, d_v]
 
@@ -42,11 +42,12 @@ HeadOutputs forward_head(const Problem& p, bool want_probs, std::int64_t b, std:
   return {std::move(o), std::move(softmax.lse), want_probs ? std::move(softmax.probs) : Matrix()};
 }
 
-void write_head(const HeadOutputs& head, const ForwardOutputs& outputs, std::int64_t b, std::int64_t h) {
-  scatter(head.out, outputs.out, b, h);
+void write_head(const Problem& p, const HeadOutputs& head, const ForwardOutputs& outputs, std::int64_t b, std::int64_t h) {
+  scatter_queries(p, head.out, outputs.out, b, h);
   if (outputs.lse) {
-    for (std::size_t i = 0; i < head.lse.size(); ++i) {
-      *outputs.lse->at<float>({b, h, static_cast<std::int64_t>(i)}) = static_cast<float>(head.lse[i]);
+    for (std::int64_t i = 0; i < p.query_count(b); ++i) {
+      const StoredRow at = query_row(p, b, i);
+      *outputs.lse->at<float>({at.outer, h, at.row}) = static_cast<float>(head.lse[static_cast<std::size_t>(i)]);
     }
   }
   if (outputs.probs) scatter(head.probs, *outputs.probs, b, h);
@@ -76,7 +77,7 @@ void reference_forward(const Problem& p, const ForwardOutputs& outputs) {
                               results[static_cast<std::size_t>(t)] = forward_head(p, outputs.probs.has_value(), t / s.q_heads, t % s.q_heads);
                             }},
                            {heads, [&](std::int64_t t) {
-                              write_head(results[static_cast<std::size_t>(t)], outputs, t / s.q_heads, t % s.q_heads);
+                              write_head(p, results[static_cast<std::size_t>(t)], outputs, t / s.q_heads, t % s.q_heads);
                             }}});
 }
 

@@ -19,7 +19,7 @@ const std::byte* element(ConstTensorView t, std::int64_t b, std::int64_t h, std:
 // Whether key j may be seen by query i at all: the entry's keys, causal, window, key lengths and a
 // boolean keep-mask.
 bool key_visible(const Problem& p, std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t j) {
-  if (j >= p.key_count(b)) return false;
+  if (i >= p.query_count(b) || j >= p.key_count(b)) return false;
   const std::int64_t pos = p.aligned_position(b, i);  // i' (core/problem.hpp)
   if (p.causal != Causal::none && j > pos) return false;
   if (p.window.left >= 0 && j < pos - p.window.left) return false;
@@ -31,10 +31,12 @@ bool key_visible(const Problem& p, std::int64_t b, std::int64_t h, std::int64_t 
 
 }  // namespace
 
-Matrix gather(ConstTensorView t, std::int64_t b, std::int64_t h) {
-  Matrix m(t.size(2), t.size(3));
-  for (std::int64_t i = 0; i < m.rows; ++i)
-    for (std::int64_t c = 0; c < m.cols; ++c) m(i, c) = load_as_double(element(t, b, h, i, c), t.dtype());
+Matrix gather_queries(const Problem& p, ConstTensorView t, std::int64_t b, std::int64_t h) {
+  Matrix m(p.sizes.n, t.size(3));
+  for (std::int64_t i = 0; i < p.query_count(b); ++i) {
+    const StoredRow at = query_row(p, b, i);  // t[b, h, i], or its row of the packed queries
+    for (std::int64_t c = 0; c < m.cols; ++c) m(i, c) = load_as_double(element(t, at.outer, h, at.row, c), t.dtype());
+  }
   return m;
 }
 
@@ -51,6 +53,22 @@ void scatter(const Matrix& m, TensorView t, std::int64_t b, std::int64_t h) {
   for (std::int64_t i = 0; i < m.rows; ++i)
     for (std::int64_t c = 0; c < m.cols; ++c)
       store_from_double(const_cast<std::byte*>(element(t, b, h, i, c)), t.dtype(), m(i, c));
+}
+
+void scatter_queries(const Problem& p, const Matrix& m, TensorView t, std::int64_t b, std::int64_t h) {
+  for (std::int64_t i = 0; i < p.query_count(b); ++i) {
+    const StoredRow at = query_row(p, b, i);
+    for (std::int64_t c = 0; c < m.cols; ++c)
+      store_from_double(const_cast<std::byte*>(element(t, at.outer, h, at.row, c)), t.dtype(), m(i, c));
+  }
+}
+
+void scatter_keys(const Problem& p, const Matrix& m, TensorView t, std::int64_t b, std::int64_t g) {
+  for (std::int64_t j = 0; j < p.key_count(b); ++j) {
+    const StoredRow at = stored_row(p, b, j);
+    for (std::int64_t c = 0; c < m.cols; ++c)
+      store_from_double(const_cast<std::byte*>(element(t, at.outer, g, at.row, c)), t.dtype(), m(j, c));
+  }
 }
 
 HeadLogits compute_logits(const Problem& p, std::int64_t b, std::int64_t h, const Matrix& q, const Matrix& k) {

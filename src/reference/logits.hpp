@@ -20,14 +20,19 @@ struct Matrix {
   double operator()(std::int64_t i, std::int64_t j) const { return values[static_cast<std::size_t>(i * cols + j)]; }
 };
 
-// The [seq, dim] slice t[b, h, :, :] of a rank-4 view, read as float64.
-Matrix gather(ConstTensorView t, std::int64_t b, std::int64_t h);
+// The [n, dim] query-side rows (`t` is q or d_out) of batch entry b and query head h: t[b, h, :, :],
+// or the packed sequence's rows, followed by zero rows up to n (they see no key).
+Matrix gather_queries(const Problem& p, ConstTensorView t, std::int64_t b, std::int64_t h);
 // The [m, dim] keys (or values: `t` is p.k or p.v) of batch entry b and KV head g. Over a KV cache
 // (p.cached) they are read from the blocks of entry b's sequence; rows past its length stay 0 (they
 // are never visible).
 Matrix gather_keys(const Problem& p, ConstTensorView t, std::int64_t b, std::int64_t g);
-// Writes m into t[b, h, :, :], rounding to t's dtype.
+// Writes m into t[b, h, :, :] of a rank-4 view (probs), rounding to t's dtype.
 void scatter(const Matrix& m, TensorView t, std::int64_t b, std::int64_t h);
+// Writes the entry's own rows of m into a query-side view (out, dq) or a key-side one (dk, dv): the
+// inverses of gather_queries and gather_keys.
+void scatter_queries(const Problem& p, const Matrix& m, TensorView t, std::int64_t b, std::int64_t h);
+void scatter_keys(const Problem& p, const Matrix& m, TensorView t, std::int64_t b, std::int64_t g);
 
 // The logits of one (batch b, query head h), both before and after the bias terms:
 //   scaled[i, j] = (q_i · k_j) · scale
