@@ -27,6 +27,8 @@
 #include "bench/module_runner.hpp"
 #include "bench/peak_memory.hpp"
 #include "bench/report.hpp"
+#include "bench/varlen_cases.hpp"
+#include "bench/varlen_runner.hpp"
 #include "commands.hpp"
 #include "progress.hpp"
 #include "soak/soak.hpp"
@@ -65,8 +67,12 @@ heads, d = 128, f32 weights, no bias, RoPE (Llama-like):
                                                  (contiguous cache), each timed call on a fresh one
   mha_decode_f32_m{4096,32768}_e4096_paged       one new token after m cached tokens (paged:
   mha_decode_f32_m{4096,32768}_e4096_contiguous  blocks of 16), the caches flushed before each step
-each also timing attnkit::attend alone on the same cache, shapes and threads. Every case runs on
-1 thread and on all. Last, the extra memory of one n = m = 65536, d = 64 call with the fast kernel.
+each also timing attnkit::attend alone on the same cache, shapes and threads. Packed variable-length
+cases (varlen_*): 16 sequences of mixed lengths (queries = keys, drawn from 64 to 4096 with a fixed
+seed, printed), 8 heads, d = 128, causal and not, in one attnkit::varlen_forward call, also timing
+attnkit::forward on an equal-length batch of the same work and on the sequences padded to the
+longest, masked by key_lengths and by a bool key-padding mask. Every case runs on 1 thread and on all. Last, the extra memory of one
+n = m = 65536, d = 64 call with the fast kernel.
 
 Columns: seconds (median), GFLOP/s (4·n·m·d per head, halved for causal; backward 2.5 times the
 forward's), of peak (share of the best f32 FMA rate at that thread count), GB/s and of bandw. (decode: K and
@@ -75,6 +81,12 @@ its GFLOP/s over the forward's on the same case and threads, measured in this ru
 timed for it when --filter left it out), vs naive and vs BLAS (speed-up over each baseline; bf16
 cases against the f32 baselines; "-" for the backward, the baselines are forward-only), kernel
 and target (the kernel attnkit ran and its SIMD target, e.g. avx2; "-" for the reference).
+
+Varlen columns: seconds, GFLOP/s and of peak (of varlen_forward; 4·n·m·d per head and sequence,
+halved for causal), rate/equal (its GFLOP/s over the equal-length batch's), time/padded (its seconds
+over the key_lengths-padded batch's), work/padded (the same of the FLOPs each must do: attnkit skips
+keys past key_lengths but not padded queries, so this bounds time/padded), time/masked (its seconds
+over the mask-padded batch's), x 1 thread (the 1-thread seconds of the case over these).
 
 Module columns: seconds (median call), tokens/s (new tokens per second: n / seconds for a prefill,
 1 / seconds for a decode step), GFLOP/s and of peak (prefill: the projections
@@ -89,20 +101,23 @@ Flags:
   --quick           a ~30-second subset: n = m in {256, 512}, d = 64, one backward case
                     (bwd_f32_n256_d64), decode m = 4096, 3 repeats; module cases on a smaller
                     layer (E = 1024, 8 heads over 2 KV heads, d = 128): mha_prefill_f32_n256_e1024
-                    and mha_decode_f32_m1024_e1024_{paged,contiguous}
+                    and mha_decode_f32_m1024_e1024_{paged,contiguous}; varlen lengths from 64 to
+                    1024 (varlen_f32_b16_short_d128)
   --json            one JSON object per line: "ceilings" (with "fma_avx2_gflops" and
                     "fma_avx512_gflops", null with a "_note" when not measured, "fma_best_isa",
                     "blas_core_generic" and "blas_coretype_advice"), then one per case (with "direction":
                     "forward" or "backward", and "vs_forward" for the backward), then one per
                     module case ("kind": "mha_prefill" or "mha_decode", with "embed_dim", "layout",
                     "tokens_per_second", "attention_seconds" and "attention_share"; decode also
-                    "bytes", "gbytes_per_s" and "fraction_of_bandwidth"), then "peak_memory"
+                    "bytes", "gbytes_per_s" and "fraction_of_bandwidth"), then one per varlen case
+                    ("kind": "varlen", with "lengths", "rate_vs_equal", "time_vs_padded",
+                    "work_vs_padded", "time_vs_masked" and "speedup_vs_one_thread"), then "peak_memory"
   --filter TEXT     only cases whose name contains TEXT (e.g. fwd_f32_n1024, bwd, causal, decode,
-                    mha_, mha_decode, paged)
+                    mha_, mha_decode, paged, varlen)
   --repeat N        timed calls per measurement after the warm-up (default 5, --quick 3)
   --threads LIST    thread counts, e.g. 1,2 (default: 1 and all hardware threads)
   --sizes LIST      sequence lengths instead of the defaults: n = m for forward cases, m for decode,
-                    n for mha_prefill and m for mha_decode
+                    n for mha_prefill and m for mha_decode (not for varlen_ cases: their lengths are the case)
   --dims LIST       head dimensions d instead of the defaults (not for mha_ cases: d is the layer's)
   --copy-mib N      size of each bandwidth buffer in MiB (default 256; keep it far beyond the caches)
   --kernel K        the kernel to time: auto (default), fast or reference (the float64 oracle)
@@ -131,6 +146,7 @@ Examples:
   attnkit bench --filter bwd_f32_n1024 --threads 1 --no-naive
   attnkit bench --sizes 4096 --dims 128 --threads 2 --no-naive
   attnkit bench --filter mha_ --no-naive --no-openblas
+  attnkit bench --filter varlen --no-naive --no-openblas
   attnkit bench --soak 60
 
 Exit codes: 0 success, 1 a library error, 2 bad usage (including a filter that matches nothing).
@@ -323,12 +339,13 @@ int bench_main(const CommandArgs& words, std::ostream& out, std::ostream& err) {
   const Request r = parse_request(args);
   const std::vector<BenchCase> cases = bench::select_cases(r.selection);
   const std::vector<bench::ModuleCase> module_cases = bench::select_module_cases(r.selection);
+  const std::vector<bench::VarlenCase> varlen_cases = bench::select_varlen_cases(r.selection);
   const bench::RunInfo info = run_info(r);
   const bool memory_selected = bench::matches_filter(bench::peak_memory_case(1).name, r.selection.filter);
-  if (cases.empty() && module_cases.empty() && !memory_selected) {
+  if (cases.empty() && module_cases.empty() && varlen_cases.empty() && !memory_selected) {
     throw UsageError("--filter '" + r.selection.filter + "' matches no case (names look like fwd_f32_n1024_d64_causal, "
                      "bwd_bf16_n1024_d64, decode_bf16_m4096_d128, mha_prefill_f32_n2048_e4096, "
-                     "mha_decode_f32_m4096_e4096_paged, peak_memory_n65536_d64)");
+                     "mha_decode_f32_m4096_e4096_paged, varlen_f32_b16_mixed_d128, peak_memory_n65536_d64)");
   }
 
   bench::Report report(out, r.json);
@@ -336,7 +353,7 @@ int bench_main(const CommandArgs& words, std::ostream& out, std::ostream& err) {
   // the report's own rows, one per case, show the progress, and a bar would interleave with them.
   std::optional<ProgressBar> bar;
   if (!is_terminal(out)) {
-    bar.emplace(err, "attnkit bench", static_cast<double>(cases.size() + module_cases.size() + 1));
+    bar.emplace(err, "attnkit bench", static_cast<double>(cases.size() + module_cases.size() + varlen_cases.size() + 1));
   }
   const auto advance = [&] {
     if (bar) bar->advance(1);
@@ -353,6 +370,10 @@ int bench_main(const CommandArgs& words, std::ostream& out, std::ostream& err) {
   bench::ModuleRunner modules({{r.repeats, r.budget_seconds}, r.kernel});
   for (const bench::ModuleCase& c : module_cases) {
     report.module_result(modules.run(c));
+    advance();
+  }
+  for (const bench::VarlenCase& c : varlen_cases) {
+    report.varlen_result(bench::run_varlen_case(c, {r.repeats, r.budget_seconds}, r.kernel));
     advance();
   }
   if (bar) bar->finish();

@@ -411,4 +411,87 @@ void Report::peak_memory(const PeakMemoryResult& r) {
   out_.flush();
 }
 
+namespace {
+
+constexpr std::size_t kVarlenNameWidth = 36;
+
+std::string lengths_text(const std::vector<std::int64_t>& lengths) {
+  std::string text;
+  for (std::int64_t l : lengths) text += (text.empty() ? "" : ",") + std::to_string(l);
+  return text;
+}
+
+}  // namespace
+
+void Report::varlen_result(const VarlenResult& r) {
+  const VarlenCase& c = r.varlen_case;
+  VarlenFigures f;
+  f.gflops = c.flops() / r.packed.median_seconds / kGiga;
+  f.fraction_of_peak = ratio(f.gflops, ceilings_.fma_for(c.threads));
+  f.equal_gflops = c.equal_flops() / r.equal.median_seconds / kGiga;
+  f.rate_vs_equal = f.gflops / f.equal_gflops;
+  f.time_vs_padded = r.packed.median_seconds / r.padded.median_seconds;
+  f.work_vs_padded = c.flops() / c.padded_flops();
+  f.time_vs_masked = r.packed.median_seconds / r.masked.median_seconds;
+  if (c.threads == 1) one_thread_seconds_[c.name] = r.packed.median_seconds;
+  if (auto it = one_thread_seconds_.find(c.name); it != one_thread_seconds_.end() && c.threads != 1) {
+    f.vs_one_thread = it->second / r.packed.median_seconds;
+  }
+  if (json_) {
+    json_varlen_result(r, f);
+  } else {
+    text_varlen_result(r, f);
+  }
+  out_.flush();
+}
+
+void Report::text_varlen_result(const VarlenResult& r, const VarlenFigures& f) {
+  const VarlenCase& c = r.varlen_case;
+  section("packed variable-length batches (varlen_forward): " + std::to_string(c.lengths.size()) +
+          " sequences, queries = keys, lengths " + lengths_text(c.lengths) + " (seed " + std::to_string(c.seed) + "), " +
+          std::to_string(c.heads) + " heads, d = " + std::to_string(c.d) +
+          ";\nrate/equal: GFLOP/s over those of forward on an equal-length batch of the same work (" +
+          std::to_string(c.lengths.size()) + " x " + std::to_string(c.equal_length()) +
+          "); time/padded: seconds over those of forward\non the sequences padded to the longest (" +
+          std::to_string(c.longest()) + ") with key_lengths, and work/padded the same of the FLOPs that call must do (its\n"
+          "padded queries see their keys), the bound on time/padded; time/masked: over padding with a bool key-padding\n"
+          "mask [B, 1, 1, Lmax] instead, which no kernel can skip; x 1 thread: the 1-thread seconds over these\n" +
+          pad_right("case", kVarlenNameWidth) + pad_left("threads", kThreadsWidth) + pad_left("seconds", kNumberWidth) +
+          pad_left("GFLOP/s", kNumberWidth) + pad_left("of peak", kNumberWidth) + pad_left("rate/equal", kNumberWidth + 2) +
+          pad_left("time/padded", kNumberWidth + 2) + pad_left("work/padded", kNumberWidth + 2) +
+          pad_left("time/masked", kNumberWidth + 2) + pad_left("x 1 thread", kNumberWidth + 2) + "  kernel  target\n");
+  out_ << pad_right(c.name, kVarlenNameWidth) << pad_left(std::to_string(c.threads), kThreadsWidth)
+       << pad_left(format("%.4g", r.packed.median_seconds), kNumberWidth) << pad_left(format("%.1f", f.gflops), kNumberWidth)
+       << pad_left(cell(percent(f.fraction_of_peak), "%.1f%%"), kNumberWidth)
+       << pad_left(format("%.3f", f.rate_vs_equal), kNumberWidth + 2)
+       << pad_left(format("%.3f", f.time_vs_padded), kNumberWidth + 2)
+       << pad_left(format("%.3f", f.work_vs_padded), kNumberWidth + 2)
+       << pad_left(format("%.3f", f.time_vs_masked), kNumberWidth + 2)
+       << pad_left(cell(f.vs_one_thread, "%.2fx"), kNumberWidth + 2) << "  " << r.kernel << "  " << r.target.value_or("-")
+       << '\n';
+}
+
+void Report::json_varlen_result(const VarlenResult& r, const VarlenFigures& f) const {
+  const VarlenCase& c = r.varlen_case;
+  JsonLine line;
+  line.text("kind", "varlen").text("direction", "forward").text("name", c.name);
+  line.integer("batch", static_cast<std::int64_t>(c.lengths.size())).integer("heads", c.heads).integer("kv_heads", c.heads);
+  line.integer("d", c.d).boolean("causal", c.causal).text("dtype", "f32").integer("threads", c.threads);
+  std::vector<double> lengths(c.lengths.begin(), c.lengths.end());
+  line.numbers("lengths", lengths).integer("lengths_seed", c.seed);
+  line.integer("equal_length", c.equal_length()).integer("padded_length", c.longest());
+  line.number("seconds", r.packed.median_seconds).integer("runs", static_cast<std::int64_t>(r.packed.samples.size()));
+  line.number("flops", c.flops()).number("gflops", f.gflops);
+  optional_number(line, "fraction_of_peak", f.fraction_of_peak);
+  line.number("equal_seconds", r.equal.median_seconds).number("equal_gflops", f.equal_gflops);
+  line.number("rate_vs_equal", f.rate_vs_equal);
+  line.number("padded_seconds", r.padded.median_seconds).number("time_vs_padded", f.time_vs_padded);
+  line.number("work_vs_padded", f.work_vs_padded);
+  line.number("masked_seconds", r.masked.median_seconds).number("time_vs_masked", f.time_vs_masked);
+  optional_number(line, "speedup_vs_one_thread", f.vs_one_thread);
+  line.text("kernel", r.kernel);
+  optional_text(line, "target", r.target);
+  out_ << line.str() << '\n';
+}
+
 }  // namespace attnkit::bench

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <iosfwd>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "bench/ceilings.hpp"
 #include "bench/module_runner.hpp"
 #include "bench/peak_memory.hpp"
+#include "bench/varlen_runner.hpp"
 
 namespace attnkit::bench {
 
@@ -61,12 +63,25 @@ struct ModuleFigures {
 
 ModuleFigures figures_of(const ModuleResult& result, const Ceilings& ceilings);
 
+// The ratios of one packed variable-length case.
+struct VarlenFigures {
+  double gflops = 0;                       // of varlen_forward on the packed sequences
+  std::optional<double> fraction_of_peak;  // of the best f32 FMA rate at this thread count
+  double equal_gflops = 0;                 // of forward on the equal-length batch of the same work
+  double rate_vs_equal = 0;                // gflops / equal_gflops (issue 18: at least 0.90)
+  double time_vs_padded = 0;               // packed seconds / key_lengths-padded seconds (issue 18: at most 0.5)
+  double work_vs_padded = 0;               // the same of the FLOPs each must do: the bound on time_vs_padded
+  double time_vs_masked = 0;               // packed seconds / mask-padded seconds
+  std::optional<double> vs_one_thread;     // the 1-thread packed seconds of this case over these, when run
+};
+
 class Report {
  public:
   Report(std::ostream& out, bool json) : out_(out), json_(json) {}
   void machine(const RunInfo& info, const Ceilings& ceilings);  // call first
   void result(const CaseResult& result);
   void module_result(const ModuleResult& result);
+  void varlen_result(const VarlenResult& result);
   void peak_memory(const PeakMemoryResult& result);
 
  private:
@@ -76,12 +91,15 @@ class Report {
   void json_result(const CaseResult& result, const Figures& f) const;
   void text_module_result(const ModuleResult& result, const ModuleFigures& f);
   void json_module_result(const ModuleResult& result, const ModuleFigures& f) const;
+  void text_varlen_result(const VarlenResult& result, const VarlenFigures& f);
+  void json_varlen_result(const VarlenResult& result, const VarlenFigures& f) const;
   void section(const std::string& heading);  // prints the table's heading unless it was the last one
 
   std::ostream& out_;
   bool json_;
   Ceilings ceilings_;
   std::string section_;  // the heading of the table printed last
+  std::map<std::string, double> one_thread_seconds_;  // varlen cases' 1-thread packed medians, by name
 };
 
 }  // namespace attnkit::bench
