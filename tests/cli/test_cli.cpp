@@ -109,7 +109,7 @@ TEST(CliTopLevel, CommandHelpListsEveryFlagAndAnExample) {
                                               "--probs", "--scale", "--causal",  "--window",  "--mask",
                                               "--key-lengths",      "--alibi",   "--softcap", "--dropout",
                                               "--seed",  "--dtype", "--kernel",  "--threads", "--verbose",
-                                              "--d-out", "--dq",    "--dk",      "--dv"};
+                                              "--d-out", "--dq",    "--dk",      "--dv",      "--cu-seqlens-q", "--cu-seqlens-k"};
   for (const auto& [command, flags] : {std::pair{"explain", explain_flags}, std::pair{"run", run_flags}}) {
     for (const char* help : {"--help", "-h"}) {
       const Result r = cli({command, help});
@@ -947,6 +947,125 @@ TEST_F(CliRun, DifferentRanksAreAnError) {
   const Result r = run({});
   EXPECT_EQ(r.code, kError);
   EXPECT_TRUE(contains(r.err, "same rank")) << r.err;
+}
+
+// ---- run on packed variable-length batches ----
+
+// Rows [first, first + count) of a packed [total, H, D] float64 tensor, as the [H, count, D] a plain
+// rank-3 run takes.
+Tensor sequence_of(const Tensor& packed, std::int64_t first, std::int64_t count) {
+  const std::int64_t H = packed.shape()[1], D = packed.shape()[2];
+  Tensor out(DType::f64, {H, count, D});
+  for (std::int64_t h = 0; h < H; ++h)
+    for (std::int64_t i = 0; i < count; ++i)
+      for (std::int64_t c = 0; c < D; ++c)
+        out.data<double>()[(h * count + i) * D + c] = packed.data<double>()[((first + i) * H + h) * D + c];
+  return out;
+}
+
+class CliRunPacked : public TempDir {
+ protected:
+  // Sequences of (5, 7), (0, 3) and (4, 2) queries and keys; 4 query heads over 2 KV heads.
+  const std::vector<std::int64_t> cu_q_{0, 5, 5, 9}, cu_k_{0, 7, 10, 12};
+  Tensor q_ = random_tensor({9, 4, 6}, 21), k_ = random_tensor({12, 2, 6}, 22), v_ = random_tensor({12, 2, 5}, 23);
+  Tensor d_out_ = random_tensor({9, 4, 5}, 24);
+
+  void SetUp() override {
+    TempDir::SetUp();
+    attnkit::write_npy(path("q.npy"), q_);
+    attnkit::write_npy(path("k.npy"), k_);
+    attnkit::write_npy(path("v.npy"), v_);
+    attnkit::write_npy(path("do.npy"), d_out_);
+  }
+  static std::string list(const std::vector<std::int64_t>& values) {
+    std::string text;
+    for (std::int64_t x : values) text += (text.empty() ? "" : ",") + std::to_string(x);
+    return text;
+  }
+  Result run_packed(const std::vector<std::string>& extra) {
+    std::vector<std::string> args = {"run", "--q", path("q.npy"), "--k", path("k.npy"), "--v", path("v.npy"),
+                                     "--out", path("o.npy"), "--cu-seqlens-q", list(cu_q_), "--cu-seqlens-k", list(cu_k_)};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return cli(args);
+  }
+};
+
+// Each sequence's rows of the packed outputs equal a plain run on that sequence's own files (float64:
+// the reference kernel, bit for bit), for the forward, the log-sum-exp, the probabilities and the
+// gradients, with options that act per sequence.
+TEST_F(CliRunPacked, EachSequenceEqualsAPlainRunOnIt) {
+  const std::vector<std::string> options = {"--causal", "bottom-right", "--window", "3,-1", "--alibi", "0.5,0.25,0.125,0.0625"};
+  std::vector<std::string> extra = {"--lse", path("lse.npy"), "--probs", path("p.npy"), "--d-out", path("do.npy"),
+                                    "--dq", path("dq.npy"), "--dk", path("dk.npy"), "--dv", path("dv.npy")};
+  extra.insert(extra.end(), options.begin(), options.end());
+  const Result packed = run_packed(extra);
+  ASSERT_EQ(packed.code, kOk) << packed.err;
+  const Tensor out = attnkit::read_npy(path("o.npy")), lse = attnkit::read_npy(path("lse.npy"));
+  const Tensor probs = attnkit::read_npy(path("p.npy")), dq = attnkit::read_npy(path("dq.npy"));
+  const Tensor dk = attnkit::read_npy(path("dk.npy")), dv = attnkit::read_npy(path("dv.npy"));
+  EXPECT_EQ(out.shape(), (std::vector<std::int64_t>{9, 4, 5}));
+  EXPECT_EQ(lse.shape(), (std::vector<std::int64_t>{4, 9}));
+  EXPECT_EQ(probs.shape(), (std::vector<std::int64_t>{3, 4, 5, 7}));  // [B, Hq, max_n, max_m]
+  for (std::size_t b = 0; b + 1 < cu_q_.size(); ++b) {
+    SCOPED_TRACE("sequence " + std::to_string(b));
+    const std::int64_t first_q = cu_q_[b], n = cu_q_[b + 1] - first_q, first_k = cu_k_[b], m = cu_k_[b + 1] - first_k;
+    attnkit::write_npy(path("q1.npy"), sequence_of(q_, first_q, n));
+    attnkit::write_npy(path("k1.npy"), sequence_of(k_, first_k, m));
+    attnkit::write_npy(path("v1.npy"), sequence_of(v_, first_k, m));
+    attnkit::write_npy(path("do1.npy"), sequence_of(d_out_, first_q, n));
+    std::vector<std::string> alone = {"run", "--q", path("q1.npy"), "--k", path("k1.npy"), "--v", path("v1.npy"),
+                                      "--out", path("o1.npy"), "--lse", path("lse1.npy"), "--probs", path("p1.npy"),
+                                      "--d-out", path("do1.npy"), "--dq", path("dq1.npy"), "--dk", path("dk1.npy"),
+                                      "--dv", path("dv1.npy")};
+    alone.insert(alone.end(), options.begin(), options.end());
+    const Result r = cli(alone);
+    ASSERT_EQ(r.code, kOk) << r.err;
+    const Tensor out1 = attnkit::read_npy(path("o1.npy")), lse1 = attnkit::read_npy(path("lse1.npy"));
+    const Tensor probs1 = attnkit::read_npy(path("p1.npy")), dq1 = attnkit::read_npy(path("dq1.npy"));
+    const Tensor dk1 = attnkit::read_npy(path("dk1.npy")), dv1 = attnkit::read_npy(path("dv1.npy"));
+    for (std::int64_t h = 0; h < 4; ++h) {
+      for (std::int64_t i = 0; i < n; ++i) {
+        EXPECT_EQ(lse.data<float>()[h * 9 + first_q + i], lse1.data<float>()[h * n + i]);
+        for (std::int64_t c = 0; c < 5; ++c)
+          EXPECT_EQ(out.data<double>()[((first_q + i) * 4 + h) * 5 + c], out1.data<double>()[(h * n + i) * 5 + c]);
+        for (std::int64_t c = 0; c < 6; ++c)
+          EXPECT_EQ(dq.data<double>()[((first_q + i) * 4 + h) * 6 + c], dq1.data<double>()[(h * n + i) * 6 + c]);
+        for (std::int64_t j = 0; j < 7; ++j) {
+          const double p = probs.data<double>()[((static_cast<std::int64_t>(b) * 4 + h) * 5 + i) * 7 + j];
+          EXPECT_EQ(p, j < m ? probs1.data<double>()[(h * n + i) * m + j] : 0.0);
+        }
+      }
+    }
+    for (std::int64_t g = 0; g < 2; ++g)
+      for (std::int64_t j = 0; j < m; ++j) {
+        for (std::int64_t c = 0; c < 6; ++c)
+          EXPECT_EQ(dk.data<double>()[((first_k + j) * 2 + g) * 6 + c], dk1.data<double>()[(g * m + j) * 6 + c]);
+        for (std::int64_t c = 0; c < 5; ++c)
+          EXPECT_EQ(dv.data<double>()[((first_k + j) * 2 + g) * 5 + c], dv1.data<double>()[(g * m + j) * 5 + c]);
+      }
+  }
+}
+
+TEST_F(CliRunPacked, BadOffsetsAreLibraryErrorsNamingTheIndex) {
+  const Result r = cli({"run", "--q", path("q.npy"), "--k", path("k.npy"), "--v", path("v.npy"), "--out", path("o.npy"),
+                        "--cu-seqlens-q", "0,5,4,9", "--cu-seqlens-k", list(cu_k_)});
+  EXPECT_EQ(r.code, kError);
+  EXPECT_TRUE(contains(r.err, "cu_seqlens_q[2]: 4 is less than cu_seqlens_q[1] = 5")) << r.err;
+  EXPECT_FALSE(fs::exists(path("o.npy")));
+}
+
+TEST_F(CliRunPacked, UsageErrors) {
+  Result r = cli({"run", "--q", path("q.npy"), "--k", path("k.npy"), "--v", path("v.npy"), "--out", path("o.npy"),
+                  "--cu-seqlens-q", list(cu_q_)});
+  EXPECT_EQ(r.code, kUsage);
+  EXPECT_TRUE(contains(r.err, "--cu-seqlens-q needs --cu-seqlens-k")) << r.err;
+  r = run_packed({"--key-lengths", "1,1,1"});
+  EXPECT_EQ(r.code, kUsage);
+  EXPECT_TRUE(contains(r.err, "--key-lengths does not apply")) << r.err;
+  attnkit::write_npy(path("q.npy"), random_tensor({1, 4, 9, 6}, 25));
+  r = run_packed({});
+  EXPECT_EQ(r.code, kError);
+  EXPECT_TRUE(contains(r.err, "packed [total, H, D]")) << r.err;
 }
 
 TEST_F(CliRun, OptionOutOfRangeIsLibraryError) {

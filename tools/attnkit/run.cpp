@@ -1,10 +1,14 @@
 // `attnkit run`: one attnkit::forward call on .npy files, with every AttentionOptions field as a flag,
-// and with --d-out the attnkit::backward call that follows it (same inputs, same options).
+// and with --d-out the attnkit::backward call that follows it (same inputs, same options). With
+// --cu-seqlens-q and --cu-seqlens-k the files hold packed variable-length batches, and the calls are
+// attnkit::varlen_forward and varlen_backward.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <ostream>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -16,6 +20,7 @@
 #include "attnkit/npy.hpp"
 #include "attnkit/options.hpp"
 #include "attnkit/tensor.hpp"
+#include "attnkit/varlen.hpp"
 #include "commands.hpp"
 
 namespace attnkit::cli {
@@ -30,6 +35,16 @@ Computes O = softmax(Q·Kᵀ · scale + bias) · V with attnkit::forward on .npy
 Q, K and V are floating arrays of the same rank: 4 [B, H, S, D], 3 [H, S, D] or 2 [S, D].
 The outputs keep that rank (O [.., n, d_v], LSE [.., n], probabilities [.., n, m], gradients the
 shapes of Q, K and V).
+
+Packed variable-length batches (FlashAttention's varlen layout, attnkit/varlen.hpp):
+  --cu-seqlens-q LIST where each sequence's queries start in Q, e.g. 0,5,12 (B + 1 offsets, from 0,
+                      ending at Q's rows); Q, K, V are then packed [total, H, D]: sequence b's
+                      queries are rows LIST[b] .. LIST[b+1]-1 of Q, and it sees only its own keys
+  --cu-seqlens-k LIST the same for K and V (both flags go together)
+                      Outputs are packed too: O [total_q, Hq, d_v], LSE [Hq, total_q], gradients
+                      the shapes of Q, K and V; probabilities [B, Hq, max_n, max_m], zero past each
+                      sequence's lengths. --mask is per sequence, [max_n, max_m] or
+                      [B|1, Hq|1, max_n, max_m]; --key-lengths does not apply.
 
 Required:
   --q PATH            queries   [B, Hq, n, d_k]
@@ -74,6 +89,8 @@ Examples:
   attnkit run --q q.npy --k k.npy --v v.npy --out o.npy --mask keep.npy --dtype bf16 --kernel reference
   attnkit run --q q.npy --k k.npy --v v.npy --d-out do.npy --dq dq.npy --dk dk.npy --dv dv.npy \
       --causal top-left --dropout 0.1 --seed 7
+  attnkit run --q q.npy --k k.npy --v v.npy --out o.npy --cu-seqlens-q 0,5,12 --cu-seqlens-k 0,7,12 \
+      --causal bottom-right
 
 Exit codes: 0 success, 1 a library or file error, 2 bad usage.
 )";
@@ -81,6 +98,7 @@ Exit codes: 0 success, 1 a library or file error, 2 bad usage.
 constexpr FlagSpec kFlags[] = {
     {"q"}, {"k"}, {"v"}, {"out"}, {"lse"}, {"probs"},                                 // files
     {"d-out"}, {"dq"}, {"dk"}, {"dv"},                                                 // gradients
+    {"cu-seqlens-q"}, {"cu-seqlens-k"},                                                // packed batches
     {"scale"}, {"causal"}, {"window"}, {"mask"}, {"key-lengths"}, {"alibi"}, {"softcap"},  // logits
     {"dropout"}, {"seed"},                                                             // dropout
     {"dtype"}, {"kernel"}, {"threads"}, {"verbose", false}, {"help", false},           // execution
@@ -93,6 +111,9 @@ struct Request {
   std::optional<std::string> d_out_path, dq_path, dk_path, dv_path;  // the backward runs when d_out_path is set
   bool verbose = false;
   AttentionFlags flags;  // options, mask, dtype, threads
+  // --cu-seqlens-q and --cu-seqlens-k: the inputs are packed sequences (both set, or neither).
+  std::optional<std::vector<std::int64_t>> cu_seqlens_q, cu_seqlens_k;
+  bool packed() const { return cu_seqlens_q.has_value(); }
 };
 
 // --dq, --dk and --dv need --d-out, and --d-out needs at least one of them.
@@ -130,6 +151,18 @@ Request parse_request(const Args& args) {
   r.probs_path = args.value("probs");
   r.verbose = args.has("verbose");
   r.flags = parse_attention_flags(args);
+  if (args.has("cu-seqlens-q") != args.has("cu-seqlens-k")) {
+    throw UsageError(std::string(args.has("cu-seqlens-q") ? "--cu-seqlens-q needs --cu-seqlens-k" : "--cu-seqlens-k needs --cu-seqlens-q") +
+                     ": a packed batch lists where each sequence starts in Q and in K");
+  }
+  if (args.has("cu-seqlens-q")) {
+    // Values are checked by the library, which names the offending index.
+    r.cu_seqlens_q = parse_integer_list(args.required("cu-seqlens-q"), "--cu-seqlens-q");
+    r.cu_seqlens_k = parse_integer_list(args.required("cu-seqlens-k"), "--cu-seqlens-k");
+    if (!r.flags.key_lengths.empty()) {
+      throw UsageError("--key-lengths does not apply to a packed batch: --cu-seqlens-k gives each sequence its keys");
+    }
+  }
   return r;
 }
 
@@ -146,6 +179,13 @@ Inputs read_inputs(const Request& r) {
   check_rank(q, "--q", r.q_path);
   check_rank(k, "--k", r.k_path);
   check_rank(v, "--v", r.v_path);
+  for (const auto& [flag, path, t] : {std::tuple{"--q", &r.q_path, &q}, std::tuple{"--k", &r.k_path, &k},
+                                      std::tuple{"--v", &r.v_path, &v}}) {
+    if (r.packed() && t->rank() != 3) {
+      throw Error(ErrorCode::invalid_shape, std::string(flag) + " " + *path + " has shape " + shape_of(*t) +
+                                                "; with --cu-seqlens-q the inputs are packed [total, H, D]");
+    }
+  }
   if (k.rank() != q.rank() || v.rank() != q.rank()) {
     throw Error(ErrorCode::invalid_shape, "--q, --k and --v must have the same rank; got q " + shape_of(q) +
                                               ", k " + shape_of(k) + ", v " + shape_of(v));
@@ -186,7 +226,33 @@ struct Outputs {
 
 bool wants_gradients(const Request& r) { return r.d_out_path.has_value(); }
 
+// The longest sequence's length, from its offsets.
+std::int64_t longest(const std::vector<std::int64_t>& offsets) {
+  std::int64_t most = 0;
+  for (std::size_t b = 1; b < offsets.size(); ++b) most = std::max(most, offsets[b] - offsets[b - 1]);
+  return most;
+}
+
+Outputs allocate_packed_outputs(const Request& r, const Inputs& in) {
+  const std::int64_t total_q = in.q.shape()[0], heads = in.q.shape()[1], d_v = in.v.shape()[2];
+  const DType dtype = in.q.dtype();
+  Outputs o;
+  o.out = Tensor(dtype, {total_q, heads, d_v});
+  if (r.lse_path || wants_gradients(r)) o.lse = Tensor(DType::f32, {heads, total_q});
+  if (r.probs_path) {
+    const auto sequences = static_cast<std::int64_t>(r.cu_seqlens_q->size()) - 1;
+    o.probs = Tensor(dtype, {std::max<std::int64_t>(sequences, 0), heads, longest(*r.cu_seqlens_q), longest(*r.cu_seqlens_k)});
+  }
+  if (wants_gradients(r)) {
+    o.dq = Tensor(dtype, in.q.shape());
+    o.dk = Tensor(dtype, in.k.shape());
+    o.dv = Tensor(dtype, in.v.shape());
+  }
+  return o;
+}
+
 Outputs allocate_outputs(const Request& r, const Inputs& in) {
+  if (r.packed()) return allocate_packed_outputs(r, in);
   const ConstTensorView q = in.q.view4(), k = in.k.view4(), v = in.v.view4();
   const std::int64_t batch = q.size(0), heads = q.size(1), n = q.size(2), m = k.size(2), d_v = v.size(3);
   const DType dtype = in.q.dtype();
@@ -233,6 +299,22 @@ void print_summary(std::ostream& out, const Request& r, const Inputs& in, const 
   out << "; " << num_threads() << " threads\n";
 }
 
+// varlen_forward (and varlen_backward) on the packed inputs; the offsets are the flags' lists.
+void run_packed(const Request& r, const Inputs& in, const AttentionOptions& options, Outputs& o) {
+  const auto offsets_view = [](const std::vector<std::int64_t>& list) {
+    return ConstTensorView::contiguous(list.data(), DType::i64, {static_cast<std::int64_t>(list.size())});
+  };
+  const SequenceOffsets offsets{offsets_view(*r.cu_seqlens_q), offsets_view(*r.cu_seqlens_k)};
+  ForwardExtras extras;
+  if (r.lse_path || wants_gradients(r)) extras.lse = o.lse.view();
+  if (r.probs_path) extras.probs = o.probs.view();
+  varlen_forward(in.q.view(), in.k.view(), in.v.view(), offsets, o.out.view(), options, extras);
+  if (wants_gradients(r)) {
+    varlen_backward(in.q.view(), in.k.view(), in.v.view(), offsets, o.out.view(), in.d_out.view(), o.lse.view(),
+                    o.dq.view(), o.dk.view(), o.dv.view(), options);
+  }
+}
+
 int run(const CommandArgs& words, std::ostream& out) {
   const Args args = Args::parse(words, kFlags);
   if (args.has("help")) {
@@ -248,6 +330,12 @@ int run(const CommandArgs& words, std::ostream& out) {
   const AttentionOptions options = with_spans(r.flags, r.flags.mask_path ? &mask : nullptr);
 
   Outputs o = allocate_outputs(r, in);
+  if (r.packed()) {
+    run_packed(r, in, options, o);
+    write_outputs(r, o);
+    if (r.verbose) print_summary(out, r, in, o);
+    return kExitOk;
+  }
   ForwardExtras extras;
   if (r.lse_path || wants_gradients(r)) extras.lse = o.lse.view().unsqueezed_to(kAttentionRank - 1);
   if (r.probs_path) extras.probs = o.probs.view4();
