@@ -4,7 +4,8 @@
 positional signature and meaning of ``torch.nn.functional.scaled_dot_product_attention`` plus
 attnkit's extras (bottom-right causal alignment, sliding windows, ALiBi, soft-capping, key padding,
 the log-sum-exp); with torch tensors that require grad, ``backward()`` runs attnkit's backward
-kernel. ``attnkit.KVCache`` and ``attnkit.attend`` are the decoding API, ``attnkit.nn`` holds
+kernel. ``attnkit.varlen_attention`` takes packed variable-length batches (FlashAttention's varlen
+API). ``attnkit.KVCache`` and ``attnkit.attend`` are the decoding API, ``attnkit.nn`` holds
 ``MultiheadAttention`` (a drop-in for torch's), ``python -m attnkit.bench`` times attnkit against
 torch.
 
@@ -17,6 +18,7 @@ import operator
 from . import _core
 from .functional import scaled_dot_product_attention
 from .kv_cache import KVCache, attend
+from .varlen import varlen_attention
 
 __version__ = _core.version()
 
@@ -54,7 +56,7 @@ def available_memory() -> int:
     return _core.available_memory()
 
 
-__all__ = ["scaled_dot_product_attention", "KVCache", "attend", "set_num_threads", "get_num_threads",
+__all__ = ["scaled_dot_product_attention", "varlen_attention", "KVCache", "attend", "set_num_threads", "get_num_threads",
            "set_memory_limit", "available_memory", "__version__"]
 
 

@@ -503,6 +503,11 @@ def scaled_dot_product_attention(
     The scores are built in this order: ``s = query·keyᵀ·scale``; softcap; − ALiBi; + float mask;
     −inf where the key is not visible (bool mask False, causal, window, key_lengths).
 
+    Nested tensors: torch nested tensors of layout ``torch.jagged``, ``[B, H, j, D]`` (ragged
+    dimension 2, as torch's SDPA takes them), run as one packed call (``attnkit.varlen_attention``):
+    each sequence attends to its own keys, with every option applied per sequence; the output (and
+    lse) are nested tensors of the same layout. attn_mask and key_lengths are not taken then.
+
     Where attnkit differs from torch, on purpose:
         * A row with no visible key (fully masked, ``key_lengths[b] = 0``, S = 0, early rows under
           bottom-right alignment) gives zeros (and lse −inf), never NaN. torch gives NaN there
@@ -520,6 +525,11 @@ def scaled_dot_product_attention(
 
     The GIL is released while the kernel runs; ``attnkit.set_num_threads`` sets its threads.
     """
+    if _is_nested(query):
+        from .varlen import jagged_attention  # packed sequences: one varlen call
+
+        return jagged_attention(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa, causal_alignment,
+                                window, alibi_slopes, softcap, key_lengths, seed, return_lse)  # fmt: skip
     call = _prepare(
         query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa, causal_alignment, window,
         alibi_slopes, softcap, key_lengths, seed,
@@ -531,6 +541,11 @@ def scaled_dot_product_attention(
         return (out, lse) if return_lse else out
     out, lse, _ = call.forward(lse=return_lse)
     return (out, lse) if return_lse else out
+
+
+def _is_nested(x):
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(x, torch.Tensor) and x.is_nested
 
 
 def _needs_grad(kind, tensors):

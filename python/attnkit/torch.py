@@ -26,7 +26,7 @@ from torch.autograd.function import once_differentiable
 from . import _core
 from .functional import scaled_dot_product_attention
 
-__all__ = ["scaled_dot_product_attention", "Attention", "attention"]
+__all__ = ["scaled_dot_product_attention", "Attention", "attention", "VarlenAttention", "varlen_attention_function"]
 
 
 class Attention(torch.autograd.Function):
@@ -149,3 +149,28 @@ def attention(call, query, key, value, attn_mask, alibi_slopes, *, probs=False):
             "kernel does not expose; detach the mask or set dropout_p=0"
         )
     return Attention.apply(call, probs, query, key, value, attn_mask)
+
+
+class VarlenAttention(torch.autograd.Function):
+    """One packed variable-length call (a prepared ``varlen._VarlenCall``) as an autograd node:
+    outputs (out, lse), inputs (q, k, v). lse is returned without a gradient, as FlashAttention's."""
+
+    @staticmethod
+    def forward(ctx, call, q, k, v):
+        out, lse = call.forward()
+        ctx.call = call
+        ctx.save_for_backward(out, lse)
+        ctx.mark_non_differentiable(lse)
+        return out, lse
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, d_out, d_lse):
+        out, lse = ctx.saved_tensors
+        dq, dk, dv = ctx.call.backward(out, torch.zeros_like(out) if d_out is None else d_out, lse)
+        return None, dq, dk, dv
+
+
+def varlen_attention_function(call, q, k, v):
+    """Runs a prepared packed call through VarlenAttention: (out, lse)."""
+    return VarlenAttention.apply(call, q, k, v)

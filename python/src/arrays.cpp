@@ -49,9 +49,11 @@ DType dtype_of(const char* name, nb::dlpack::dtype dtype) {
     }
     if (dtype.code == static_cast<std::uint8_t>(Code::Bfloat) && dtype.bits == 16) return DType::bf16;
     if (dtype.code == static_cast<std::uint8_t>(Code::Bool) && dtype.bits == 8) return DType::boolean;
+    if (dtype.code == static_cast<std::uint8_t>(Code::Int) && dtype.bits == 32) return DType::i32;  // offsets
+    if (dtype.code == static_cast<std::uint8_t>(Code::Int) && dtype.bits == 64) return DType::i64;
   }
   throw Error(ErrorCode::invalid_dtype, std::string(name) + ": dtype " + dlpack_dtype_name(dtype) +
-                                            " is not one of float16, bfloat16, float32, float64 or bool");
+                                            " is not one of float16, bfloat16, float32, float64, bool, int32 or int64");
 }
 
 ConstTensorView input_view(const char* name, const InputArray& array, int rank) {

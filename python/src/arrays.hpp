@@ -13,7 +13,7 @@ namespace attnkit::python {
 using InputArray = nanobind::ndarray<nanobind::ro, nanobind::device::cpu>;
 using OutputArray = nanobind::ndarray<nanobind::device::cpu>;
 
-// The attnkit dtype of a DLPack dtype: float16/32/64, bfloat16 or bool. Raises Error(invalid_dtype)
+// The attnkit dtype of a DLPack dtype: float16/32/64, bfloat16, bool, or int32/64 (offsets). Raises Error(invalid_dtype)
 // naming the argument for anything else.
 DType dtype_of(const char* name, nanobind::dlpack::dtype dtype);
 

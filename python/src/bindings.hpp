@@ -8,5 +8,6 @@ namespace attnkit::python {
 void bind_runtime(nanobind::module_& m);   // runtime.cpp: error translation, threads, version
 void bind_sdpa(nanobind::module_& m);      // sdpa.cpp: the attention call, forward and backward
 void bind_kv_cache(nanobind::module_& m);  // kv_cache.cpp: the KV cache and attention over it
+void bind_varlen(nanobind::module_& m);    // varlen.cpp: packed variable-length batches
 
 }  // namespace attnkit::python

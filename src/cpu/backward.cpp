@@ -18,7 +18,7 @@ namespace {
 
 #include "cpu/bf16_bits.inl"
 
-// How entry b's keys are chunked when `entries` (batch, KV head) pairs share the call: few pairs,
+// How `keys` keys are chunked when `entries` (batch, KV head) pairs share the call: few pairs,
 // and their keys are split into chunks so that every core has work. The chunking depends only on
 // the shapes, never on the thread count.
 BackwardEntry chunked(std::int64_t keys, std::int64_t entries) {

@@ -101,8 +101,13 @@ detail::ByteCount fast_forward_scratch_bytes(const detail::Problem& p, bool prob
                                      ? ByteCount::of(p.q.size(2) / queries_per_item) + ByteCount::of(s.batch)
                                      : ByteCount::of(s.batch) * ByteCount::of(ceil_div(s.n, queries_per_item));
   const ByteCount items = query_blocks * ByteCount::of(s.kv_heads);
-  const bool split = s.n <= kDecodeQueries && s.m > kSplitKeys;
-  const ByteCount splits = split ? ByteCount::of(s.m / kSplitKeys + 1) : 1;
+  std::int64_t most_splits = decode_splits(s.n, s.m);
+  if (p.packed != nullptr) {  // the sequences that decode split their keys, whatever the longest does
+    most_splits = 1;
+    for (std::int64_t b = 0; b < s.batch; ++b) most_splits = std::max(most_splits, decode_splits(p.query_count(b), p.key_count(b)));
+  }
+  const bool split = most_splits > 1;
+  const ByteCount splits = ByteCount::of(most_splits);
   ByteCount call = p.packed != nullptr ? ByteCount::of(s.batch + 1) * sizeof(std::int64_t) : 0;
   if (split) call += items * splits * rows * (padded_d_v + 2) * sizeof(float);
   if (probs) call += items * rows * sizeof(float);

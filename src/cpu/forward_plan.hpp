@@ -76,13 +76,12 @@ inline ItemCoordinates item_coordinates(const ForwardPlan& plan, std::int64_t it
   return c;
 }
 
-// The key range [begin, end) of a split of an item (empty past the item's own splits).
+// The key range [begin, end) of one of an item's splits (split < item.splits).
 inline std::int64_t split_begin(const ItemCoordinates& item, std::int64_t split) {
   return item.splits == 1 ? 0 : split * kSplitKeys;
 }
 inline std::int64_t split_end(const ForwardPlan& plan, const ItemCoordinates& item, std::int64_t split) {
   const std::int64_t m = plan.problem->sizes.m;
-  if (split >= item.splits) return split_begin(item, split);
   return item.splits == 1 ? m : std::min(m, (split + 1) * kSplitKeys);
 }
 

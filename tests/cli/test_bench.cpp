@@ -288,6 +288,48 @@ TEST(BenchModuleCases, FlopsAndBytesFollowTheIssue) {
   EXPECT_DOUBLE_EQ(c.bytes(), (e * (hd + 2 * kvd) + hd * e) * 4 + 32768.0 * kvd * 2 * 4);  // weights, K and V
 }
 
+TEST(BenchVarlenCases, MixedLengthsQuickAndOverrides) {
+  attnkit::bench::CaseSelection sel;
+  sel.threads = {1, 2};
+  const auto cases = attnkit::bench::select_varlen_cases(sel);
+  ASSERT_EQ(cases.size(), 4u);  // causal or not × 2 thread counts
+  EXPECT_EQ(cases[0].name, "varlen_f32_b16_mixed_d128");
+  EXPECT_EQ(cases[3].name, "varlen_f32_b16_mixed_d128_causal");
+  for (const auto& c : cases) {
+    ASSERT_EQ(c.lengths.size(), 16u);
+    EXPECT_EQ(c.lengths, cases[0].lengths) << "one fixed draw";
+    for (std::int64_t l : c.lengths) EXPECT_TRUE(l >= 64 && l <= 4096) << l;
+    EXPECT_EQ(c.heads, 8);
+    EXPECT_EQ(c.d, 128);
+  }
+  sel.quick = true;
+  for (const auto& c : attnkit::bench::select_varlen_cases(sel)) {
+    EXPECT_EQ(c.name.substr(0, 25), "varlen_f32_b16_short_d128");
+    for (std::int64_t l : c.lengths) EXPECT_TRUE(l >= 64 && l <= 1024) << l;
+  }
+  sel.sizes = {24, 640};
+  sel.dims = {8};
+  sel.filter = "causal";
+  const auto small = attnkit::bench::select_varlen_cases(sel);
+  ASSERT_EQ(small.size(), 2u);
+  EXPECT_EQ(small[0].name, "varlen_f32_b16_upto640_d8_causal");
+  for (std::int64_t l : small[0].lengths) EXPECT_TRUE(l >= 10 && l <= 640) << l;
+}
+
+TEST(BenchVarlenCases, FlopsOfThePackedEqualAndPaddedRuns) {
+  attnkit::bench::VarlenCase c;
+  c.lengths = {2, 4, 4};
+  c.heads = 3;
+  c.d = 5;
+  EXPECT_DOUBLE_EQ(c.flops(), 4.0 * 3 * 5 * (4 + 16 + 16));
+  EXPECT_EQ(c.equal_length(), 3);  // sqrt(36 / 3) = 3.46 rounds to 3
+  EXPECT_DOUBLE_EQ(c.equal_flops(), 4.0 * 3 * 5 * 3 * 9);
+  EXPECT_DOUBLE_EQ(c.padded_flops(), 4.0 * 3 * 5 * (4 * 2 + 4 * 4 + 4 * 4));  // 4 queries over each one's keys
+  c.causal = true;
+  EXPECT_DOUBLE_EQ(c.flops(), 4.0 * 3 * 5 * (4 + 16 + 16) / 2);
+  EXPECT_DOUBLE_EQ(c.padded_flops(), 4.0 * 3 * 5 * ((2.0 + 2 * 2) + 8 + 8));  // l²/2 + (4 − l)·l
+}
+
 TEST(BenchJson, StringsAreEscaped) {
   EXPECT_EQ(attnkit::bench::json_quoted("a\"b\\c\n"), "\"a\\\"b\\\\c\\u000a\"");
 }
@@ -556,8 +598,8 @@ TEST(BenchCommand, JsonLinesCarryTheDocumentedKeys) {
   const std::vector<JsonObject> lines = json_lines(r.out);
   // ceilings + forward (2 causal × 2 threads × 2 dtypes) + backward (--quick: f32, not causal, 2 threads)
   // + decode (2 threads × 2 dtypes) + module (prefill and 2 decode layouts, --sizes 24, × 2 threads)
-  // + peak memory
-  ASSERT_EQ(lines.size(), 1u + 8u + 2u + 4u + 6u + 1u) << r.out;
+  // + varlen (2 causal × 2 threads) + peak memory
+  ASSERT_EQ(lines.size(), 1u + 8u + 2u + 4u + 6u + 4u + 1u) << r.out;
 
   const JsonObject& ceilings = lines.front();
   EXPECT_EQ(text_of(ceilings, "kind"), "ceilings");
@@ -574,12 +616,17 @@ TEST(BenchCommand, JsonLinesCarryTheDocumentedKeys) {
   expect_blas_verdict(ceilings);
 
   const bool openblas = std::get<bool>(ceilings.at("openblas").value);
-  int forward = 0, backward = 0, decode = 0, module = 0;
+  int forward = 0, backward = 0, decode = 0, module = 0, varlen = 0;
   for (std::size_t i = 1; i + 1 < lines.size(); ++i) {
     const JsonObject& o = lines[i];
     SCOPED_TRACE(text_of(o, "name"));
     expect_target(o);
     expect_fraction_of_best(o, ceilings);
+    if (text_of(o, "kind") == "varlen") {  // checked in detail by VarlenLinesCarryTheDocumentedKeys
+      ++varlen;
+      EXPECT_EQ(number_of(o, "d"), 8.0) << "--dims sets d";
+      continue;
+    }
     if (text_of(o, "kind").starts_with("mha_")) {  // checked in detail by ModuleLinesCarryTheDocumentedKeys
       ++module;
       EXPECT_EQ(number_of(o, text_of(o, "kind") == "mha_decode" ? "m" : "n"), 24.0) << "--sizes sets n and m";
@@ -621,6 +668,7 @@ TEST(BenchCommand, JsonLinesCarryTheDocumentedKeys) {
   EXPECT_EQ(backward, 2);
   EXPECT_EQ(decode, 4);
   EXPECT_EQ(module, 6);
+  EXPECT_EQ(varlen, 4);
   EXPECT_EQ(text_of(lines.back(), "kind"), "peak_memory");
   EXPECT_FALSE(text_of(lines.back(), "skipped").empty()) << "--quick never runs the 65536-long call";
 }
@@ -759,6 +807,35 @@ TEST(BenchCommand, RowsNameTheTargetTheKernelsRanOn) {
 
 // The machine lines for a CPU this one may not be: a generic OpenBLAS core on an AVX-512 CPU (issue
 // 15's Xeon), and a target loop that did not run. The Report is fed made-up ceilings.
+// The varlen lines, as the help documents them: the lengths, and ratios consistent with the seconds.
+TEST(BenchCommand, VarlenLinesCarryTheDocumentedKeys) {
+  const Result r = cli(tiny_run("1,2", {"--json", "--filter", "varlen", "--no-naive", "--no-openblas"}));
+  ASSERT_EQ(r.code, kOk) << r.err;
+  const std::vector<JsonObject> lines = json_lines(r.out);
+  ASSERT_EQ(lines.size(), 5u) << r.out;  // ceilings, then causal or not × 2 thread counts
+  for (std::size_t i = 1; i < lines.size(); ++i) {
+    const JsonObject& o = lines[i];
+    SCOPED_TRACE(text_of(o, "name"));
+    for (const char* key : {"kind", "direction", "name", "batch", "heads", "kv_heads", "d", "causal", "dtype", "threads",
+                            "lengths", "lengths_seed", "equal_length", "padded_length", "seconds", "runs", "flops",
+                            "gflops", "fraction_of_peak", "equal_seconds", "equal_gflops", "rate_vs_equal",
+                            "padded_seconds", "time_vs_padded", "work_vs_padded", "masked_seconds", "time_vs_masked",
+                            "speedup_vs_one_thread", "kernel", "target"}) {
+      EXPECT_TRUE(o.count(key)) << key;
+    }
+    EXPECT_EQ(text_of(o, "kind"), "varlen");
+    EXPECT_EQ(number_of(o, "batch"), 16.0);
+    EXPECT_EQ(std::get<JsonArray>(o.at("lengths").value).size(), 16u);
+    EXPECT_LE(number_of(o, "padded_length"), 24.0);
+    constexpr double kSixDigits = 1e-4;  // JSON numbers carry 6 significant digits
+    EXPECT_NEAR(number_of(o, "time_vs_padded") * number_of(o, "padded_seconds") / number_of(o, "seconds"), 1.0, kSixDigits);
+    EXPECT_NEAR(number_of(o, "time_vs_masked") * number_of(o, "masked_seconds") / number_of(o, "seconds"), 1.0, kSixDigits);
+    EXPECT_NEAR(number_of(o, "rate_vs_equal") * number_of(o, "equal_gflops") / number_of(o, "gflops"), 1.0, kSixDigits);
+    const bool one_thread = number_of(o, "threads") == 1.0;
+    EXPECT_EQ(is_null(o, "speedup_vs_one_thread"), one_thread) << "the 2-thread row has the ratio, the 1-thread row none";
+  }
+}
+
 TEST(BenchReport, GenericBlasCoreIsSaidInTextAndJson) {
   attnkit::bench::Ceilings c;
   c.threads = {1, 2};

@@ -117,8 +117,10 @@ Flags:
   --repeat N        timed calls per measurement after the warm-up (default 5, --quick 3)
   --threads LIST    thread counts, e.g. 1,2 (default: 1 and all hardware threads)
   --sizes LIST      sequence lengths instead of the defaults: n = m for forward cases, m for decode,
-                    n for mha_prefill and m for mha_decode (not for varlen_ cases: their lengths are the case)
-  --dims LIST       head dimensions d instead of the defaults (not for mha_ cases: d is the layer's)
+                    n for mha_prefill and m for mha_decode; varlen_ cases draw their lengths from L/64 to
+                    the largest L given
+  --dims LIST       head dimensions d instead of the defaults (also of varlen_ cases; not for mha_
+                    cases: d is the layer's)
   --copy-mib N      size of each bandwidth buffer in MiB (default 256; keep it far beyond the caches)
   --kernel K        the kernel to time: auto (default), fast or reference (the float64 oracle)
   --no-naive        skip the naive baseline (it takes minutes per case at n = 8192)

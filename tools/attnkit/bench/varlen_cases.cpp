@@ -3,19 +3,28 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
 
 namespace attnkit::bench {
 namespace {
 
 constexpr std::int64_t kSequences = 16;
+constexpr std::int64_t kHeadDim = 128;
 constexpr std::uint32_t kLengthSeed = 18;  // the number: fixed, so every run times the same packing
 
 struct LengthRange {
-  const char* label;
+  std::string label;
   std::int64_t shortest, longest;
 };
-constexpr LengthRange kMixed{"mixed", 64, 4096};
-constexpr LengthRange kShort{"short", 64, 1024};  // --quick
+const LengthRange kMixed{"mixed", 64, 4096};
+const LengthRange kShort{"short", 64, 1024};  // --quick
+
+// --sizes L: lengths up to L (the largest given), from L/64 (at least 1), as the defaults' spread.
+LengthRange range_of(const CaseSelection& sel) {
+  if (sel.sizes.empty()) return sel.quick ? kShort : kMixed;
+  const std::int64_t longest = *std::max_element(sel.sizes.begin(), sel.sizes.end());
+  return {"upto" + std::to_string(longest), std::max<std::int64_t>(1, longest / 64), longest};
+}
 
 std::vector<std::int64_t> draw_lengths(const LengthRange& range) {
   std::mt19937 rng(kLengthSeed);
@@ -59,18 +68,23 @@ double VarlenCase::padded_flops() const {
 }
 
 std::vector<VarlenCase> select_varlen_cases(const CaseSelection& sel) {
-  const LengthRange& range = sel.quick ? kShort : kMixed;
+  const LengthRange range = range_of(sel);
   const std::vector<std::int64_t> lengths = draw_lengths(range);
+  const std::vector<std::int64_t> dims = sel.dims.empty() ? std::vector<std::int64_t>{kHeadDim} : sel.dims;
   std::vector<VarlenCase> cases;
-  for (bool causal : {false, true}) {
-    for (int threads : sel.threads) {
-      VarlenCase c;
-      c.name = "varlen_f32_b" + std::to_string(kSequences) + "_" + range.label + "_d128" + (causal ? "_causal" : "");
-      c.lengths = lengths;
-      c.seed = kLengthSeed;
-      c.causal = causal;
-      c.threads = threads;
-      if (matches_filter(c.name, sel.filter)) cases.push_back(std::move(c));
+  for (std::int64_t d : dims) {
+    for (bool causal : {false, true}) {
+      for (int threads : sel.threads) {
+        VarlenCase c;
+        c.name = "varlen_f32_b" + std::to_string(kSequences) + "_" + range.label + "_d" + std::to_string(d) +
+                 (causal ? "_causal" : "");
+        c.lengths = lengths;
+        c.seed = kLengthSeed;
+        c.d = d;
+        c.causal = causal;
+        c.threads = threads;
+        if (matches_filter(c.name, sel.filter)) cases.push_back(std::move(c));
+      }
     }
   }
   return cases;

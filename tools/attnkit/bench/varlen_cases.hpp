@@ -35,8 +35,8 @@ struct VarlenCase {
 };
 
 // The cases in run order, each on every thread count of `selection`, filtered by name. The full run
-// draws 16 lengths from 64 to 4096; --quick from 64 to 1024 ("short"); --sizes and --dims do not
-// apply (the lengths are the case).
+// draws 16 lengths from 64 to 4096 ("mixed"); --quick from 64 to 1024 ("short"); --sizes L from L/64
+// to L (the largest L given; "uptoL"). d = 128, or each of --dims.
 std::vector<VarlenCase> select_varlen_cases(const CaseSelection& selection);
 
 }  // namespace attnkit::bench
