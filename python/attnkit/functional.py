@@ -325,6 +325,30 @@ def _float(x, name):
 # ---- one call, prepared ------------------------------------------------------------------------
 
 
+def _prepared_inputs(arrays):
+    """The kind (numpy or torch) of the first of ``{name: array}`` and every array prepared for the
+    kernel, checked to be of that kind and of one floating dtype."""
+    names = list(arrays)
+    lead = names[0]
+    kind = _kind_of(arrays[lead])
+    if kind is None:
+        raise TypeError(f"{lead}: expected a numpy.ndarray or a torch.Tensor, got {_type_name(arrays[lead])}")
+    prepared = []
+    for name, x in arrays.items():
+        if not kind.owns(x):
+            raise TypeError(f"{name}: expected a {kind.name} like {lead}, got {_type_name(x)}")
+        dtype = kind.dtype_name(x)
+        if dtype not in kind.float_dtypes:
+            raise TypeError(f"{name}: dtype {dtype} is not supported; attnkit takes {', '.join(kind.float_dtypes)}")
+        if name != lead and dtype != kind.dtype_name(arrays[lead]):
+            raise TypeError(
+                f"{name}: dtype {dtype} differs from {lead}'s {kind.dtype_name(arrays[lead])} "
+                f"({', '.join(names[:-1])} and {names[-1]} share one dtype)"
+            )
+        prepared.append(kind.prepare(x, name))
+    return kind, prepared
+
+
 class _Call:
     """One attention call, checked and brought to attnkit's [B, H, n, d] views: what the forward
     kernel needs, and what the backward (attnkit.torch) needs to run the same call again."""
@@ -372,23 +396,7 @@ class _Call:
 def _prepare(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa, causal_alignment,
              window, alibi_slopes, softcap, key_lengths, seed):
     """Checks every argument of scaled_dot_product_attention and returns its _Call."""
-    kind = _kind_of(query)
-    if kind is None:
-        raise TypeError(f"query: expected a numpy.ndarray or a torch.Tensor, got {_type_name(query)}")
-    args = {"query": query, "key": key, "value": value}
-    for name, x in args.items():
-        if not kind.owns(x):
-            raise TypeError(f"{name}: expected a {kind.name} like query, got {_type_name(x)}")
-        dtype = kind.dtype_name(x)
-        if dtype not in kind.float_dtypes:
-            raise TypeError(f"{name}: dtype {dtype} is not supported; attnkit takes {', '.join(kind.float_dtypes)}")
-        if name != "query" and dtype != kind.dtype_name(query):
-            raise TypeError(
-                f"{name}: dtype {dtype} differs from query's {kind.dtype_name(query)} "
-                "(query, key and value share one dtype)"
-            )
-        args[name] = kind.prepare(x, name)
-    query, key, value = args["query"], args["key"], args["value"]
+    kind, (query, key, value) = _prepared_inputs({"query": query, "key": key, "value": value})
 
     if causal_alignment not in ("top_left", "bottom_right"):
         raise ValueError(f'causal_alignment: expected "top_left" or "bottom_right", got {causal_alignment!r}')

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _core
-from .functional import _alibi_slopes, _float, _float_or_none, _kind_of, _seed, _to_numpy, _type_name, _window
+from .functional import _alibi_slopes, _float, _float_or_none, _prepared_inputs, _seed, _to_numpy, _type_name, _window
 
 __all__ = ["varlen_attention"]
 
@@ -99,23 +99,10 @@ def _prepare(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dr
              window_size, alibi_slopes, softcap, attn_mask, seed, *, flash_alignment=True):
     """Checks a packed call. causal: "none", "top_left" or "bottom_right". flash_alignment: the
     caller means FlashAttention's window and ALiBi, aligned bottom-right even without causal."""
-    kind = _kind_of(q)
-    if kind is None:
-        raise TypeError(f"q: expected a numpy.ndarray or a torch.Tensor, got {_type_name(q)}")
-    args = {"q": q, "k": k, "v": v}
-    for name, x in args.items():
-        if not kind.owns(x):
-            raise TypeError(f"{name}: expected a {kind.name} like q, got {_type_name(x)}")
-        dtype = kind.dtype_name(x)
-        if dtype not in kind.float_dtypes:
-            raise TypeError(f"{name}: dtype {dtype} is not supported; attnkit takes {', '.join(kind.float_dtypes)}")
-        if name != "q" and dtype != kind.dtype_name(q):
-            raise TypeError(f"{name}: dtype {dtype} differs from q's {kind.dtype_name(q)} (q, k and v share one dtype)")
+    kind, (q, k, v) = _prepared_inputs({"q": q, "k": k, "v": v})
+    for name, x, layout in (("q", q, "[total_q, Hq, d]"), ("k", k, "[total_k, Hkv, d]"), ("v", v, "[total_k, Hkv, d_v]")):
         if x.ndim != 3:
-            layout = "[total_q, Hq, d]" if name == "q" else "[total_k, Hkv, d]"
             raise ValueError(f"{name}: expected 3 dimensions {layout} (packed sequences), got shape {list(x.shape)}")
-        args[name] = kind.prepare(x, name)
-    q, k, v = args["q"], args["k"], args["v"]
     cu_q, q_lengths = _offsets(kind, cu_seqlens_q, "cu_seqlens_q", int(q.shape[0]), "q")
     cu_k, k_lengths = _offsets(kind, cu_seqlens_k, "cu_seqlens_k", int(k.shape[0]), "k")
     if q_lengths.size != k_lengths.size:

@@ -13,40 +13,14 @@
 
 #include "arrays.hpp"
 #include "attnkit/attention.hpp"
-#include "attnkit/error.hpp"
 #include "bindings.hpp"
+#include "options.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;
 
 namespace attnkit::python {
 namespace {
-
-Causal causal_of(const std::string& causal) {
-  if (causal == "none") return Causal::none;
-  if (causal == "top_left") return Causal::top_left;
-  if (causal == "bottom_right") return Causal::bottom_right;
-  throw Error(ErrorCode::invalid_argument,
-              "causal_alignment: expected \"top_left\" or \"bottom_right\", got \"" + causal + "\"");
-}
-
-// The options both directions share, from their keyword arguments.
-AttentionOptions options_of(const std::optional<InputArray>& mask, std::optional<double> scale,
-                            const std::string& causal, std::int64_t window_left, std::int64_t window_right,
-                            const std::vector<float>& alibi_slopes, double softcap,
-                            const std::vector<std::int64_t>& key_lengths, double dropout_p, std::uint64_t seed) {
-  AttentionOptions options;  // its spans point into the caller's vectors, alive for the call
-  options.scale = scale;
-  options.causal = causal_of(causal);
-  options.window = {window_left, window_right};
-  if (mask) options.mask = input_view("attn_mask", *mask, 4);
-  options.alibi_slopes = alibi_slopes;
-  options.softcap = softcap;
-  options.key_lengths = key_lengths;
-  options.dropout_p = dropout_p;
-  options.seed = seed;
-  return options;
-}
 
 void sdpa(const InputArray& q, const InputArray& k, const InputArray& v, const OutputArray& out,
           const std::optional<OutputArray>& lse, const std::optional<OutputArray>& probs,

@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "arrays.hpp"
-#include "attnkit/error.hpp"
 #include "attnkit/varlen.hpp"
 #include "bindings.hpp"
+#include "options.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -22,36 +22,15 @@ using namespace nb::literals;
 namespace attnkit::python {
 namespace {
 
-Causal causal_of(const std::string& causal) {
-  if (causal == "none") return Causal::none;
-  if (causal == "top_left") return Causal::top_left;
-  if (causal == "bottom_right") return Causal::bottom_right;
-  throw Error(ErrorCode::invalid_argument, "causal: expected \"none\", \"top_left\" or \"bottom_right\", got \"" + causal + "\"");
-}
-
-AttentionOptions varlen_options(const std::optional<InputArray>& mask, std::optional<double> scale, const std::string& causal,
-                                std::int64_t window_left, std::int64_t window_right,
-                                const std::vector<float>& alibi_slopes, double softcap, double dropout_p,
-                                std::uint64_t seed) {
-  AttentionOptions options;  // its spans point into the caller's vectors, alive for the call
-  options.scale = scale;
-  options.causal = causal_of(causal);
-  options.window = {window_left, window_right};
-  if (mask) options.mask = input_view("attn_mask", *mask, 4);
-  options.alibi_slopes = alibi_slopes;
-  options.softcap = softcap;
-  options.dropout_p = dropout_p;
-  options.seed = seed;
-  return options;
-}
+const std::vector<std::int64_t> kNoKeyLengths;  // the offsets give each sequence its keys
 
 void varlen(const InputArray& q, const InputArray& k, const InputArray& v, const InputArray& cu_q,
             const InputArray& cu_k, const OutputArray& out, const std::optional<OutputArray>& lse,
             const std::optional<OutputArray>& probs, const std::optional<InputArray>& mask,
             std::optional<double> scale, const std::string& causal, std::int64_t window_left, std::int64_t window_right,
             const std::vector<float>& alibi_slopes, double softcap, double dropout_p, std::uint64_t seed) {
-  const AttentionOptions options =
-      varlen_options(mask, scale, causal, window_left, window_right, alibi_slopes, softcap, dropout_p, seed);
+  const AttentionOptions options = options_of(mask, scale, causal, window_left, window_right, alibi_slopes, softcap,
+                                              kNoKeyLengths, dropout_p, seed);
   ForwardExtras extras;
   if (lse) extras.lse = output_view("lse", *lse, 2);
   if (probs) extras.probs = output_view("probs", *probs, 4);
@@ -68,8 +47,8 @@ void varlen_backward_call(const InputArray& q, const InputArray& k, const InputA
                           const std::optional<InputArray>& mask, std::optional<double> scale, const std::string& causal,
                           std::int64_t window_left, std::int64_t window_right, const std::vector<float>& alibi_slopes,
                           double softcap, double dropout_p, std::uint64_t seed) {
-  const AttentionOptions options =
-      varlen_options(mask, scale, causal, window_left, window_right, alibi_slopes, softcap, dropout_p, seed);
+  const AttentionOptions options = options_of(mask, scale, causal, window_left, window_right, alibi_slopes, softcap,
+                                              kNoKeyLengths, dropout_p, seed);
   const SequenceOffsets offsets{input_view("cu_seqlens_q", cu_q, 1), input_view("cu_seqlens_k", cu_k, 1)};
   const ConstTensorView query = input_view("q", q, 3), key = input_view("k", k, 3), value = input_view("v", v, 3);
   const ConstTensorView output = input_view("out", out, 3), d_output = input_view("d_out", d_out, 3);

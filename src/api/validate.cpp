@@ -194,10 +194,9 @@ void check_no_overlap(const std::vector<ByteSpan>& outputs, const std::vector<By
 
 // ---- q, k, v ----
 
-Sizes check_qkv(ConstTensorView q, ConstTensorView k, ConstTensorView v) {
-  check_rank("q", q, 4, "[batch, heads, n, d_k]");
-  check_rank("k", k, 4, "[batch, kv_heads, m, d_k]");
-  check_rank("v", v, 4, "[batch, kv_heads, m, d_v]");
+// One floating dtype, and views whose sizes and strides are sound. Returns the three shapes, as
+// error messages end with them.
+std::string check_elements_and_views(ConstTensorView q, ConstTensorView k, ConstTensorView v) {
   if (!is_floating(q.dtype())) {
     fail(ErrorCode::invalid_dtype, describe("q", q) + ": attention takes f64, f32, f16 or bf16");
   }
@@ -206,8 +205,14 @@ Sizes check_qkv(ConstTensorView q, ConstTensorView k, ConstTensorView v) {
   check_view_basics("q", q);
   check_view_basics("k", k);
   check_view_basics("v", v);
+  return " (" + describe("q", q) + ", " + describe("k", k) + ", " + describe("v", v) + ")";
+}
 
-  const std::string all = " (" + describe("q", q) + ", " + describe("k", k) + ", " + describe("v", v) + ")";
+Sizes check_qkv(ConstTensorView q, ConstTensorView k, ConstTensorView v) {
+  check_rank("q", q, 4, "[batch, heads, n, d_k]");
+  check_rank("k", k, 4, "[batch, kv_heads, m, d_k]");
+  check_rank("v", v, 4, "[batch, kv_heads, m, d_v]");
+  const std::string all = check_elements_and_views(q, k, v);
   Sizes s;
   s.batch = q.size(0);
   s.q_heads = q.size(1);
@@ -520,13 +525,7 @@ Sizes check_packed_qkv(ConstTensorView q, ConstTensorView k, ConstTensorView v) 
   check_rank("q", q, 3, "[total_q, heads, d_k]");
   check_rank("k", k, 3, "[total_k, kv_heads, d_k]");
   check_rank("v", v, 3, "[total_k, kv_heads, d_v]");
-  if (!is_floating(q.dtype())) fail(ErrorCode::invalid_dtype, describe("q", q) + ": attention takes f64, f32, f16 or bf16");
-  check_same_dtype("k", k, q);
-  check_same_dtype("v", v, q);
-  check_view_basics("q", q);
-  check_view_basics("k", k);
-  check_view_basics("v", v);
-  const std::string all = " (" + describe("q", q) + ", " + describe("k", k) + ", " + describe("v", v) + ")";
+  const std::string all = check_elements_and_views(q, k, v);
   Sizes s;
   s.q_heads = q.size(1);
   s.d_k = q.size(2);
