@@ -208,6 +208,23 @@ std::string check_elements_and_views(ConstTensorView q, ConstTensorView k, Const
   return " (" + describe("q", q) + ", " + describe("k", k) + ", " + describe("v", v) + ")";
 }
 
+// What every layout shares: v has k's heads, the query heads are a multiple of them, k has q's
+// features. s holds q's heads and features and k's heads.
+void check_heads_and_features(const Sizes& s, int64_t v_heads, int64_t k_features, const std::string& all) {
+  if (v_heads != s.kv_heads) {
+    fail(ErrorCode::invalid_shape, "v: " + std::to_string(v_heads) + " heads, but k has " + std::to_string(s.kv_heads) + all);
+  }
+  if (s.kv_heads == 0 ? s.q_heads != 0 : s.q_heads % s.kv_heads != 0) {
+    fail(ErrorCode::invalid_shape, "q, k: query heads " + std::to_string(s.q_heads) +
+                                       " must be a multiple of key/value heads " + std::to_string(s.kv_heads) +
+                                       " (GQA/MQA)" + all);
+  }
+  if (k_features != s.d_k) {
+    fail(ErrorCode::invalid_shape, "k: key dimension " + std::to_string(k_features) + " does not match q's " +
+                                       std::to_string(s.d_k) + all);
+  }
+}
+
 Sizes check_qkv(ConstTensorView q, ConstTensorView k, ConstTensorView v) {
   check_rank("q", q, 4, "[batch, heads, n, d_k]");
   check_rank("k", k, 4, "[batch, kv_heads, m, d_k]");
@@ -226,21 +243,9 @@ Sizes check_qkv(ConstTensorView q, ConstTensorView k, ConstTensorView v) {
                                        std::to_string(v.size(0)) + " must equal q's batch size " +
                                        std::to_string(s.batch) + all);
   }
-  if (v.size(1) != s.kv_heads) {
-    fail(ErrorCode::invalid_shape, "v: " + std::to_string(v.size(1)) + " heads, but k has " +
-                                       std::to_string(s.kv_heads) + all);
-  }
-  if (s.kv_heads == 0 ? s.q_heads != 0 : s.q_heads % s.kv_heads != 0) {
-    fail(ErrorCode::invalid_shape, "q, k: query heads " + std::to_string(s.q_heads) +
-                                       " must be a multiple of key/value heads " + std::to_string(s.kv_heads) +
-                                       " (GQA/MQA)" + all);
-  }
+  check_heads_and_features(s, v.size(1), k.size(3), all);
   if (v.size(2) != s.m) {
     fail(ErrorCode::invalid_shape, "v: " + std::to_string(v.size(2)) + " keys, but k has " + std::to_string(s.m) + all);
-  }
-  if (k.size(3) != s.d_k) {
-    fail(ErrorCode::invalid_shape, "k: key dimension " + std::to_string(k.size(3)) + " does not match q's " +
-                                       std::to_string(s.d_k) + all);
   }
   // Hkv = 0 (and so Hq = 0) stays 0: the kernels return before using group() when there are no heads,
   // and a stand-in of 1 made the fast backward read and write a KV head that does not exist.
@@ -534,18 +539,7 @@ Sizes check_packed_qkv(ConstTensorView q, ConstTensorView k, ConstTensorView v) 
   if (v.size(0) != k.size(0)) {
     fail(ErrorCode::invalid_shape, "v: " + std::to_string(v.size(0)) + " packed rows, but k has " + std::to_string(k.size(0)) + all);
   }
-  if (v.size(1) != s.kv_heads) {
-    fail(ErrorCode::invalid_shape, "v: " + std::to_string(v.size(1)) + " heads, but k has " + std::to_string(s.kv_heads) + all);
-  }
-  if (s.kv_heads == 0 ? s.q_heads != 0 : s.q_heads % s.kv_heads != 0) {
-    fail(ErrorCode::invalid_shape, "q, k: query heads " + std::to_string(s.q_heads) +
-                                       " must be a multiple of key/value heads " + std::to_string(s.kv_heads) +
-                                       " (GQA/MQA)" + all);
-  }
-  if (k.size(2) != s.d_k) {
-    fail(ErrorCode::invalid_shape, "k: key dimension " + std::to_string(k.size(2)) + " does not match q's " +
-                                       std::to_string(s.d_k) + all);
-  }
+  check_heads_and_features(s, v.size(1), k.size(2), all);
   return s;
 }
 
