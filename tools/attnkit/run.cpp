@@ -233,33 +233,23 @@ std::int64_t longest(const std::vector<std::int64_t>& offsets) {
   return most;
 }
 
-Outputs allocate_packed_outputs(const Request& r, const Inputs& in) {
-  const std::int64_t total_q = in.q.shape()[0], heads = in.q.shape()[1], d_v = in.v.shape()[2];
-  const DType dtype = in.q.dtype();
-  Outputs o;
-  o.out = Tensor(dtype, {total_q, heads, d_v});
-  if (r.lse_path || wants_gradients(r)) o.lse = Tensor(DType::f32, {heads, total_q});
-  if (r.probs_path) {
-    const auto sequences = static_cast<std::int64_t>(r.cu_seqlens_q->size()) - 1;
-    o.probs = Tensor(dtype, {std::max<std::int64_t>(sequences, 0), heads, longest(*r.cu_seqlens_q), longest(*r.cu_seqlens_k)});
-  }
-  if (wants_gradients(r)) {
-    o.dq = Tensor(dtype, in.q.shape());
-    o.dk = Tensor(dtype, in.k.shape());
-    o.dv = Tensor(dtype, in.v.shape());
-  }
-  return o;
-}
-
 Outputs allocate_outputs(const Request& r, const Inputs& in) {
-  if (r.packed()) return allocate_packed_outputs(r, in);
-  const ConstTensorView q = in.q.view4(), k = in.k.view4(), v = in.v.view4();
-  const std::int64_t batch = q.size(0), heads = q.size(1), n = q.size(2), m = k.size(2), d_v = v.size(3);
   const DType dtype = in.q.dtype();
+  const bool lse = r.lse_path || wants_gradients(r);
   Outputs o;
-  o.out = Tensor(dtype, in_input_rank({batch, heads, n, d_v}, in));
-  if (r.lse_path || wants_gradients(r)) o.lse = Tensor(DType::f32, in_input_rank({batch, heads, n}, in));
-  if (r.probs_path) o.probs = Tensor(dtype, in_input_rank({batch, heads, n, m}, in));
+  if (r.packed()) {  // O [total_q, Hq, d_v], LSE [Hq, total_q], probabilities [B, Hq, max_n, max_m]
+    const std::int64_t total_q = in.q.shape()[0], heads = in.q.shape()[1], d_v = in.v.shape()[2];
+    const auto sequences = std::max<std::int64_t>(static_cast<std::int64_t>(r.cu_seqlens_q->size()) - 1, 0);
+    o.out = Tensor(dtype, {total_q, heads, d_v});
+    if (lse) o.lse = Tensor(DType::f32, {heads, total_q});
+    if (r.probs_path) o.probs = Tensor(dtype, {sequences, heads, longest(*r.cu_seqlens_q), longest(*r.cu_seqlens_k)});
+  } else {
+    const ConstTensorView q = in.q.view4(), k = in.k.view4(), v = in.v.view4();
+    const std::int64_t batch = q.size(0), heads = q.size(1), n = q.size(2), m = k.size(2), d_v = v.size(3);
+    o.out = Tensor(dtype, in_input_rank({batch, heads, n, d_v}, in));
+    if (lse) o.lse = Tensor(DType::f32, in_input_rank({batch, heads, n}, in));
+    if (r.probs_path) o.probs = Tensor(dtype, in_input_rank({batch, heads, n, m}, in));
+  }
   if (wants_gradients(r)) {
     o.dq = Tensor(dtype, in.q.shape());
     o.dk = Tensor(dtype, in.k.shape());
@@ -299,6 +289,19 @@ void print_summary(std::ostream& out, const Request& r, const Inputs& in, const 
   out << "; " << num_threads() << " threads\n";
 }
 
+// forward (and backward) on the inputs seen as rank 4.
+void run_batched(const Request& r, const Inputs& in, const AttentionOptions& options, Outputs& o) {
+  ForwardExtras extras;
+  if (r.lse_path || wants_gradients(r)) extras.lse = o.lse.view().unsqueezed_to(kAttentionRank - 1);
+  if (r.probs_path) extras.probs = o.probs.view4();
+  forward(in.q.view4(), in.k.view4(), in.v.view4(), o.out.view4(), options, extras);
+  if (wants_gradients(r)) {
+    const ConstTensorView lse = o.lse.view().unsqueezed_to(kAttentionRank - 1);
+    backward(in.q.view4(), in.k.view4(), in.v.view4(), o.out.view4(), in.d_out.view4(), lse, o.dq.view4(),
+             o.dk.view4(), o.dv.view4(), options);
+  }
+}
+
 // varlen_forward (and varlen_backward) on the packed inputs; the offsets are the flags' lists.
 void run_packed(const Request& r, const Inputs& in, const AttentionOptions& options, Outputs& o) {
   const auto offsets_view = [](const std::vector<std::int64_t>& list) {
@@ -332,20 +335,9 @@ int run(const CommandArgs& words, std::ostream& out) {
   Outputs o = allocate_outputs(r, in);
   if (r.packed()) {
     run_packed(r, in, options, o);
-    write_outputs(r, o);
-    if (r.verbose) print_summary(out, r, in, o);
-    return kExitOk;
+  } else {
+    run_batched(r, in, options, o);
   }
-  ForwardExtras extras;
-  if (r.lse_path || wants_gradients(r)) extras.lse = o.lse.view().unsqueezed_to(kAttentionRank - 1);
-  if (r.probs_path) extras.probs = o.probs.view4();
-  forward(in.q.view4(), in.k.view4(), in.v.view4(), o.out.view4(), options, extras);
-  if (wants_gradients(r)) {
-    const ConstTensorView lse = o.lse.view().unsqueezed_to(kAttentionRank - 1);
-    backward(in.q.view4(), in.k.view4(), in.v.view4(), o.out.view4(), in.d_out.view4(), lse, o.dq.view4(),
-             o.dk.view4(), o.dv.view4(), options);
-  }
-
   write_outputs(r, o);  // only after every call succeeded: nothing is written on failure
   if (r.verbose) print_summary(out, r, in, o);
   return kExitOk;
