@@ -325,24 +325,25 @@ def _float(x, name):
 # ---- one call, prepared ------------------------------------------------------------------------
 
 
-def _prepared_inputs(arrays):
-    """The kind (numpy or torch) of the first of ``{name: array}`` and every array prepared for the
-    kernel, checked to be of that kind and of one floating dtype."""
-    names = list(arrays)
+def _float_arrays(args, *, one_dtype=False):
+    """The arrays of `args` ({name: array}), all of the first one's kind (numpy or torch) and
+    floating (with one_dtype, all of the first one's dtype), prepared for the kernels; returns
+    (kind, arrays)."""
+    names = list(args)
     lead = names[0]
-    kind = _kind_of(arrays[lead])
+    kind = _kind_of(args[lead])
     if kind is None:
-        raise TypeError(f"{lead}: expected a numpy.ndarray or a torch.Tensor, got {_type_name(arrays[lead])}")
+        raise TypeError(f"{lead}: expected a numpy.ndarray or a torch.Tensor, got {_type_name(args[lead])}")
     prepared = []
-    for name, x in arrays.items():
+    for name, x in args.items():
         if not kind.owns(x):
             raise TypeError(f"{name}: expected a {kind.name} like {lead}, got {_type_name(x)}")
         dtype = kind.dtype_name(x)
         if dtype not in kind.float_dtypes:
             raise TypeError(f"{name}: dtype {dtype} is not supported; attnkit takes {', '.join(kind.float_dtypes)}")
-        if name != lead and dtype != kind.dtype_name(arrays[lead]):
+        if one_dtype and name != lead and dtype != kind.dtype_name(args[lead]):
             raise TypeError(
-                f"{name}: dtype {dtype} differs from {lead}'s {kind.dtype_name(arrays[lead])} "
+                f"{name}: dtype {dtype} differs from {lead}'s {kind.dtype_name(args[lead])} "
                 f"({', '.join(names[:-1])} and {names[-1]} share one dtype)"
             )
         prepared.append(kind.prepare(x, name))
@@ -396,7 +397,7 @@ class _Call:
 def _prepare(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa, causal_alignment,
              window, alibi_slopes, softcap, key_lengths, seed):
     """Checks every argument of scaled_dot_product_attention and returns its _Call."""
-    kind, (query, key, value) = _prepared_inputs({"query": query, "key": key, "value": value})
+    kind, (query, key, value) = _float_arrays({"query": query, "key": key, "value": value}, one_dtype=True)
 
     if causal_alignment not in ("top_left", "bottom_right"):
         raise ValueError(f'causal_alignment: expected "top_left" or "bottom_right", got {causal_alignment!r}')

@@ -14,7 +14,7 @@ import sys
 import numpy as np
 
 from . import _core
-from .functional import _alibi_slopes, _float_or_none, _kind_of, _type_name, _window
+from .functional import _alibi_slopes, _float_arrays, _float_or_none, _type_name, _window
 
 __all__ = ["KVCache", "attend"]
 
@@ -66,24 +66,6 @@ def _sequence_ids(sequences, name="sequences"):
     if not isinstance(sequences, (list, tuple)):
         raise TypeError(f"{name}: expected a sequence id (int) or a list of them, got {_type_name(sequences)}")
     return [_int(s, f"{name}[{i}]") for i, s in enumerate(sequences)], False
-
-
-def _float_arrays(args):
-    """The arrays of `args` ({name: array}), all of the first one's kind (numpy or torch) and
-    floating, prepared for the kernels; returns (kind, arrays)."""
-    first_name, first = next(iter(args.items()))
-    kind = _kind_of(first)
-    if kind is None:
-        raise TypeError(f"{first_name}: expected a numpy.ndarray or a torch.Tensor, got {_type_name(first)}")
-    prepared = []
-    for name, x in args.items():
-        if not kind.owns(x):
-            raise TypeError(f"{name}: expected a {kind.name} like {first_name}, got {_type_name(x)}")
-        dtype = kind.dtype_name(x)
-        if dtype not in kind.float_dtypes:
-            raise TypeError(f"{name}: dtype {dtype} is not supported; attnkit takes {', '.join(kind.float_dtypes)}")
-        prepared.append(kind.prepare(x, name))
-    return kind, prepared
 
 
 def _shape(x):

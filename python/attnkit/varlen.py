@@ -15,14 +15,14 @@ from __future__ import annotations
 import numpy as np
 
 from . import _core
-from .functional import _alibi_slopes, _float, _float_or_none, _prepared_inputs, _seed, _to_numpy, _type_name, _window
+from .functional import _alibi_slopes, _float, _float_arrays, _float_or_none, _seed, _to_numpy, _type_name, _window
 
 __all__ = ["varlen_attention"]
 
 
 def _offsets(kind, offsets, name, total, side):
-    """cu_seqlens as the array the kernel reads (int32 or int64, rank 1) and as a numpy copy for
-    the checks made here."""
+    """cu_seqlens as the array the kernel reads (int32 or int64, rank 1), and the sequences' lengths
+    for the checks made here."""
     if kind.owns(offsets):
         if kind.dtype_name(offsets) not in ("int32", "int64"):
             raise TypeError(f"{name}: expected int32 or int64 offsets, got dtype {kind.dtype_name(offsets)}")
@@ -40,15 +40,15 @@ def _offsets(kind, offsets, name, total, side):
         raise ValueError(f"{name}: expected [B + 1] offsets (at least the leading 0), got shape {list(host.shape)}")
     # The library checks the offsets again and names the offending index; these checks come first
     # because the lengths are needed here (max_seqlen, the alignment rule below).
-    steps = np.diff(host)
+    lengths = np.diff(host)
     if host[0] != 0:
         raise ValueError(f"{name}[0]: the first offset must be 0, got {int(host[0])}")
-    if (steps < 0).any():
-        b = int(np.argmax(steps < 0)) + 1
+    if (lengths < 0).any():
+        b = int(np.argmax(lengths < 0)) + 1
         raise ValueError(f"{name}[{b}]: {int(host[b])} is less than {name}[{b - 1}] = {int(host[b - 1])} (offsets are non-decreasing)")
     if int(host[-1]) != total:
         raise ValueError(f"{name}[{host.size - 1}]: the last offset, {int(host[-1])}, must be the total, {side}'s {total} packed rows")
-    return array, steps
+    return array, lengths
 
 
 def _check_max_seqlen(given, lengths, name):
@@ -99,7 +99,7 @@ def _prepare(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dr
              window_size, alibi_slopes, softcap, attn_mask, seed, *, flash_alignment=True):
     """Checks a packed call. causal: "none", "top_left" or "bottom_right". flash_alignment: the
     caller means FlashAttention's window and ALiBi, aligned bottom-right even without causal."""
-    kind, (q, k, v) = _prepared_inputs({"q": q, "k": k, "v": v})
+    kind, (q, k, v) = _float_arrays({"q": q, "k": k, "v": v}, one_dtype=True)
     for name, x, layout in (("q", q, "[total_q, Hq, d]"), ("k", k, "[total_k, Hkv, d]"), ("v", v, "[total_k, Hkv, d_v]")):
         if x.ndim != 3:
             raise ValueError(f"{name}: expected 3 dimensions {layout} (packed sequences), got shape {list(x.shape)}")
