@@ -423,16 +423,22 @@ std::string lengths_text(const std::vector<std::int64_t>& lengths) {
 
 }  // namespace
 
-void Report::varlen_result(const VarlenResult& r) {
+VarlenFigures figures_of(const VarlenResult& r, const Ceilings& ceilings) {
   const VarlenCase& c = r.varlen_case;
   VarlenFigures f;
   f.gflops = c.flops() / r.packed.median_seconds / kGiga;
-  f.fraction_of_peak = ratio(f.gflops, ceilings_.fma_for(c.threads));
+  f.fraction_of_peak = ratio(f.gflops, ceilings.fma_for(c.threads));
   f.equal_gflops = c.equal_flops() / r.equal.median_seconds / kGiga;
   f.rate_vs_equal = f.gflops / f.equal_gflops;
   f.time_vs_padded = r.packed.median_seconds / r.padded.median_seconds;
   f.work_vs_padded = c.flops() / c.padded_flops();
   f.time_vs_masked = r.packed.median_seconds / r.masked.median_seconds;
+  return f;
+}
+
+void Report::varlen_result(const VarlenResult& r) {
+  const VarlenCase& c = r.varlen_case;
+  VarlenFigures f = figures_of(r, ceilings_);
   if (c.threads == 1) one_thread_seconds_[c.name] = r.packed.median_seconds;
   if (auto it = one_thread_seconds_.find(c.name); it != one_thread_seconds_.end() && c.threads != 1) {
     f.vs_one_thread = it->second / r.packed.median_seconds;

@@ -75,6 +75,9 @@ struct VarlenFigures {
   std::optional<double> vs_one_thread;     // the 1-thread packed seconds of this case over these, when run
 };
 
+// All but vs_one_thread, which needs the case's 1-thread row (the report keeps it).
+VarlenFigures figures_of(const VarlenResult& result, const Ceilings& ceilings);
+
 class Report {
  public:
   Report(std::ostream& out, bool json) : out_(out), json_(json) {}
