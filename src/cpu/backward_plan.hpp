@@ -34,7 +34,7 @@ struct BackwardPlan {
   std::int64_t rows = 0;    // Σ over entries of query heads · padded_n
   std::int64_t chunks = 0;  // the most chunks of any entry
   std::int64_t padded_d_k = 0, padded_d_v = 0;  // rounded up to the target's tile width
-  // Every entry of an unpadded call has the layout of entry 0 (`uniform`), shifted; a packed call
+  // Every entry of a batched (not packed) call has the layout of entry 0 (`uniform`), shifted; a packed call
   // lists one per sequence.
   BackwardEntry uniform;
   const BackwardEntry* packed_entries = nullptr;

@@ -28,12 +28,7 @@ struct Call {
   ~Call() { g_calls.pop_back(); }
   // Every output's bytes: a refused call must leave each exactly as it was.
   std::vector<std::vector<unsigned char>> output_bytes() const {
-    std::vector<std::vector<unsigned char>> bytes;
-    for (const Tensor* t : {&out, &lse, &probs, &dq, &dk, &dv}) {
-      const auto* raw = static_cast<const unsigned char*>(t->raw());
-      bytes.emplace_back(raw, raw + t->nbytes());
-    }
-    return bytes;
+    return testing::bytes_of({&out, &lse, &probs, &dq, &dk, &dv});
   }
   Call() {
     g_calls.push_back(this);

@@ -64,12 +64,7 @@ struct PackedCall {
                     dk.view(), dv.view(), options);
   }
   std::vector<std::vector<unsigned char>> output_bytes() const {
-    std::vector<std::vector<unsigned char>> bytes;
-    for (const Tensor* t : {&out, &lse, &probs, &dq, &dk, &dv}) {
-      const auto* raw = static_cast<const unsigned char*>(t->raw());
-      bytes.emplace_back(raw, raw + t->nbytes());
-    }
-    return bytes;
+    return testing::bytes_of({&out, &lse, &probs, &dq, &dk, &dv});
   }
 };
 

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <limits>
 #include <random>
 #include <string>
@@ -127,6 +128,16 @@ inline bool has_nan(const Tensor& t) {
   for (std::int64_t i = 0; i < t.numel(); ++i)
     if (std::isnan(value(t, i))) return true;
   return false;
+}
+
+// Each tensor's bytes, to check that a refused call left its outputs exactly as they were.
+inline std::vector<std::vector<unsigned char>> bytes_of(std::initializer_list<const Tensor*> tensors) {
+  std::vector<std::vector<unsigned char>> bytes;
+  for (const Tensor* t : tensors) {
+    const auto* raw = static_cast<const unsigned char*>(t->raw());
+    bytes.emplace_back(raw, raw + t->nbytes());
+  }
+  return bytes;
 }
 
 // Whether every element is NaN: a poisoned output that a refused call left alone (has_nan would
