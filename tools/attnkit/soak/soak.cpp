@@ -347,7 +347,12 @@ SoakReport run_soak(const SoakOptions& options) {
     }
     ++report.calls;
     const double now = elapsed();
-    if (!warm && now >= options.warmup_fraction * options.seconds) {
+    // Warm after the first share of the time, or of the calls when their number bounds the run (the
+    // time bound may then never be reached, and a baseline taken before any call would count every
+    // target's first workspaces as growth).
+    const bool warm_by_calls =
+        options.max_calls > 0 && static_cast<double>(report.calls) >= options.warmup_fraction * static_cast<double>(options.max_calls);
+    if (!warm && (now >= options.warmup_fraction * options.seconds || warm_by_calls)) {
       warm = true;
       report.after_warmup = memory_usage();
     }

@@ -22,7 +22,7 @@ struct SoakOptions {
                                    // a call count give the same calls on every machine
   std::uint64_t seed = 0;
   int check_every = 3;             // one valid call in this many is checked against the reference
-  double warmup_fraction = 0.25;   // memory after this share of the time is the baseline
+  double warmup_fraction = 0.25;   // memory after this share of the time (or of max_calls) is the baseline
   double progress_seconds = 10;    // on_progress is called about this often
   std::function<void(double elapsed, std::int64_t calls, std::int64_t failures)> on_progress;
 };
