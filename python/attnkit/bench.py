@@ -150,13 +150,14 @@ KINDS = {
 
 def default_cases():
     cases = []
-    for dtype, sizes in (("float32", (1024, 4096)), ("bfloat16", (1024,))):
+    # Batch 1, 8 heads: the shapes torch, OpenVINO, ONNX Runtime and ggml were compared on (issue 15).
+    for dtype, sizes in (("float32", (1024, 8192)), ("bfloat16", (1024,))):
         short = {"float32": "f32", "bfloat16": "bf16"}[dtype]
         for n in sizes:
             for E in (64, 128):
                 for causal in (False, True):
                     name = f"prefill_{short}_L{n}_E{E}" + ("_causal" if causal else "")
-                    cases.append(Case(name, "forward", dtype, 1, 16, 16, n, n, E, causal))
+                    cases.append(Case(name, "forward", dtype, 1, 8, 8, n, n, E, causal))
     # One decoding step with grouped-query attention: a new token over the whole context.
     for dtype, short in (("float32", "f32"), ("bfloat16", "bf16")):
         for S in (4096, 32768):
@@ -256,7 +257,8 @@ def _parser():
 def _table_header(torch, threads, repeats):
     return (
         f"attnkit {attnkit.__version__} ({attnkit._core.active_target()}) vs torch {torch.__version__}, "
-        f"{threads} thread{'s' if threads != 1 else ''} each, median of {repeats} alternating calls\n\n"
+        f"{threads} thread{'s' if threads != 1 else ''} each, median of {repeats} alternating calls, "
+        f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}\n\n"
         f"{'case':<34} {'attnkit ms':>11} {'torch ms':>11} {'attnkit GFLOP/s':>16} {'torch GFLOP/s':>14} "
         f"{'torch/attnkit':>14}"
     )
@@ -290,6 +292,11 @@ def main(argv=None):
             print(f"python -m attnkit.bench: {name} must be >= {least}, got {value}", file=sys.stderr)
             return 1
 
+    # torch's OpenMP threads otherwise spin for a while after each of its calls, on the cores the
+    # next attnkit call needs: alternated with torch on all cores, attnkit measured 0.66x of its own
+    # speed (n = 1024, 2 threads). Passive waiting also made torch itself faster there (125 -> 150
+    # GFLOP/s). It must be set before torch loads its OpenMP runtime; a value the caller set stays.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     try:
         import torch
     except ImportError as error:
@@ -309,7 +316,8 @@ def main(argv=None):
         record = run_case(case, torch, threads, repeats, args.warmup)
         if args.json:
             record.update(torch_version=torch.__version__, attnkit_version=attnkit.__version__,
-                          target=attnkit._core.active_target())  # fmt: skip
+                          target=attnkit._core.active_target(),
+                          omp_wait_policy=os.environ.get("OMP_WAIT_POLICY"))  # fmt: skip
             print(json.dumps(record), flush=True)
         else:
             print(_table_row(record), flush=True)

@@ -17,7 +17,7 @@ from attnkit import bench
 FIELDS = {
     "name", "kind", "dtype", "batch", "q_heads", "kv_heads", "L", "S", "E", "causal", "threads", "repeats",
     "attnkit_ms", "torch_ms", "attnkit_gflops", "torch_gflops", "speedup", "attnkit_times_ms", "torch_times_ms",
-    "max_rel_diff", "torch_version", "attnkit_version", "target",
+    "max_rel_diff", "torch_version", "attnkit_version", "target", "omp_wait_policy",
 }  # fmt: skip
 CASE_FIELDS = ("name", "kind", "dtype", "batch", "q_heads", "kv_heads", "L", "S", "E", "causal")
 
@@ -60,6 +60,16 @@ def test_quick_json_lines(torch):
         check_record(r, repeats=1, threads=bench._default_threads())
     assert {r["dtype"] for r in records} == {"float32", "bfloat16"}
     assert any(r["q_heads"] != r["kv_heads"] and r["L"] == 1 for r in records), "no GQA decode case"
+    # torch's OpenMP threads wait passively unless the caller chose otherwise.
+    assert {r["omp_wait_policy"] for r in records} == {os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
+
+
+def test_a_wait_policy_the_caller_sets_stays(torch):
+    env = dict(os.environ, OMP_WAIT_POLICY="ACTIVE")
+    records = records_of(run_bench("--quick", "--repeats", "1", "--cases", "decode", "--json", env=env))
+    assert records and all(r["omp_wait_policy"] == "ACTIVE" for r in records)
+    result = run_bench("--quick", "--repeats", "1", "--cases", "decode", env=env)
+    assert result.returncode == 0 and "OMP_WAIT_POLICY=ACTIVE" in result.stdout.split("\n\n")[0], result.stderr
 
 
 def test_repeats_threads_and_case_filter(torch):
