@@ -128,18 +128,33 @@ bool value_rows_in_place(const detail::Problem& p, const ForwardWorkspace& ws) {
 
 // How many keys decoding's score loop takes per step for a tile of `rows` live rows: enough
 // independent accumulators (rows × keys) to cover the FMA latency at full throughput (8 chains: 4
-// cycles × 2 units), with each loaded query vector shared by the step's keys.
-constexpr std::int64_t decode_keys_per_step(std::int64_t rows) { return std::min<std::int64_t>(4, (8 + rows - 1) / rows); }
-// For every live row count, its accumulators, key vectors and query vector take no more registers
-// than the register tile does (its accumulators, one row of loaded vectors and a broadcast).
+// cycles × 2 units), with each loaded query vector shared by the step's keys. With 32 registers
+// (AVX-512), up to kLanes accumulators: one reduction tree (reduce_add_each) then sums them all, which
+// costs less per sum the more there are.
+constexpr std::int64_t decode_keys_per_step(std::int64_t rows) {
+  if constexpr (Isa::kGeometry.registers >= 32) return std::clamp<std::int64_t>(kLanes / rows, 2, 8);
+  return std::min<std::int64_t>(4, (8 + rows - 1) / rows);
+}
+// For every live row count, its accumulators, key vectors and query vector fit the registers.
 constexpr bool decode_steps_fit_registers() {
   for (std::int64_t rows = 1; rows <= kTileRows; ++rows) {
     const std::int64_t keys = decode_keys_per_step(rows);
-    if (rows * keys + keys + 1 > kTileRows * kTileVectors + kTileVectors + 1) return false;
+    if (rows * keys + keys + 1 > Isa::kGeometry.registers) return false;
   }
   return true;
 }
 static_assert(decode_steps_fit_registers(), "decode's score accumulators and operands fit the vector registers");
+
+// out[i] = Isa::reduce_add(v[i]) for i < Count, bit for bit: by the target's reduction tree over all
+// of them at once where it has one (Isa::reduce_add_each), else one vector at a time.
+template <std::int64_t Count, class I = Isa>
+void reduce_add_each(const Vec* v, float* out) {
+  if constexpr (requires { I::template reduce_add_each<Count>(v, out); }) {
+    I::template reduce_add_each<Count>(v, out);
+  } else {
+    for (std::int64_t i = 0; i < Count; ++i) out[i] = I::reduce_add(v[i]);
+  }
+}
 
 // sums[t][r] = q[r] · k[t] over the first `count` elements (a multiple of kLanes) for the Rows rows
 // of q, d_k apart, and the Keys key rows k[t], stored as `Stored`. Each sum runs over the vectors in
@@ -158,8 +173,7 @@ void dot_with_rows(const float* q, std::int64_t d_k, std::int64_t count, const S
       for (std::int64_t t = 0; t < Keys; ++t) acc[t][r] = Isa::fma(qr, kc[t], acc[t][r]);
     }
   }
-  for (std::int64_t t = 0; t < Keys; ++t)
-    for (std::int64_t r = 0; r < Rows; ++r) sums[t][r] = Isa::reduce_add(acc[t][r]);
+  reduce_add_each<Keys * Rows>(&acc[0][0], &sums[0][0]);
 }
 
 // The same scores read from the key rows as stored, without packing: for an item of a single tile
@@ -688,9 +702,17 @@ void stream_key_blocks(const ForwardPlan& plan, ForwardWorkspace& ws, const Item
       }
       if (!logits) apply_bias_and_mask(plan, ws, item, tile, j0, tile_width, tile_cols, keys);
       if (!values_finite || values_in_place) {  // in place, whether values are finite is known only later
-        for (std::int64_t r = 0; r < kTileRows; ++r)
-          for (std::int64_t j = 0; j < tile_cols; ++j)
-            ws.seen[r * kKeyBlock + j] = ws.scores[r * kKeyBlock + j] != kMinusInf;
+        // A decode tile's rows past its live ones see nothing (their scores are all −inf).
+        const std::int64_t seen_rows = single_tile ? live_rows : kTileRows;
+        for (std::int64_t r = 0; r < kTileRows; ++r) {
+          std::uint8_t* seen = ws.seen + r * kKeyBlock;
+          const float* scores = ws.scores + r * kKeyBlock;
+          if (r >= seen_rows) {
+            std::fill(seen, seen + tile_cols, std::uint8_t{0});
+            continue;
+          }
+          for (std::int64_t j = 0; j < tile_cols; ++j) seen[j] = scores[j] != kMinusInf;
+        }
       }
       online_softmax(ws, tile, tile_cols, alpha);
       if (dropout) apply_dropout(plan, ws, item, tile, j0, tile_width);

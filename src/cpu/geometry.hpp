@@ -15,19 +15,20 @@ struct Geometry {
   int tile_rows;     // query rows per register tile
   int tile_vectors;  // vectors per tile row
   int key_block;     // keys streamed per forward step
+  int registers;     // vector registers the target's code may keep live
   constexpr int tile_cols() const { return lanes * tile_vectors; }
   // The backward pads a key block to whole tiles both ways (tile_at_b steps over keys by rows).
   constexpr int backward_key_pad() const { return std::lcm(tile_rows, tile_cols()); }
 };
 
 // AVX2: 16 vector registers; 6 × 2 accumulators, two loaded vectors and a broadcast.
-inline constexpr Geometry kAvx2Geometry{8, 6, 2, 128};
+inline constexpr Geometry kAvx2Geometry{8, 6, 2, 128, 16};
 // The scalar target runs the AVX2 geometry's rows and key blocks over one-float vectors.
-inline constexpr Geometry kScalarGeometry{1, 6, 2, 128};
+inline constexpr Geometry kScalarGeometry{1, 6, 2, 128, 16};
 // AVX-512: 32 vector registers; 8 × 2 accumulators of 16 floats, keys in blocks of 512 (the shapes a
 // FlashAttention-2 loop measured best on an AVX-512 Zen 5, issue 15; other AVX-512 CPUs may want
 // their own). The emulated 16-lane targets use the same geometry.
-inline constexpr Geometry kAvx512Geometry{16, 8, 2, 512};
+inline constexpr Geometry kAvx512Geometry{16, 8, 2, 512, 32};
 
 inline constexpr Geometry kAllGeometries[] = {kScalarGeometry, kAvx2Geometry, kAvx512Geometry};
 

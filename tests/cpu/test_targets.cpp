@@ -3,14 +3,19 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "attnkit/error.hpp"
 #include "attnkit/targets.hpp"
 #include "cpu/kernels.hpp"
+#include "cpu/lane_sums.hpp"
 
 namespace attnkit {
 namespace {
@@ -98,6 +103,40 @@ TEST(Targets, EmulatedTargetsRunTheAvx512Geometry) {
     EXPECT_EQ(cpu::backward_kernels(t).geometry.tile_cols(), cpu::kAvx512Geometry.tile_cols());
   }
   EXPECT_EQ(cpu::forward_kernels(Target::avx2).geometry.tile_cols(), cpu::kAvx2Geometry.tile_cols());
+}
+
+// Decoding's scores end in one sum across lanes per key and query row; the avx512 target sums up to
+// 16 vectors at once by a tree (Avx512Isa::reduce_add_each) that must give each vector's sum bit for
+// bit as reduce_add does alone (so a score never depends on how many keys a step took): random
+// values over 60 binades of both signs, where the order of additions shows, and ±inf and NaN (NaN
+// where NaN, whatever its bits).
+TEST(Targets, Avx512LaneSumTreeEqualsOneVectorAtATimeBitForBit) {
+  if (!missing_cpu_feature(Target::avx512).empty()) {
+    GTEST_SKIP() << "the reduction tree is not run here: this CPU lacks " << missing_cpu_feature(Target::avx512);
+  }
+  std::mt19937 random(15);
+  std::uniform_real_distribution<float> exponent(-30.0f, 30.0f), unit(0.0f, 1.0f);
+  const float specials[] = {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                            std::numeric_limits<float>::quiet_NaN(), -0.0f, 0.0f};
+  for (int trial = 0; trial < 2000; ++trial) {
+    const int count = 1 + trial % 16;
+    std::vector<float> vectors(static_cast<std::size_t>(count * testing::kSumLanes));
+    for (float& x : vectors) {
+      x = (unit(random) < 0.5f ? -1.0f : 1.0f) * std::exp2(exponent(random));
+      if (trial % 7 == 0 && unit(random) < 0.05f) x = specials[random() % 5];
+    }
+    float tree[16], one_by_one[16];
+    testing::avx512_lane_sums(vectors.data(), count, tree, one_by_one);
+    for (int i = 0; i < count; ++i) {
+      // A NaN's sign and payload are not the compiler's to keep (it may swap an addition's operands).
+      if (std::isnan(one_by_one[i])) {
+        ASSERT_TRUE(std::isnan(tree[i])) << "trial " << trial << ", vector " << i << " of " << count;
+      } else {
+        ASSERT_EQ(std::memcmp(&tree[i], &one_by_one[i], sizeof(float)), 0)
+            << "trial " << trial << ", vector " << i << " of " << count << ": " << tree[i] << " vs " << one_by_one[i];
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -50,6 +50,33 @@ struct Avx512Isa {
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
   }
+  // out[i] = reduce_add(v[i]) for i < Count <= 16, bit for bit, by one tree over all of them: each
+  // level adds the same lanes reduce_add adds at its step (i + 8, i + 4, i + 2, i + 1), for two
+  // vectors per instruction at the first level and sixteen at the last. 47 instructions for 16 sums
+  // in place of about 130 (decoding's scores end in one such sum per key and query row).
+  template <std::int64_t Count>
+  static void reduce_add_each(const Vec* v, float* out) {
+    static_assert(Count >= 1 && Count <= 16);
+    Vec level[16];
+    for (int i = 0; i < 16; ++i) level[i] = i < Count ? v[i] : zero();
+    // Quarters (128 bits) 0 + 2 and 1 + 3 of each vector: vectors 2i and 2i + 1 in one.
+    for (int i = 0; i < 8; ++i)
+      level[i] = add(_mm512_shuffle_f32x4(level[2 * i], level[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                     _mm512_shuffle_f32x4(level[2 * i], level[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    // Those two halves added: quarter k of level[i] now holds vector 4i + k's four partial sums.
+    for (int i = 0; i < 4; ++i)
+      level[i] = add(_mm512_shuffle_f32x4(level[2 * i], level[2 * i + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                     _mm512_shuffle_f32x4(level[2 * i], level[2 * i + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+    // Within each quarter: lanes 0 + 2 and 1 + 3, then the two sums.
+    for (int i = 0; i < 2; ++i)
+      level[i] = add(_mm512_shuffle_ps(level[2 * i], level[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                     _mm512_shuffle_ps(level[2 * i], level[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    const Vec sums = add(_mm512_shuffle_ps(level[0], level[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_ps(level[0], level[1], _MM_SHUFFLE(3, 1, 3, 1)));
+    // Lane 4k + j holds vector 4j + k's sum: put vector i's in lane i.
+    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    _mm512_mask_storeu_ps(out, static_cast<__mmask16>((1u << Count) - 1), _mm512_permutexvar_ps(order, sums));
+  }
   static Vec select_less(Vec a, Vec b, Vec then_value, Vec else_value) {
     return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, b, _CMP_LT_OQ), else_value, then_value);
   }
