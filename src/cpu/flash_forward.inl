@@ -436,12 +436,6 @@ void load_row_bf16(const ConstTensorView& t, std::int64_t b, std::int64_t h, std
   std::fill(out + count, out + padded, std::uint16_t{0});
 }
 
-bool all_finite_bf16(const std::uint16_t* x, std::int64_t count) {
-  bool special = false;  // exponent all ones: ±inf or NaN
-  for (std::int64_t c = 0; c < count; ++c) special |= (x[c] & 0x7F80) == 0x7F80;
-  return !special;
-}
-
 // The queries as bf16 rows of even length (prepare_rows has loaded them as float32 in ws.q).
 void prepare_query_pairs(ForwardWorkspace& ws) {
   const std::int64_t stride = 2 * pair_count(ws.d_k);
@@ -482,28 +476,35 @@ void pack_key_pairs(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoo
 }
 
 // v[j/2][c] = (V[j][c], V[j + 1][c]) for even j < cols, c < the padded d_v (zeros past d_v and past
-// width). Returns whether every value is finite.
+// width). Rows of unit stride whose d_v is whole tiles are read in place; others through a padded
+// copy. Returns whether every value is finite (the interleave looks at each pair it writes).
 template <class I = Isa>
 bool pack_value_pairs(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordinates& item, std::int64_t j0,
                       std::int64_t width, std::int64_t cols) {
   const ConstTensorView& values = plan.problem->v;
   const std::int64_t d_v = plan.problem->sizes.d_v;
+  const bool in_place = values.stride(3) == 1 && d_v == ws.d_v;
   auto* out = reinterpret_cast<std::uint32_t*>(ws.v);
-  std::uint16_t* row[2] = {ws.bf16_rows, ws.bf16_rows + ws.d_v};
-  bool finite = true;
+  std::uint16_t* copy[2] = {ws.bf16_rows, ws.bf16_rows + ws.d_v};
+  bool special = false;
   for (std::int64_t j = 0; j < cols; j += 2) {
+    const std::uint16_t* row[2];
     for (std::int64_t e = 0; e < 2; ++e) {
-      if (j + e < width) {
-        const StoredRow at = stored_row(*plan.problem, item.batch, j0 + j + e);
-        load_row_bf16(values, at.outer, item.kv_head, at.row, d_v, ws.d_v, row[e]);
-        finite = all_finite_bf16(row[e], d_v) && finite;
+      row[e] = copy[e];
+      if (j + e >= width) {
+        std::fill(copy[e], copy[e] + ws.d_v, std::uint16_t{0});
+        continue;
+      }
+      const StoredRow at = stored_row(*plan.problem, item.batch, j0 + j + e);
+      if (in_place) {
+        row[e] = reinterpret_cast<const std::uint16_t*>(values.at<bfloat16>({at.outer, item.kv_head, at.row, 0}));
       } else {
-        std::fill(row[e], row[e] + ws.d_v, std::uint16_t{0});
+        load_row_bf16(values, at.outer, item.kv_head, at.row, d_v, ws.d_v, copy[e]);
       }
     }
-    for (std::int64_t c = 0; c < ws.d_v; c += kLanes) I::interleave_bf16(row[0] + c, row[1] + c, out + (j / 2) * ws.d_v + c);
+    for (std::int64_t c = 0; c < ws.d_v; c += kLanes) special |= I::interleave_bf16(row[0] + c, row[1] + c, out + (j / 2) * ws.d_v + c);
   }
-  return finite;
+  return !special;
 }
 
 // scores[r][·] = scale · q[r] · K_jᵀ for the tile's rows, from the pairs.
@@ -524,11 +525,15 @@ void round_probabilities(ForwardWorkspace& ws, std::int64_t cols) {
     }
 }
 
-// acc[r][·] = acc[r][·] · alpha[r] + Σ_j p[r][j] · v[j][·] with the (rounded) p in pairs.
+// acc[r][·] = acc[r][·] · alpha[r] + Σ_j p[r][j] · v[j][·] with p rounded to bf16 on the way into
+// pairs (one instruction per 32 probabilities on the real target).
 template <class I = Isa>
 void accumulate_pv_bf16(ForwardWorkspace& ws, std::int64_t tile, std::int64_t cols, const float* alpha) {
+  static_assert(kTileCols % (2 * kLanes) == 0, "a tile's columns are whole groups of 2·kLanes probabilities");
   const std::int64_t pairs = cols / 2;  // cols is a whole number of tiles: even
-  for (std::int64_t r = 0; r < kTileRows; ++r) pairs_along_row(ws.scores + r * kKeyBlock, pairs, ws.p_pairs + r * (kKeyBlock / 2));
+  for (std::int64_t r = 0; r < kTileRows; ++r)
+    for (std::int64_t c0 = 0; c0 < cols; c0 += 2 * kLanes)
+      I::round_into_pairs(ws.scores + r * kKeyBlock + c0, ws.p_pairs + r * (kKeyBlock / 2) + c0 / 2);
   tile_a_b_bf16<I>(ws.p_pairs, kKeyBlock / 2, reinterpret_cast<const std::uint32_t*>(ws.v), ws.d_v, pairs, ws.d_v,
                    alpha, ws.acc + tile * ws.d_v, ws.d_v);
 }
@@ -717,11 +722,11 @@ void stream_key_blocks(const ForwardPlan& plan, ForwardWorkspace& ws, const Item
       online_softmax(ws, tile, tile_cols, alpha);
       if (dropout) apply_dropout(plan, ws, item, tile, j0, tile_width);
       if constexpr (Isa::kDotBf16) {
-        if (bf16_dot) round_probabilities(ws, tile_cols);
-        if (value_pairs) {
+        if (value_pairs) {  // rounds p on the way into pairs
           accumulate_pv_bf16(ws, tile, tile_cols, alpha);
           continue;
         }
+        if (bf16_dot) round_probabilities(ws, tile_cols);
       }
       if (values_in_place) {
         if (!accumulate_pv_in_place(plan, ws, item, j0, tile_width, alpha, live_rows)) {

@@ -12,4 +12,6 @@ void emulated_dot_bf16(const float* acc, const std::uint32_t* a, const std::uint
 
 void emulated_round_to_bf16(const float* in, float* out) { Isa::store(out, Isa::round_to_bf16(Isa::load(in))); }
 
+void emulated_round_into_pairs(const float* in, std::uint32_t* out) { Isa::round_into_pairs(in, out); }
+
 }  // namespace attnkit::testing

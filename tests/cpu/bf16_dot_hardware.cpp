@@ -13,4 +13,6 @@ void hardware_dot_bf16(const float* acc, const std::uint32_t* a, const std::uint
 
 void hardware_round_to_bf16(const float* in, float* out) { Isa::store(out, Isa::round_to_bf16(Isa::load(in))); }
 
+void hardware_round_into_pairs(const float* in, std::uint32_t* out) { Isa::round_into_pairs(in, out); }
+
 }  // namespace attnkit::testing

@@ -15,5 +15,8 @@ void emulated_dot_bf16(const float* acc, const std::uint32_t* a, const std::uint
 void emulated_round_to_bf16(const float* in, float* out);
 void hardware_dot_bf16(const float* acc, const std::uint32_t* a, const std::uint32_t* b, float* out);
 void hardware_round_to_bf16(const float* in, float* out);
+// out[j] = the pair (in[2j], in[2j + 1]) rounded to bf16, for 2 · kDotLanes floats (round_into_pairs).
+void emulated_round_into_pairs(const float* in, std::uint32_t* out);
+void hardware_round_into_pairs(const float* in, std::uint32_t* out);
 
 }  // namespace attnkit::testing

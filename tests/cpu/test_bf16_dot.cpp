@@ -92,8 +92,9 @@ Lanes random_lanes(testing::Rng& rng, int round) {
 
 using DotLanes = void (*)(const float*, const std::uint32_t*, const std::uint32_t*, float*);
 using RoundLanes = void (*)(const float*, float*);
+using PairLanes = void (*)(const float*, std::uint32_t*);
 
-void expect_matches_model(DotLanes dot, RoundLanes round_bf16) {
+void expect_matches_model(DotLanes dot, RoundLanes round_bf16, PairLanes round_into_pairs) {
   testing::Rng rng(0xBF16);
   std::int64_t compared = 0;
   for (int round = 0; round < 20000; ++round) {
@@ -115,6 +116,33 @@ void expect_matches_model(DotLanes dot, RoundLanes round_bf16) {
       std::memcpy(&want_f, &want, sizeof want_f);
       ASSERT_TRUE(same_bits_or_both_nan(rounded[i], want_f)) << in[i];
     }
+    // P rounded into pairs before P·V: as vcvtne2ps2bf16, denormal inputs read as zero, then rounded
+    // to nearest even; inputs near 2^−126 (denormal, or rounding up to it), ties and specials.
+    float row[2 * testing::kDotLanes];
+    for (int i = 0; i < 2 * testing::kDotLanes; ++i) {
+      const double u = rng.uniform();
+      if (u < 0.1) {
+        row[i] = static_cast<float>(rng.uniform() * 0x1p-126);  // denormal, or just below the smallest normal
+      } else if (u < 0.15) {
+        const float specials[] = {std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN(), 0.0f, -0.0f};
+        row[i] = specials[rng.integer(0, 3)];
+      } else if (u < 0.3) {
+        row[i] = 1.0f + static_cast<float>(rng.integer(0, 255)) * 0x1p-8f + 0x1p-9f;  // a tie below bf16's ulp at 1
+      } else {
+        row[i] = static_cast<float>(rng.uniform() * std::ldexp(1.0, static_cast<int>(rng.integer(-130, 2))));
+      }
+    }
+    std::uint32_t pairs[testing::kDotLanes];
+    round_into_pairs(row, pairs);
+    for (int j = 0; j < testing::kDotLanes; ++j) {
+      for (int e = 0; e < 2; ++e) {
+        const float x = row[2 * j + e];
+        const std::uint16_t got_bits = static_cast<std::uint16_t>(pairs[j] >> (16 * e));
+        const std::uint16_t want_bits = float_to_bf16_bits(cpu::flush_denormal(x));
+        ASSERT_TRUE(got_bits == want_bits || (std::isnan(x) && (got_bits & 0x7F80) == 0x7F80 && (got_bits & 0x7F) != 0))
+            << "element " << 2 * j + e << " = " << x << ": got 0x" << std::hex << got_bits << ", want 0x" << want_bits;
+      }
+    }
   }
   std::printf("[ note ] %lld lanes equal to the model bit for bit\n", static_cast<long long>(compared));
 }
@@ -123,7 +151,7 @@ TEST(Bf16Dot, EmulatedTargetMatchesTheModelBitForBit) {
   if (!missing_cpu_feature(Target::avx512_emulated).empty()) {
     GTEST_SKIP() << "the emulated target needs " << missing_cpu_feature(Target::avx512_emulated) << ", which this CPU lacks";
   }
-  expect_matches_model(testing::emulated_dot_bf16, testing::emulated_round_to_bf16);
+  expect_matches_model(testing::emulated_dot_bf16, testing::emulated_round_to_bf16, testing::emulated_round_into_pairs);
 }
 
 TEST(Bf16Dot, InstructionMatchesTheModelBitForBit) {
@@ -131,7 +159,7 @@ TEST(Bf16Dot, InstructionMatchesTheModelBitForBit) {
     GTEST_SKIP() << "vdpbf16ps not compared with its model here: this CPU lacks "
                  << missing_cpu_feature(Target::avx512_bf16);
   }
-  expect_matches_model(testing::hardware_dot_bf16, testing::hardware_round_to_bf16);
+  expect_matches_model(testing::hardware_dot_bf16, testing::hardware_round_to_bf16, testing::hardware_round_into_pairs);
 }
 
 // ---- the forward kernel of each bf16-dot target ----

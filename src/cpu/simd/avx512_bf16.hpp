@@ -27,11 +27,22 @@ struct Avx512Bf16Isa : Avx512Isa {
     const __m512i rounded = _mm512_add_epi32(bits, _mm512_add_epi32(_mm512_set1_epi32(0x7FFF), odd));
     return _mm512_castsi512_ps(_mm512_and_si512(rounded, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u))));
   }
-  // out[i] = even[i] | odd[i] << 16 for 16 lanes: the pairs of two bf16 rows.
-  static void interleave_bf16(const std::uint16_t* even, const std::uint16_t* odd, std::uint32_t* out) {
+  // out[j] = (x[2j], x[2j + 1]) rounded to bf16 (ties to even) for j < 16: 32 consecutive floats of
+  // one row as the pairs a dot product reads, in one vcvtne2ps2bf16. Denormal inputs read as zero (so
+  // the probabilities below 2^−126 it zeroes contribute nothing, as in dot_bf16 they nearly never do);
+  // NaN stays NaN.
+  static void round_into_pairs(const float* x, std::uint32_t* out) {
+    _mm512_storeu_si512(out, (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + 16), _mm512_loadu_ps(x)));
+  }
+  // out[i] = even[i] | odd[i] << 16 for 16 lanes: the pairs of two bf16 rows. Returns whether any of
+  // the 32 values is ±inf or NaN (exponent all ones).
+  static bool interleave_bf16(const std::uint16_t* even, const std::uint16_t* odd, std::uint32_t* out) {
     const __m512i e = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(even)));
     const __m512i o = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(odd)));
-    _mm512_storeu_si512(out, _mm512_or_si512(e, _mm512_slli_epi32(o, 16)));
+    const __m512i pairs = _mm512_or_si512(e, _mm512_slli_epi32(o, 16));
+    _mm512_storeu_si512(out, pairs);
+    const __m512i exponent = _mm512_set1_epi16(0x7F80);
+    return _mm512_cmpeq_epi16_mask(_mm512_and_si512(pairs, exponent), exponent) != 0;
   }
 };
 

@@ -89,13 +89,27 @@ struct Emulated16Bf16Isa : Emulated16Isa {
   static Vec dot_bf16(Vec acc, Pairs a, Pairs b) { return {dot_half(acc.lo, a.lo, b.lo), dot_half(acc.hi, a.hi, b.hi)}; }
   // Each float rounded to the nearest bf16 (ties to even), as a float whose low 16 bits are zero.
   static Vec round_to_bf16(Vec v) { return {round_half(v.lo), round_half(v.hi)}; }
-  // out[i] = even[i] | odd[i] << 16 for 16 lanes: the pairs of two bf16 rows.
-  static void interleave_bf16(const std::uint16_t* even, const std::uint16_t* odd, std::uint32_t* out) {
+  // out[j] = (x[2j], x[2j + 1]) rounded to bf16 (ties to even) for j < 16, as the avx512_bf16
+  // target's vcvtne2ps2bf16 does it: denormal inputs read as zero.
+  static void round_into_pairs(const float* x, std::uint32_t* out) {
+    std::uint32_t rounded[32];
+    for (int h = 0; h < 32; h += 8)
+      _mm256_storeu_ps(reinterpret_cast<float*>(rounded + h), round_half(flush(_mm256_loadu_ps(x + h))));
+    for (int j = 0; j < 16; ++j) out[j] = rounded[2 * j] >> 16 | (rounded[2 * j + 1] & 0xFFFF0000u);
+  }
+  // out[i] = even[i] | odd[i] << 16 for 16 lanes: the pairs of two bf16 rows. Returns whether any of
+  // the 32 values is ±inf or NaN (exponent all ones).
+  static bool interleave_bf16(const std::uint16_t* even, const std::uint16_t* odd, std::uint32_t* out) {
+    const __m256i exponent = _mm256_set1_epi16(0x7F80);
+    __m256i special = _mm256_setzero_si256();
     for (int h = 0; h < 16; h += 8) {
       const __m256i e = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(even + h)));
       const __m256i o = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(odd + h)));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + h), _mm256_or_si256(e, _mm256_slli_epi32(o, 16)));
+      const __m256i pairs = _mm256_or_si256(e, _mm256_slli_epi32(o, 16));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + h), pairs);
+      special = _mm256_or_si256(special, _mm256_cmpeq_epi16(_mm256_and_si256(pairs, exponent), exponent));
     }
+    return !_mm256_testz_si256(special, special);
   }
 
  private:
