@@ -20,12 +20,17 @@ struct Avx512Bf16Isa : Avx512Isa {
   static Pairs broadcast_pair(std::uint32_t pair) { return (__m512bh)_mm512_set1_epi32(static_cast<int>(pair)); }
   // acc + a.hi·b.hi + a.lo·b.lo per lane (vdpbf16ps; bf16_dot_model.hpp says exactly how).
   static Vec dot_bf16(Vec acc, Pairs a, Pairs b) { return _mm512_dpbf16_ps(acc, a, b); }
-  // Each float rounded to the nearest bf16 (ties to even), as a float whose low 16 bits are zero.
+  // Each float rounded to the nearest bf16 (ties to even), as a float whose low 16 bits are zero;
+  // denormal inputs read as zero (of their sign), as round_into_pairs's instruction and dot_bf16 read
+  // them, so every path of the target multiplies the same values.
   static Vec round_to_bf16(Vec v) {
     const __m512i bits = _mm512_castps_si512(v);
     const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
     const __m512i rounded = _mm512_add_epi32(bits, _mm512_add_epi32(_mm512_set1_epi32(0x7FFF), odd));
-    return _mm512_castsi512_ps(_mm512_and_si512(rounded, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u))));
+    const Vec sign = _mm512_castsi512_ps(_mm512_set1_epi32(static_cast<int>(0x80000000u)));
+    const __mmask16 keep = _mm512_cmp_ps_mask(_mm512_andnot_ps(sign, v), set1(0x1p-126f), _CMP_NLT_UQ);  // NaN kept
+    const Vec kept = _mm512_castsi512_ps(_mm512_and_si512(rounded, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u))));
+    return _mm512_mask_blend_ps(keep, _mm512_and_ps(v, sign), kept);
   }
   // out[j] = (x[2j], x[2j + 1]) rounded to bf16 (ties to even) for j < 16: 32 consecutive floats of
   // one row as the pairs a dot product reads, in one vcvtne2ps2bf16. Denormal inputs read as zero (so

@@ -87,8 +87,9 @@ struct Emulated16Bf16Isa : Emulated16Isa {
   }
   // acc + a.hi·b.hi + a.lo·b.lo per lane, as dot_bf16_pair does it.
   static Vec dot_bf16(Vec acc, Pairs a, Pairs b) { return {dot_half(acc.lo, a.lo, b.lo), dot_half(acc.hi, a.hi, b.hi)}; }
-  // Each float rounded to the nearest bf16 (ties to even), as a float whose low 16 bits are zero.
-  static Vec round_to_bf16(Vec v) { return {round_half(v.lo), round_half(v.hi)}; }
+  // Each float rounded to the nearest bf16 (ties to even), as a float whose low 16 bits are zero;
+  // denormal inputs read as zero, as the avx512_bf16 target does.
+  static Vec round_to_bf16(Vec v) { return {round_half(flush(v.lo)), round_half(flush(v.hi))}; }
   // out[j] = (x[2j], x[2j + 1]) rounded to bf16 (ties to even) for j < 16, as the avx512_bf16
   // target's vcvtne2ps2bf16 does it: denormal inputs read as zero.
   static void round_into_pairs(const float* x, std::uint32_t* out) {
