@@ -33,9 +33,8 @@ struct Avx512Bf16Isa : Avx512Isa {
     return _mm512_mask_blend_ps(keep, _mm512_and_ps(v, sign), kept);
   }
   // out[j] = (x[2j], x[2j + 1]) rounded to bf16 (ties to even) for j < 16: 32 consecutive floats of
-  // one row as the pairs a dot product reads, in one vcvtne2ps2bf16. Denormal inputs read as zero (so
-  // the probabilities below 2^−126 it zeroes contribute nothing, as in dot_bf16 they nearly never do);
-  // NaN stays NaN.
+  // one row as the pairs a dot product reads, in one vcvtne2ps2bf16. Denormal inputs read as zero, as
+  // round_to_bf16 and dot_bf16 read them; NaN stays NaN.
   static void round_into_pairs(const float* x, std::uint32_t* out) {
     _mm512_storeu_si512(out, (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + 16), _mm512_loadu_ps(x)));
   }
