@@ -130,12 +130,16 @@ void reduce_dq_head(const BackwardPlan& plan, std::int64_t batch, std::int64_t h
   }
 }
 
+// Every gradient is empty (dQ, dK and dV have the shapes of Q, K and V): nothing to compute and no
+// workspace to size, however large the feature sizes of the empty views are.
+bool no_gradient_to_write(const detail::Problem& p) { return p.q.numel() == 0 && p.k.numel() == 0 && p.v.numel() == 0; }
+
 }  // namespace
 
 detail::ByteCount fast_backward_scratch_bytes(const detail::Problem& p) {
   using detail::ByteCount;
   const detail::Sizes& s = p.sizes;
-  if (s.batch == 0 || s.kv_heads == 0) return 0;
+  if (s.batch == 0 || s.kv_heads == 0 || no_gradient_to_write(p)) return 0;
   // make_plan's sizes in saturating arithmetic (zero strides make absurd sizes cheap to pass).
   // Rows of every (batch, query head), padded; a packed batch's are its sequences' own.
   const ByteCount queries = p.packed != nullptr ? ByteCount::of(p.q.size(2)) + ByteCount::of(s.batch) * kMaxTileRows
@@ -155,7 +159,7 @@ detail::ByteCount fast_backward_scratch_bytes(const detail::Problem& p) {
 
 void fast_backward(const detail::Problem& p, const detail::BackwardIO& io) {
   const detail::Sizes& s = p.sizes;
-  if (s.batch == 0 || s.kv_heads == 0) return;  // every gradient is empty
+  if (s.batch == 0 || s.kv_heads == 0 || no_gradient_to_write(p)) return;
   const BackwardKernels kernels = backward_kernels(p.target);
   thread_local std::vector<BackwardEntry> packed_entries;
   BackwardPlan plan = make_plan(p, io, kernels.geometry, packed_entries);

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <optional>
@@ -106,19 +107,51 @@ TEST(MemoryBudget, FastDecodeScratchBeyondTheMachineRaises) {
   EXPECT_TRUE(std::isnan(out_data[0]));
 }
 
-TEST(MemoryBudget, FastBackwardScratchBeyondTheMachineRaises) {
-  // 2^40 query rows with empty feature dimensions: every gradient is empty, but the kernel's float32
-  // copies of the rows are not.
-  float one = 1.0f;
-  const ConstTensorView qk(&one, DType::f32, {1, 1, kHuge, 0}, {0, 0, 0, 0});
-  const ConstTensorView v(&one, DType::f32, {1, 1, kHuge, 0}, {0, 0, 0, 0});
-  const ConstTensorView lse(&one, DType::f32, {1, 1, kHuge}, {0, 0, 0});
-  const TensorView empty(&one, DType::f32, {1, 1, kHuge, 0}, {0, 0, 0, 0});
-  const auto error = error_of([&] { backward(qk, qk, v, v, v, lse, empty, empty, empty); });
+TEST(MemoryBudget, FastBackwardScratchBeyondTheBudgetRaises) {
+  // 2^20 query rows of one feature: 4 MiB per tensor, but the kernel pads each row's float32 copies
+  // (Q, dO and one dQ part per key chunk) to whole tiles, over 1 GiB in all.
+  MemoryLimit limit(128 * kMiB);
+  const std::int64_t n = std::int64_t{1} << 20;
+  Tensor q(DType::f32, {1, 1, n, 1}), kv(DType::f32, {1, 1, 1, 1}), lse(DType::f32, {1, 1, n});
+  for (Tensor* t : {&q, &kv, &lse}) std::fill(t->data<float>(), t->data<float>() + t->numel(), 0.0f);
+  Tensor dq(DType::f32, {1, 1, n, 1}), dk(DType::f32, {1, 1, 1, 1}), dv(DType::f32, {1, 1, 1, 1});
+  AttentionOptions fast;
+  fast.kernel = Kernel::fast;
+  const auto error = error_of([&] {
+    backward(q.view(), kv.view(), kv.view(), q.view(), q.view(), lse.view(), dq.view(), dk.view(), dv.view(), fast);
+  });
   ASSERT_TRUE(error.has_value());
   EXPECT_EQ(error->code(), ErrorCode::out_of_memory);
-  EXPECT_TRUE(contains(error->what(), "backward (fast kernel) with q [1, 1, 1099511627776, 0]")) << error->what();
+  EXPECT_TRUE(contains(error->what(), "backward (fast kernel) with q [1, 1, 1048576, 1]")) << error->what();
   EXPECT_TRUE(contains(error->what(), "its scratch memory needs")) << error->what();
+}
+
+TEST(MemoryBudget, EmptyGradientsNeedNoScratch) {
+  // Every gradient empty: nothing is computed, so nothing is sized by the views' other dimensions,
+  // which zero strides make as large as they like (before, the first case asked for the float32
+  // copies of 2^40 rows, and the second, from the fuzzer, for 3 GiB of workspace rows of d_k).
+  float one = 1.0f;
+  AttentionOptions fast;
+  fast.kernel = Kernel::fast;
+  {
+    const ConstTensorView qk(&one, DType::f32, {1, 1, kHuge, 0}, {0, 0, 0, 0});
+    const ConstTensorView lse(&one, DType::f32, {1, 1, kHuge}, {0, 0, 0});
+    const TensorView empty(&one, DType::f32, {1, 1, kHuge, 0}, {0, 0, 0, 0});
+    EXPECT_FALSE(error_of([&] { backward(qk, qk, qk, qk, qk, lse, empty, empty, empty, fast); }).has_value());
+  }
+  {
+    // No query heads and no keys, with a huge d_k.
+    const ConstTensorView q(&one, DType::f32, {2, 0, 0, kHuge}, {0, 0, 0, 0});
+    const ConstTensorView k(&one, DType::f32, {2, 2, 0, kHuge}, {0, 0, 0, 0});
+    const ConstTensorView v(&one, DType::f32, {2, 2, 0, 2}, {0, 0, 0, 0});
+    const ConstTensorView out(&one, DType::f32, {2, 0, 0, 2}, {0, 0, 0, 0});
+    const ConstTensorView lse(&one, DType::f32, {2, 0, 0}, {0, 0, 0});
+    const TensorView dq(&one, DType::f32, {2, 0, 0, kHuge}, {0, 0, 0, 0});
+    const TensorView dk(&one, DType::f32, {2, 2, 0, kHuge}, {0, 0, 0, 0});
+    const TensorView dv(&one, DType::f32, {2, 2, 0, 2}, {0, 0, 0, 0});
+    EXPECT_FALSE(error_of([&] { backward(q, k, v, out, out, lse, dq, dk, dv, fast); }).has_value());
+  }
+  EXPECT_EQ(one, 1.0f) << "nothing written";
 }
 
 TEST(MemoryBudget, KVCacheLargerThanTheBudgetRaisesBeforeAllocatingEitherPool) {
