@@ -27,8 +27,3 @@ inline void bf16_bits_of_row(const float* x, std::int64_t count, std::uint16_t* 
 inline void pairs_of_rows(const float* even, const float* odd, std::int64_t count, std::uint32_t* out) {
   for (std::int64_t c = 0; c < count; ++c) out[c] = bf16_pair(even[c], odd[c]);
 }
-
-// out[j] = (x[2j], x[2j + 1]) for j < pairs: one row's consecutive elements paired.
-inline void pairs_along_row(const float* x, std::int64_t pairs, std::uint32_t* out) {
-  for (std::int64_t j = 0; j < pairs; ++j) out[j] = bf16_pair(x[2 * j], x[2 * j + 1]);
-}

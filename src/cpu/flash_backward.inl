@@ -60,8 +60,8 @@ BackwardItem backward_item(const BackwardPlan& plan, std::int64_t item) {
 // ---- the bf16-dot path's operands ----
 
 // Pairs of rows and of keys: whole tiles of rows and padded key blocks are even.
-static_assert(!Isa::kDotBf16 || (kTileRows % 2 == 0 && kBackwardKeyPad % 2 == 0 && kBackwardQueryBlock % 2 == 0),
-              "the bf16-dot backward pairs rows and keys");
+static_assert(!Isa::kDotBf16 || (kTileRows % 2 == 0 && kBackwardKeyPad % (2 * kLanes) == 0 && kBackwardQueryBlock % 2 == 0),
+              "the bf16-dot backward pairs rows and keys, whole vectors of pairs along a padded key block");
 
 // The call takes bf16 dot products: bf16 inputs on such a target, for which backward.cpp has
 // prepared Q and dO as bf16 rows and row pairs in the plan, once per call.
@@ -189,6 +189,21 @@ void row_gradients(const BackwardPlan& plan, BackwardWorkspace& ws, std::int64_t
   }
 }
 
+// The bf16 operands of one tile's rows, from their rounded dropout(P) and dS: dS with pairs along
+// keys (for dQ), and dropout(P) and dS with pairs of rows (for dV and dK, summed over rows).
+template <class I = Isa>
+void pair_tile_operands(BackwardWorkspace& ws, std::int64_t tile, std::int64_t cols) {
+  for (std::int64_t r = tile; r < tile + kTileRows; ++r)
+    for (std::int64_t c0 = 0; c0 < cols; c0 += 2 * kLanes)  // exact: the values are bf16 already
+      I::round_into_pairs(ws.ds + r * kBackwardKeyBlock + c0, ws.ds_pairs + r * (kBackwardKeyBlock / 2) + c0 / 2);
+  for (std::int64_t r = tile; r < tile + kTileRows; r += 2)
+    for (std::int64_t c0 = 0; c0 < cols; c0 += kLanes) {
+      const std::int64_t at = r * kBackwardKeyBlock + c0, pair_at = r / 2 * kBackwardKeyBlock + c0;
+      I::store_row_pairs(I::load(ws.p + at), I::load(ws.p + at + kBackwardKeyBlock), ws.p_row_pairs + pair_at);
+      I::store_row_pairs(I::load(ws.ds + at), I::load(ws.ds + at + kBackwardKeyBlock), ws.ds_row_pairs + pair_at);
+    }
+}
+
 // ---- the products that skip masked entries, for operands holding NaN or ±inf (rare) ----
 
 // c[r][·] += Σ_{j seen} a[r][j] · b[j][·] for the tile's rows.
@@ -244,7 +259,7 @@ bool query_block(const BackwardPlan& plan, BackwardWorkspace& ws, const Backward
   const std::uint16_t* d_out_bf16 = pairs ? plan.d_out_bf16 + first_row * plan.padded_d_v : nullptr;
   const std::uint32_t* q_row_pairs = pairs ? plan.q_row_pairs + first_row / 2 * plan.padded_d_k : nullptr;
   const std::uint32_t* d_out_row_pairs = pairs ? plan.d_out_row_pairs + first_row / 2 * plan.padded_d_v : nullptr;
-  constexpr std::int64_t kHalfBlock = kBackwardKeyBlock / 2, kHalfRows = kBackwardQueryBlock / 2;
+  constexpr std::int64_t kHalfBlock = kBackwardKeyBlock / 2;
   for (std::int64_t tile = 0; tile < padded_rows; tile += kTileRows) {
     float* scores = ws.p + tile * kBackwardKeyBlock;
     if (pairs) {
@@ -271,8 +286,7 @@ bool query_block(const BackwardPlan& plan, BackwardWorkspace& ws, const Backward
     // dQ += dS · K_j for the tile's rows.
     if (pairs) {
       if constexpr (Isa::kDotBf16) {
-        for (std::int64_t r = tile; r < tile + kTileRows; ++r)
-          pairs_along_row(ws.ds + r * kBackwardKeyBlock, cols / 2, ws.ds_pairs + r * kHalfBlock);
+        pair_tile_operands(ws, tile, cols);
         tile_a_b_bf16(ws.ds_pairs + tile * kHalfBlock, kHalfBlock, ws.k_key_pairs, ws.d_k, cols / 2, plan.padded_d_k,
                       nullptr, dq + tile * plan.padded_d_k, plan.padded_d_k);
       }
@@ -287,18 +301,11 @@ bool query_block(const BackwardPlan& plan, BackwardWorkspace& ws, const Backward
   // dV_j += dropout(P)ᵀ · dO and dK_j += dSᵀ · Q, summed over the block's rows.
   if (pairs) {
     if constexpr (Isa::kDotBf16) {
-      for (std::int64_t j = 0; j < cols; ++j)
-        for (std::int64_t r = 0; r < padded_rows; r += 2) {
-          const float* p_rows = ws.p + r * kBackwardKeyBlock + j;
-          const float* ds_rows = ws.ds + r * kBackwardKeyBlock + j;
-          ws.p_t_pairs[j * kHalfRows + r / 2] = bf16_pair(p_rows[0], p_rows[kBackwardKeyBlock]);
-          ws.ds_t_pairs[j * kHalfRows + r / 2] = bf16_pair(ds_rows[0], ds_rows[kBackwardKeyBlock]);
-        }
       for (std::int64_t t = 0; t < cols; t += kTileRows) {
-        tile_a_b_bf16(ws.p_t_pairs + t * kHalfRows, kHalfRows, d_out_row_pairs, plan.padded_d_v, padded_rows / 2,
-                      ws.d_v, nullptr, ws.dv_acc + t * ws.d_v, ws.d_v);
-        tile_a_b_bf16(ws.ds_t_pairs + t * kHalfRows, kHalfRows, q_row_pairs, plan.padded_d_k, padded_rows / 2,
-                      ws.d_k, nullptr, ws.dk_acc + t * ws.d_k, ws.d_k);
+        tile_at_b_bf16(ws.p_row_pairs + t, kBackwardKeyBlock, d_out_row_pairs, plan.padded_d_v, padded_rows / 2,
+                       ws.d_v, ws.dv_acc + t * ws.d_v, ws.d_v);
+        tile_at_b_bf16(ws.ds_row_pairs + t, kBackwardKeyBlock, q_row_pairs, plan.padded_d_k, padded_rows / 2,
+                       ws.d_k, ws.dk_acc + t * ws.d_k, ws.d_k);
       }
     }
     return true;

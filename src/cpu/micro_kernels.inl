@@ -154,3 +154,27 @@ void tile_a_b_bf16(const std::uint32_t* a, std::int64_t lda, const std::uint32_t
       for (std::int64_t v = 0; v < kTileVectors; ++v) I::store(c + r * ldc + c0 + v * kLanes, acc[r][v]);
   }
 }
+
+// c[t][0 .. width) += Σ_r a[r][t] · b[r][·], as tile_at_b, over `depth` pairs of rows r: a row r/2
+// holds the pairs (a[r][t], a[r + 1][t]) for each t, b row r/2 the pairs (b[r][·], b[r + 1][·]).
+template <class I = Isa>
+void tile_at_b_bf16(const std::uint32_t* a, std::int64_t lda, const std::uint32_t* b, std::int64_t ldb,
+                    std::int64_t depth, std::int64_t width, float* c, std::int64_t ldc) {
+  for (std::int64_t c0 = 0; c0 < width; c0 += kTileCols) {
+    Vec acc[kTileRows][kTileVectors];
+    for (std::int64_t t = 0; t < kTileRows; ++t)
+      for (std::int64_t v = 0; v < kTileVectors; ++v) acc[t][v] = I::load(c + t * ldc + c0 + v * kLanes);
+    const std::uint32_t* br = b + c0;
+    const std::uint32_t* ar = a;
+    for (std::int64_t r = 0; r < depth; ++r, br += ldb, ar += lda) {
+      typename I::Pairs bv[kTileVectors];
+      for (std::int64_t v = 0; v < kTileVectors; ++v) bv[v] = I::load_pairs(br + v * kLanes);
+      for (std::int64_t t = 0; t < kTileRows; ++t) {
+        const typename I::Pairs at = I::broadcast_pair(ar[t]);
+        for (std::int64_t v = 0; v < kTileVectors; ++v) acc[t][v] = I::dot_bf16(acc[t][v], at, bv[v]);
+      }
+    }
+    for (std::int64_t t = 0; t < kTileRows; ++t)
+      for (std::int64_t v = 0; v < kTileVectors; ++v) I::store(c + t * ldc + c0 + v * kLanes, acc[t][v]);
+  }
+}

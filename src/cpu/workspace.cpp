@@ -73,8 +73,8 @@ void BackwardWorkspace::prepare(std::int64_t padded_d_k, std::int64_t padded_d_v
   v_pair_panels = reinterpret_cast<std::uint32_t*>(bf16_arrays[1]);
   k_key_pairs = reinterpret_cast<std::uint32_t*>(bf16_arrays[2]);
   ds_pairs = reinterpret_cast<std::uint32_t*>(bf16_arrays[3]);
-  p_t_pairs = reinterpret_cast<std::uint32_t*>(bf16_arrays[4]);
-  ds_t_pairs = reinterpret_cast<std::uint32_t*>(bf16_arrays[5]);
+  p_row_pairs = reinterpret_cast<std::uint32_t*>(bf16_arrays[4]);
+  ds_row_pairs = reinterpret_cast<std::uint32_t*>(bf16_arrays[5]);
   pair_rows = reinterpret_cast<std::uint16_t*>(bf16_arrays[6]);
   seen = reinterpret_cast<std::uint8_t*>(cursor);
   cursor += aligned_up(static_cast<std::size_t>(kBackwardQueryBlock * kBackwardKeyBlock));

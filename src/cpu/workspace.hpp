@@ -141,8 +141,8 @@ struct BackwardWorkspace {
   std::uint32_t* v_pair_panels = nullptr;    // [block / tile width][d_v / 2][tile width]  V_j, pairs along d_v
   std::uint32_t* k_key_pairs = nullptr;      // [block / 2][d_k]   K_j, pairs along keys (dQ += dS·K_j)
   std::uint32_t* ds_pairs = nullptr;         // [query block][block / 2]  dS, pairs along keys
-  std::uint32_t* p_t_pairs = nullptr;        // [block][query block / 2]  Pᵀ, pairs along rows
-  std::uint32_t* ds_t_pairs = nullptr;       // [block][query block / 2]  dSᵀ, pairs along rows
+  std::uint32_t* p_row_pairs = nullptr;      // [query block / 2][block]  P, pairs of rows
+  std::uint32_t* ds_row_pairs = nullptr;     // [query block / 2][block]  dS, pairs of rows
   std::uint16_t* pair_rows = nullptr;        // [max tile width][max(d_k, d_v)]  rows on their way into panels
 
   void prepare(std::int64_t padded_d_k, std::int64_t padded_d_v);

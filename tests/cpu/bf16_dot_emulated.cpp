@@ -14,4 +14,8 @@ void emulated_round_to_bf16(const float* in, float* out) { Isa::store(out, Isa::
 
 void emulated_round_into_pairs(const float* in, std::uint32_t* out) { Isa::round_into_pairs(in, out); }
 
+void emulated_store_row_pairs(const float* even, const float* odd, std::uint32_t* out) {
+  Isa::store_row_pairs(Isa::load(even), Isa::load(odd), out);
+}
+
 }  // namespace attnkit::testing

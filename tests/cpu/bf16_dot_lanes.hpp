@@ -18,5 +18,8 @@ void hardware_round_to_bf16(const float* in, float* out);
 // out[j] = the pair (in[2j], in[2j + 1]) rounded to bf16, for 2 · kDotLanes floats (round_into_pairs).
 void emulated_round_into_pairs(const float* in, std::uint32_t* out);
 void hardware_round_into_pairs(const float* in, std::uint32_t* out);
+// out[i] = the pair (even[i], odd[i]) of floats holding bf16 values, for kDotLanes lanes (store_row_pairs).
+void emulated_store_row_pairs(const float* even, const float* odd, std::uint32_t* out);
+void hardware_store_row_pairs(const float* even, const float* odd, std::uint32_t* out);
 
 }  // namespace attnkit::testing

@@ -93,8 +93,9 @@ Lanes random_lanes(testing::Rng& rng, int round) {
 using DotLanes = void (*)(const float*, const std::uint32_t*, const std::uint32_t*, float*);
 using RoundLanes = void (*)(const float*, float*);
 using PairLanes = void (*)(const float*, std::uint32_t*);
+using RowPairLanes = void (*)(const float*, const float*, std::uint32_t*);
 
-void expect_matches_model(DotLanes dot, RoundLanes round_bf16, PairLanes round_into_pairs) {
+void expect_matches_model(DotLanes dot, RoundLanes round_bf16, PairLanes round_into_pairs, RowPairLanes store_row_pairs) {
   testing::Rng rng(0xBF16);
   std::int64_t compared = 0;
   for (int round = 0; round < 20000; ++round) {
@@ -144,6 +145,19 @@ void expect_matches_model(DotLanes dot, RoundLanes round_bf16, PairLanes round_i
             << "element " << 2 * j + e << " = " << x << ": got 0x" << std::hex << got_bits << ", want 0x" << want_bits;
       }
     }
+    // Two rows of bf16 values (any bit pattern in the upper half) paired lane by lane.
+    float even[testing::kDotLanes], odd[testing::kDotLanes];
+    std::uint16_t even_bits[testing::kDotLanes], odd_bits[testing::kDotLanes];
+    for (int i = 0; i < testing::kDotLanes; ++i) {
+      even_bits[i] = static_cast<std::uint16_t>(rng.integer(0, 0xFFFF));
+      odd_bits[i] = static_cast<std::uint16_t>(rng.integer(0, 0xFFFF));
+      const std::uint32_t e = std::uint32_t{even_bits[i]} << 16, o = std::uint32_t{odd_bits[i]} << 16;
+      std::memcpy(&even[i], &e, sizeof e);
+      std::memcpy(&odd[i], &o, sizeof o);
+    }
+    store_row_pairs(even, odd, pairs);
+    for (int i = 0; i < testing::kDotLanes; ++i)
+      ASSERT_EQ(pairs[i], std::uint32_t{even_bits[i]} | std::uint32_t{odd_bits[i]} << 16) << "lane " << i;
   }
   std::printf("[ note ] %lld lanes equal to the model bit for bit\n", static_cast<long long>(compared));
 }
@@ -152,7 +166,8 @@ TEST(Bf16Dot, EmulatedTargetMatchesTheModelBitForBit) {
   if (!missing_cpu_feature(Target::avx512_emulated).empty()) {
     GTEST_SKIP() << "the emulated target needs " << missing_cpu_feature(Target::avx512_emulated) << ", which this CPU lacks";
   }
-  expect_matches_model(testing::emulated_dot_bf16, testing::emulated_round_to_bf16, testing::emulated_round_into_pairs);
+  expect_matches_model(testing::emulated_dot_bf16, testing::emulated_round_to_bf16, testing::emulated_round_into_pairs,
+                       testing::emulated_store_row_pairs);
 }
 
 TEST(Bf16Dot, InstructionMatchesTheModelBitForBit) {
@@ -160,7 +175,8 @@ TEST(Bf16Dot, InstructionMatchesTheModelBitForBit) {
     GTEST_SKIP() << "vdpbf16ps not compared with its model here: this CPU lacks "
                  << missing_cpu_feature(Target::avx512_bf16);
   }
-  expect_matches_model(testing::hardware_dot_bf16, testing::hardware_round_to_bf16, testing::hardware_round_into_pairs);
+  expect_matches_model(testing::hardware_dot_bf16, testing::hardware_round_to_bf16, testing::hardware_round_into_pairs,
+                       testing::hardware_store_row_pairs);
 }
 
 // ---- the forward kernel of each bf16-dot target ----

@@ -38,6 +38,13 @@ struct Avx512Bf16Isa : Avx512Isa {
   static void round_into_pairs(const float* x, std::uint32_t* out) {
     _mm512_storeu_si512(out, (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + 16), _mm512_loadu_ps(x)));
   }
+  // out[i] = the pair (even[i], odd[i]) for 16 lanes of floats that hold bf16 values (rounded
+  // already): two rows' upper halves interleaved, so that a product sums over the two rows.
+  static void store_row_pairs(Vec even, Vec odd, std::uint32_t* out) {
+    const __m512i low = _mm512_srli_epi32(_mm512_castps_si512(even), 16);
+    const __m512i high = _mm512_and_si512(_mm512_castps_si512(odd), _mm512_set1_epi32(static_cast<int>(0xFFFF0000u)));
+    _mm512_storeu_si512(out, _mm512_or_si512(low, high));
+  }
   // out[i] = even[i] | odd[i] << 16 for 16 lanes: the pairs of two bf16 rows. Returns whether any of
   // the 32 values is ±inf or NaN (exponent all ones).
   static bool interleave_bf16(const std::uint16_t* even, const std::uint16_t* odd, std::uint32_t* out) {

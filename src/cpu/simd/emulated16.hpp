@@ -98,6 +98,18 @@ struct Emulated16Bf16Isa : Emulated16Isa {
       _mm256_storeu_ps(reinterpret_cast<float*>(rounded + h), round_half(flush(_mm256_loadu_ps(x + h))));
     for (int j = 0; j < 16; ++j) out[j] = rounded[2 * j] >> 16 | (rounded[2 * j + 1] & 0xFFFF0000u);
   }
+  // out[i] = the pair (even[i], odd[i]) for 16 lanes of floats that hold bf16 values, as the
+  // avx512_bf16 target's store_row_pairs.
+  static void store_row_pairs(Vec even, Vec odd, std::uint32_t* out) {
+    const __m256i high = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
+    const auto pair_half = [&](__m256 e, __m256 o, std::uint32_t* half) {
+      const __m256i pairs = _mm256_or_si256(_mm256_srli_epi32(_mm256_castps_si256(e), 16),
+                                            _mm256_and_si256(_mm256_castps_si256(o), high));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(half), pairs);
+    };
+    pair_half(even.lo, odd.lo, out);
+    pair_half(even.hi, odd.hi, out + 8);
+  }
   // out[i] = even[i] | odd[i] << 16 for 16 lanes: the pairs of two bf16 rows. Returns whether any of
   // the 32 values is ±inf or NaN (exponent all ones).
   static bool interleave_bf16(const std::uint16_t* even, const std::uint16_t* odd, std::uint32_t* out) {
