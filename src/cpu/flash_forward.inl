@@ -176,12 +176,32 @@ void dot_with_rows(const float* q, std::int64_t d_k, std::int64_t count, const S
   reduce_add_each<Keys * Rows>(&acc[0][0], &sums[0][0]);
 }
 
+// The same sums with bf16 dot products: q as rows of pairs (`count` pairs, a multiple of kLanes,
+// `stride` pairs apart) and bf16 key rows read as pairs along d_k where they are stored.
+template <std::int64_t Rows, std::int64_t Keys, class I = Isa>
+void dot_pairs_with_rows(const std::uint32_t* q, std::int64_t stride, std::int64_t count, const std::uint16_t* const* k,
+                         float (*sums)[Rows]) {
+  Vec acc[Keys][Rows];
+  for (auto& key : acc)
+    for (Vec& a : key) a = I::zero();
+  for (std::int64_t c = 0; c < count; c += kLanes) {
+    typename I::Pairs kc[Keys];
+    for (std::int64_t t = 0; t < Keys; ++t) kc[t] = I::load_pairs(reinterpret_cast<const std::uint32_t*>(k[t] + 2 * c));
+    for (std::int64_t r = 0; r < Rows; ++r) {
+      const typename I::Pairs qr = I::load_pairs(q + r * stride + c);
+      for (std::int64_t t = 0; t < Keys; ++t) acc[t][r] = I::dot_bf16(acc[t][r], qr, kc[t]);
+    }
+  }
+  reduce_add_each<Keys * Rows>(&acc[0][0], &sums[0][0]);
+}
+
 // The same scores read from the key rows as stored, without packing: for an item of a single tile
 // (decoding), where packing the keys would cost more than the arithmetic on them. A few keys per
 // step (decode_keys_per_step): vectors along the feature dimension, one accumulator per row and key,
 // summed across lanes at the end. Only the tile's Rows live rows are computed (the rest are masked
-// whole by apply_bias_and_mask).
-template <std::int64_t Rows>
+// whole by apply_bias_and_mask). With KeyPairs (bf16 keys of unit stride on a bf16-dot target, d_k
+// whole vectors of pairs), the products are bf16 dot products with the queries' pairs (ws.q_bf16).
+template <std::int64_t Rows, bool KeyPairs = false>
 void score_tile_from_key_rows(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordinates& item,
                               std::int64_t j0, std::int64_t width, std::int64_t cols, float scale) {
   constexpr std::int64_t kKeys = decode_keys_per_step(Rows);
@@ -221,7 +241,11 @@ void score_tile_from_key_rows(const ForwardPlan& plan, ForwardWorkspace& ws, con
       const Element* k[Keys];
       for (std::int64_t t = 0; t < Keys; ++t) k[t] = key_row(j + t, t);
       float sums[Keys][Rows];
-      dot_with_rows<Rows, Keys, stored()>(ws.q, ws.d_k, vector_end, k, sums);
+      if constexpr (KeyPairs && stored() == DType::bf16) {
+        dot_pairs_with_rows<Rows, Keys>(reinterpret_cast<const std::uint32_t*>(ws.q_bf16), ws.d_k / 2, ws.d_k / 2, k, sums);
+      } else {
+        dot_with_rows<Rows, Keys, stored()>(ws.q, ws.d_k, vector_end, k, sums);
+      }
       if constexpr (stored() == DType::f32) {  // widened rows are whole vectors: no tail
         if (vector_end < ws.d_k) {
           for (std::int64_t t = 0; t < Keys; ++t)
@@ -296,11 +320,68 @@ bool accumulate_pv_from_value_rows(const ForwardPlan& plan, ForwardWorkspace& ws
   return true;
 }
 
+// The same sum with bf16 dot products, for bf16 value rows on a bf16-dot target: the rows' values
+// paired along keys in registers (pair_rows), p rounded to bf16 into pairs along keys. An odd last key
+// pairs with itself and a zero probability. Returns false, leaving acc as it was, as the float32 sum.
+template <std::int64_t Rows, class I = Isa>
+bool accumulate_pv_pairs_from_value_rows(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordinates& item,
+                                         std::int64_t j0, std::int64_t width, const float* alpha) {
+  const ConstTensorView& values = plan.problem->v;
+  const std::int64_t pairs = (width + 1) / 2;
+  const std::uint16_t* rows[kMaxKeyBlock + 1];
+  for (std::int64_t j = 0; j < width; ++j) {
+    const StoredRow at = stored_row(*plan.problem, item.batch, j0 + j);
+    rows[j] = values.at<std::uint16_t>({at.outer, item.kv_head, at.row, 0});
+  }
+  rows[width] = rows[width - 1];
+  constexpr std::int64_t kHalfBlock = kKeyBlock / 2;
+  for (std::int64_t r = 0; r < Rows; ++r) {
+    std::uint32_t* p = ws.p_pairs + r * kHalfBlock;
+    for (std::int64_t c0 = 0; c0 < 2 * pairs; c0 += 2 * kLanes) I::round_into_pairs(ws.scores + r * kKeyBlock + c0, p + c0 / 2);
+    if (width % 2 != 0) p[width / 2] &= 0xFFFFu;  // the odd key's partner: probability 0
+  }
+  std::copy(ws.acc, ws.acc + Rows * ws.d_v, ws.v);  // acc as it was, should a value not be finite
+  Vec differences = I::zero();  // as in accumulate_pv_from_value_rows
+  for (std::int64_t c0 = 0; c0 < ws.d_v; c0 += kTileCols) {
+    float* c = ws.acc + c0;
+    Vec acc[Rows][kTileVectors];
+    for (std::int64_t r = 0; r < Rows; ++r) {
+      const Vec scale = I::set1(alpha[r]);
+      for (std::int64_t v = 0; v < kTileVectors; ++v) acc[r][v] = I::mul(I::load(c + r * ws.d_v + v * kLanes), scale);
+    }
+    for (std::int64_t j = 0; j < pairs; ++j) {
+      typename I::Pairs bv[kTileVectors];
+      for (std::int64_t v = 0; v < kTileVectors; ++v) bv[v] = I::pair_rows(rows[2 * j] + c0 + v * kLanes, rows[2 * j + 1] + c0 + v * kLanes);
+      for (std::int64_t r = 0; r < Rows; ++r) {
+        const typename I::Pairs pr = I::broadcast_pair(ws.p_pairs[r * kHalfBlock + j]);
+        for (std::int64_t v = 0; v < kTileVectors; ++v) acc[r][v] = I::dot_bf16(acc[r][v], pr, bv[v]);
+      }
+    }
+    for (std::int64_t r = 0; r < Rows; ++r)
+      for (std::int64_t v = 0; v < kTileVectors; ++v) {
+        differences = I::add(differences, I::sub(acc[r][v], acc[r][v]));
+        I::store(c + r * ws.d_v + v * kLanes, acc[r][v]);
+      }
+  }
+  if (I::any_set(I::or_nan(I::zero(), differences))) {
+    std::copy(ws.v, ws.v + Rows * ws.d_v, ws.acc);
+    return false;
+  }
+  return true;
+}
+
 // accumulate_pv_from_value_rows for the tile's live rows and the values' dtype.
+// With value_pairs (bf16 values on a bf16-dot target), by bf16 dot products.
 bool accumulate_pv_in_place(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordinates& item, std::int64_t j0,
-                            std::int64_t width, const float* alpha, std::int64_t live_rows) {
+                            std::int64_t width, const float* alpha, std::int64_t live_rows, bool value_pairs) {
   bool finite = false;
   with_live_rows(live_rows, [&](auto rows) {
+    if constexpr (Isa::kDotBf16) {
+      if (value_pairs) {
+        finite = accumulate_pv_pairs_from_value_rows<rows()>(plan, ws, item, j0, width, alpha);
+        return;
+      }
+    }
     with_stored_dtype(plan.problem->v.dtype(), [&](auto stored) {
       finite = accumulate_pv_from_value_rows<rows(), stored()>(plan, ws, item, j0, width, alpha);
     });
@@ -651,7 +732,10 @@ void stream_key_blocks(const ForwardPlan& plan, ForwardWorkspace& ws, const Item
   const bool single_tile = ws.rows == kTileRows;
   const std::int64_t live_rows = plan.group * item.queries;  // of a single tile: the rest are padding
   const bool values_in_place = single_tile && value_rows_in_place(p, ws);
-  if (bf16_dot && !single_tile) prepare_query_pairs(ws);
+  // Decoding bf16 on a bf16-dot target: bf16 dot products straight from the rows as stored (keys of
+  // unit stride, d_k whole vectors of pairs, values read in place), as the packed path multiplies.
+  const bool decode_pairs = bf16_dot && values_in_place && p.k.stride(3) == 1 && ws.d_k % (2 * kLanes) == 0;
+  if (bf16_dot && (!single_tile || decode_pairs)) prepare_query_pairs(ws);
   float alpha[kTileRows];
   // Blocks start at multiples of kKeyBlock from the split's start: the same blocks for any item.
   for (std::int64_t j0 = keys.begin + (lo - keys.begin) / kKeyBlock * kKeyBlock; j0 <= hi; j0 += kKeyBlock) {
@@ -697,8 +781,12 @@ void stream_key_blocks(const ForwardPlan& plan, ForwardWorkspace& ws, const Item
       for (std::int64_t r = 0; r < kTileRows && logits; ++r)
         logits = scores_are_logits(p, ws.row_info[tile + r], keys, j0, tile_width, tile_cols);
       if (single_tile) {
-        with_live_rows(live_rows,
-                       [&](auto rows) { score_tile_from_key_rows<rows()>(plan, ws, item, j0, width, cols, p.f32.scale); });
+        with_live_rows(live_rows, [&](auto rows) {
+          if constexpr (Isa::kDotBf16) {
+            if (decode_pairs) return score_tile_from_key_rows<rows(), true>(plan, ws, item, j0, width, cols, p.f32.scale);
+          }
+          score_tile_from_key_rows<rows()>(plan, ws, item, j0, width, cols, p.f32.scale);
+        });
         if (!values_in_place) values_finite = pack_values(plan, ws, item, j0, width, cols);
       } else if (bf16_dot) {
         if constexpr (Isa::kDotBf16) score_tile_bf16(ws, tile, tile_cols, p.f32.scale);
@@ -726,10 +814,13 @@ void stream_key_blocks(const ForwardPlan& plan, ForwardWorkspace& ws, const Item
           accumulate_pv_bf16(ws, tile, tile_cols, alpha);
           continue;
         }
-        if (bf16_dot) round_probabilities(ws, tile_cols);
+        if (bf16_dot && !decode_pairs) round_probabilities(ws, tile_cols);  // decode_pairs rounds into pairs
       }
       if (values_in_place) {
-        if (!accumulate_pv_in_place(plan, ws, item, j0, tile_width, alpha, live_rows)) {
+        if (!accumulate_pv_in_place(plan, ws, item, j0, tile_width, alpha, live_rows, decode_pairs)) {
+          if constexpr (Isa::kDotBf16) {
+            if (decode_pairs) round_probabilities(ws, tile_cols);
+          }
           pack_values(plan, ws, item, j0, width, cols);
           accumulate_pv_seen_only(ws, tile, tile_cols, alpha);
         }

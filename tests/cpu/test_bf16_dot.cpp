@@ -210,6 +210,18 @@ std::vector<Case> cases() {
   causal.causal = Causal::top_left;
   out.push_back({"nan_value_not_seen", 1, 2, 2, 30, 600, 16, 16, causal, false, true});
   out.push_back({"odd_offset_rows", 1, 2, 2, 30, 300, 38, 20, {}, false, false, true});
+  // Decoding (one tile: bf16 dot products from the rows as stored): a GQA group of 4 live rows over
+  // two key splits with an odd last block, one live row over one odd block, two rows with every bias,
+  // a row whose window ends an odd block (41 keys seen of its 89), and a d_k not whole vectors of
+  // pairs (the float32 products).
+  out.push_back({"decode_gqa_odd_keys", 1, 8, 2, 1, 1001, 64, 64, {}});
+  out.push_back({"decode_one_row_one_block", 2, 4, 4, 1, 301, 128, 32, {}});
+  out.push_back({"decode_causal_window_softcap_alibi", 2, 3, 3, 2, 700, 64, 64, biased});
+  AttentionOptions recent;
+  recent.causal = Causal::bottom_right;
+  recent.window = {40, 0};
+  out.push_back({"decode_window_odd_block", 1, 2, 2, 1, 601, 32, 32, recent});
+  out.push_back({"decode_d_k_not_whole_pairs", 1, 4, 1, 1, 450, 48, 64, {}});
   return out;
 }
 

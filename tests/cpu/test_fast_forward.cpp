@@ -404,12 +404,15 @@ TEST(FastForward, NanReachesExactlyTheOutputsThatDependOnIt) {
   ATTNKIT_TRACE_SEED();
   Rng rng(18);
   // 40 queries (packed blocks), and 2 (a decode tile, whose values are read in place when d_v fills
-  // whole tiles: a NaN found there sends the block back to the seen-only sum).
-  for (const auto& [n, dv] : {std::pair<std::int64_t, std::int64_t>{40, 4}, {2, 32}}) {
-    SCOPED_TRACE("n = " + std::to_string(n) + ", d_v = " + std::to_string(dv));
-    const std::int64_t m = 300;
-    const Tensor q = random_tensor(rng, {1, 1, n, 8}, DType::f32);
-    const Tensor k = random_tensor(rng, {1, 1, m, 8}, DType::f32);
+  // whole tiles: a NaN found there sends the block back to the seen-only sum); f32, and bf16, which a
+  // bf16-dot target decodes with bf16 dot products from the rows as stored (d_k = 32: whole pairs).
+  for (const auto& [n, dv] : {std::pair<std::int64_t, std::int64_t>{40, 4}, {2, 32}})
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE("n = " + std::to_string(n) + ", d_v = " + std::to_string(dv) + ", " + std::string(dtype_name(dtype)));
+    const std::int64_t m = 300, dk = 32;
+    const double tolerance = dtype == DType::f32 ? 1e-5 : 1e-2;  // bf16 outputs (of magnitude < 4): a unit of 2^-7 or two
+    const Tensor q = random_tensor(rng, {1, 1, n, dk}, DType::f32);
+    const Tensor k = random_tensor(rng, {1, 1, m, dk}, DType::f32);
     const Tensor v = random_tensor(rng, {1, 1, m, dv}, DType::f32);
     AttentionOptions o;
     o.causal = Causal::bottom_right;  // key j visible to rows i with j <= i + m − n
@@ -420,22 +423,23 @@ TEST(FastForward, NanReachesExactlyTheOutputsThatDependOnIt) {
     struct Case {
       Tensor q, k, v;
     };
-    const Case cases[] = {{poison(q, 1 * 8 + 2), k, v},                  // a query row
-                          {q, poison(k, 299 * 8 + 1), v},                // the last key: seen by the last row only
+    const Case cases[] = {{poison(q, 1 * dk + 2), k, v},                 // a query row
+                          {q, poison(k, 299 * dk + 1), v},               // the last key: seen by the last row only
                           {q, k, poison(v, 270 * dv + 3)},               // one value column
                           {q, k, poison(v, 299 * dv + 0)},               // the last key's value
                           {q, k, poison(v, 299 * dv + 1, INFINITY)},     // ±inf there: inf in the last row only
                           {q, k, poison(v, 299 * dv + 2, -INFINITY)}};
     for (const Case& c : cases) {
-      const Tensor expected = testing::run_forward(Tensor::converted(c.q.view(), DType::f64), Tensor::converted(c.k.view(), DType::f64),
-                                                   Tensor::converted(c.v.view(), DType::f64), with_kernel(o, Kernel::reference))
-                                  .out;
+      const Tensor q_in = Tensor::converted(c.q.view(), dtype), k_in = Tensor::converted(c.k.view(), dtype),
+                   v_in = Tensor::converted(c.v.view(), dtype);  // the inputs as the kernel gets them
+      auto wide = [](const Tensor& t) { return Tensor::converted(t.view(), DType::f64); };
+      const Tensor expected = testing::run_forward(wide(q_in), wide(k_in), wide(v_in), with_kernel(o, Kernel::reference)).out;
       for_each_target([&](Target) {
-        const Tensor got = testing::run_forward(c.q, c.k, c.v, with_kernel(o, Kernel::fast), DType::f32).out;
+        const Tensor got = testing::run_forward(q_in, k_in, v_in, with_kernel(o, Kernel::fast), dtype).out;
         for (std::int64_t i = 0; i < got.numel(); ++i) {
-          const double want = testing::value(expected, i), have = got.data<float>()[i];
+          const double want = testing::value(expected, i), have = testing::value(got, i);
           if (std::isfinite(want)) {
-            ASSERT_NEAR(have, want, 1e-5) << "element " << i;  // the rest right
+            ASSERT_NEAR(have, want, tolerance) << "element " << i;  // the rest right
           } else {
             ASSERT_TRUE(std::isnan(want) ? std::isnan(have) : have == want) << "element " << i << ": " << have << " vs " << want;
           }

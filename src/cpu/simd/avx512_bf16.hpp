@@ -38,6 +38,13 @@ struct Avx512Bf16Isa : Avx512Isa {
   static void round_into_pairs(const float* x, std::uint32_t* out) {
     _mm512_storeu_si512(out, (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + 16), _mm512_loadu_ps(x)));
   }
+  // The pairs (even[i], odd[i]) of two bf16 rows, for 16 lanes, in a register: two keys' values for
+  // a product that sums over keys.
+  static Pairs pair_rows(const std::uint16_t* even, const std::uint16_t* odd) {
+    const __m512i e = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(even)));
+    const __m512i o = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(odd)));
+    return (__m512bh)_mm512_or_si512(e, _mm512_slli_epi32(o, 16));
+  }
   // out[i] = the pair (even[i], odd[i]) for 16 lanes of floats that hold bf16 values (rounded
   // already): two rows' upper halves interleaved, so that a product sums over the two rows.
   static void store_row_pairs(Vec even, Vec odd, std::uint32_t* out) {

@@ -98,6 +98,10 @@ struct Emulated16Bf16Isa : Emulated16Isa {
       _mm256_storeu_ps(reinterpret_cast<float*>(rounded + h), round_half(flush(_mm256_loadu_ps(x + h))));
     for (int j = 0; j < 16; ++j) out[j] = rounded[2 * j] >> 16 | (rounded[2 * j + 1] & 0xFFFF0000u);
   }
+  // The pairs (even[i], odd[i]) of two bf16 rows, for 16 lanes, as the avx512_bf16 target's pair_rows.
+  static Pairs pair_rows(const std::uint16_t* even, const std::uint16_t* odd) {
+    return {pair_rows_half(even, odd), pair_rows_half(even + 8, odd + 8)};
+  }
   // out[i] = the pair (even[i], odd[i]) for 16 lanes of floats that hold bf16 values, as the
   // avx512_bf16 target's store_row_pairs.
   static void store_row_pairs(Vec even, Vec odd, std::uint32_t* out) {
@@ -126,6 +130,11 @@ struct Emulated16Bf16Isa : Emulated16Isa {
   }
 
  private:
+  static __m256i pair_rows_half(const std::uint16_t* even, const std::uint16_t* odd) {
+    const __m256i low = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(even)));
+    const __m256i high = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(odd)));
+    return _mm256_or_si256(low, _mm256_slli_epi32(high, 16));
+  }
   // Denormals (0 < |x| < 2^−126) become a zero of their sign; everything else stays.
   static __m256 flush(__m256 x) {
     const __m256 sign = _mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int>(0x80000000u)));
