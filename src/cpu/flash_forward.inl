@@ -342,26 +342,30 @@ bool accumulate_pv_pairs_from_value_rows(const ForwardPlan& plan, ForwardWorkspa
   }
   std::copy(ws.acc, ws.acc + Rows * ws.d_v, ws.v);  // acc as it was, should a value not be finite
   Vec differences = I::zero();  // as in accumulate_pv_from_value_rows
+  static_assert(kTileVectors == 2, "a tile row's columns are the 32 that pair_rows_32 pairs");
   for (std::int64_t c0 = 0; c0 < ws.d_v; c0 += kTileCols) {
     float* c = ws.acc + c0;
-    Vec acc[Rows][kTileVectors];
+    Vec acc[Rows][kTileVectors];  // in the target's pair order
     for (std::int64_t r = 0; r < Rows; ++r) {
       const Vec scale = I::set1(alpha[r]);
       for (std::int64_t v = 0; v < kTileVectors; ++v) acc[r][v] = I::mul(I::load(c + r * ws.d_v + v * kLanes), scale);
+      I::to_pair_order(acc[r][0], acc[r][1]);
     }
     for (std::int64_t j = 0; j < pairs; ++j) {
       typename I::Pairs bv[kTileVectors];
-      for (std::int64_t v = 0; v < kTileVectors; ++v) bv[v] = I::pair_rows(rows[2 * j] + c0 + v * kLanes, rows[2 * j + 1] + c0 + v * kLanes);
+      I::pair_rows_32(rows[2 * j] + c0, rows[2 * j + 1] + c0, bv);
       for (std::int64_t r = 0; r < Rows; ++r) {
         const typename I::Pairs pr = I::broadcast_pair(ws.p_pairs[r * kHalfBlock + j]);
         for (std::int64_t v = 0; v < kTileVectors; ++v) acc[r][v] = I::dot_bf16(acc[r][v], pr, bv[v]);
       }
     }
-    for (std::int64_t r = 0; r < Rows; ++r)
+    for (std::int64_t r = 0; r < Rows; ++r) {
+      I::from_pair_order(acc[r][0], acc[r][1]);
       for (std::int64_t v = 0; v < kTileVectors; ++v) {
         differences = I::add(differences, I::sub(acc[r][v], acc[r][v]));
         I::store(c + r * ws.d_v + v * kLanes, acc[r][v]);
       }
+    }
   }
   if (I::any_set(I::or_nan(I::zero(), differences))) {
     std::copy(ws.v, ws.v + Rows * ws.d_v, ws.acc);

@@ -3,6 +3,8 @@
 #include "cpu/simd/avx512_bf16.hpp"
 #include "cpu/bf16_dot_lanes.hpp"
 
+#include <cstring>
+
 namespace attnkit::testing {
 
 using Isa = cpu::Avx512Bf16Isa;
@@ -17,6 +19,20 @@ void hardware_round_into_pairs(const float* in, std::uint32_t* out) { Isa::round
 
 void hardware_store_row_pairs(const float* even, const float* odd, std::uint32_t* out) {
   Isa::store_row_pairs(Isa::load(even), Isa::load(odd), out);
+}
+
+void hardware_pair_rows_32(const std::uint16_t* even, const std::uint16_t* odd, std::uint32_t* pairs, const float* columns,
+                           float* ordered, float* back) {
+  Isa::Pairs out[2];
+  Isa::pair_rows_32(even, odd, out);
+  std::memcpy(pairs, &out, sizeof out);
+  Isa::Vec a = Isa::load(columns), b = Isa::load(columns + 16);
+  Isa::to_pair_order(a, b);
+  Isa::store(ordered, a);
+  Isa::store(ordered + 16, b);
+  Isa::from_pair_order(a, b);
+  Isa::store(back, a);
+  Isa::store(back + 16, b);
 }
 
 }  // namespace attnkit::testing

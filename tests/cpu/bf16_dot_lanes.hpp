@@ -21,5 +21,11 @@ void hardware_round_into_pairs(const float* in, std::uint32_t* out);
 // out[i] = the pair (even[i], odd[i]) of floats holding bf16 values, for kDotLanes lanes (store_row_pairs).
 void emulated_store_row_pairs(const float* even, const float* odd, std::uint32_t* out);
 void hardware_store_row_pairs(const float* even, const float* odd, std::uint32_t* out);
+// pair_rows_32 on 2 · kDotLanes columns of two bf16 rows into `pairs` (two vectors), and the float
+// columns `columns` moved into the target's pair order (`ordered`) and back (`back`).
+void emulated_pair_rows_32(const std::uint16_t* even, const std::uint16_t* odd, std::uint32_t* pairs, const float* columns,
+                           float* ordered, float* back);
+void hardware_pair_rows_32(const std::uint16_t* even, const std::uint16_t* odd, std::uint32_t* pairs, const float* columns,
+                           float* ordered, float* back);
 
 }  // namespace attnkit::testing

@@ -10,7 +10,7 @@
 set -euo pipefail
 allowed='_target::|Avx2Isa|Avx512Isa|Avx512Bf16Isa|Emulated16Isa|Emulated16Bf16Isa|transpose_8x8|'
 allowed+='fma_loop_avx2|fma_loop_avx512|bf16_dot_loop_avx512|'
-allowed+='emulated_dot_bf16|emulated_round_to_bf16|hardware_dot_bf16|hardware_round_to_bf16|round_into_pairs|store_row_pairs|avx512_lane_sums'
+allowed+='emulated_dot_bf16|emulated_round_to_bf16|hardware_dot_bf16|hardware_round_to_bf16|round_into_pairs|store_row_pairs|pair_rows_32|avx512_lane_sums'
 files=()
 for argument in "$@"; do
   IFS=';' read -r -a listed <<< "$argument"

@@ -162,6 +162,43 @@ void expect_matches_model(DotLanes dot, RoundLanes round_bf16, PairLanes round_i
   std::printf("[ note ] %lld lanes equal to the model bit for bit\n", static_cast<long long>(compared));
 }
 
+using PairRows32 = void (*)(const std::uint16_t*, const std::uint16_t*, std::uint32_t*, const float*, float*, float*);
+
+// Each lane of the pairs holds the two rows' values of the column that lane of the accumulators holds
+// in the target's pair order, and the order goes back to columns exactly.
+void expect_pair_order_consistent(PairRows32 pair_rows_32) {
+  std::uint16_t even[32], odd[32];
+  float columns[32], ordered[32], back[32];
+  for (int c = 0; c < 32; ++c) {
+    even[c] = static_cast<std::uint16_t>(0x1000 + c);
+    odd[c] = static_cast<std::uint16_t>(0x2000 + c);
+    columns[c] = static_cast<float>(c);
+  }
+  std::uint32_t pairs[32];
+  pair_rows_32(even, odd, pairs, columns, ordered, back);
+  std::vector<bool> seen(32, false);
+  for (int lane = 0; lane < 32; ++lane) {
+    const int c = static_cast<int>(ordered[lane]);
+    ASSERT_TRUE(c >= 0 && c < 32 && !seen[static_cast<std::size_t>(c)]) << "lane " << lane << " holds column " << ordered[lane];
+    seen[static_cast<std::size_t>(c)] = true;
+    EXPECT_EQ(pairs[lane], std::uint32_t{even[c]} | std::uint32_t{odd[c]} << 16) << "lane " << lane << ", column " << c;
+    EXPECT_EQ(back[lane], columns[lane]);
+  }
+}
+
+TEST(Bf16Dot, PairOrderOfTwoValueRowsMatchesTheAccumulators) {
+  if (missing_cpu_feature(Target::avx512_emulated).empty()) {
+    SCOPED_TRACE("avx512_bf16_emulated");
+    expect_pair_order_consistent(testing::emulated_pair_rows_32);
+  }
+  if (!supported(Target::avx512_bf16)) {
+    GTEST_SKIP() << "the avx512_bf16 target's pair order not checked here: this CPU lacks "
+                 << missing_cpu_feature(Target::avx512_bf16);
+  }
+  SCOPED_TRACE("avx512_bf16");
+  expect_pair_order_consistent(testing::hardware_pair_rows_32);
+}
+
 TEST(Bf16Dot, EmulatedTargetMatchesTheModelBitForBit) {
   if (!missing_cpu_feature(Target::avx512_emulated).empty()) {
     GTEST_SKIP() << "the emulated target needs " << missing_cpu_feature(Target::avx512_emulated) << ", which this CPU lacks";

@@ -45,6 +45,25 @@ struct Avx512Bf16Isa : Avx512Isa {
     const __m512i o = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(odd)));
     return (__m512bh)_mm512_or_si512(e, _mm512_slli_epi32(o, 16));
   }
+  // The pairs (even[c], odd[c]) of two bf16 rows for 32 columns c, in the target's pair order: one
+  // unpack each (within 128-bit lanes), so out[0] holds columns 0–3, 8–11, 16–19, 24–27 and out[1]
+  // the others. to_pair_order and from_pair_order move 32 float columns (a: 0–15, b: 16–31) into
+  // that order and back, so that accumulators for the columns can be kept in it.
+  static void pair_rows_32(const std::uint16_t* even, const std::uint16_t* odd, Pairs* out) {
+    const __m512i e = _mm512_loadu_si512(even), o = _mm512_loadu_si512(odd);
+    out[0] = (__m512bh)_mm512_unpacklo_epi16(e, o);
+    out[1] = (__m512bh)_mm512_unpackhi_epi16(e, o);
+  }
+  static void to_pair_order(Vec& a, Vec& b) {
+    const Vec low = _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(2, 0, 2, 0)), high = _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 1, 3, 1));
+    a = low;
+    b = high;
+  }
+  static void from_pair_order(Vec& a, Vec& b) {
+    const Vec front = _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(1, 0, 1, 0)), back = _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 2, 3, 2));
+    a = _mm512_shuffle_f32x4(front, front, _MM_SHUFFLE(3, 1, 2, 0));
+    b = _mm512_shuffle_f32x4(back, back, _MM_SHUFFLE(3, 1, 2, 0));
+  }
   // out[i] = the pair (even[i], odd[i]) for 16 lanes of floats that hold bf16 values (rounded
   // already): two rows' upper halves interleaved, so that a product sums over the two rows.
   static void store_row_pairs(Vec even, Vec odd, std::uint32_t* out) {

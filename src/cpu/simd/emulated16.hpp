@@ -102,6 +102,14 @@ struct Emulated16Bf16Isa : Emulated16Isa {
   static Pairs pair_rows(const std::uint16_t* even, const std::uint16_t* odd) {
     return {pair_rows_half(even, odd), pair_rows_half(even + 8, odd + 8)};
   }
+  // The pairs of two bf16 rows for 32 columns, as the avx512_bf16 target's pair_rows_32 but in
+  // column order (the order is the target's own: its products are the same either way).
+  static void pair_rows_32(const std::uint16_t* even, const std::uint16_t* odd, Pairs* out) {
+    out[0] = pair_rows(even, odd);
+    out[1] = pair_rows(even + 16, odd + 16);
+  }
+  static void to_pair_order(Vec&, Vec&) {}
+  static void from_pair_order(Vec&, Vec&) {}
   // out[i] = the pair (even[i], odd[i]) for 16 lanes of floats that hold bf16 values, as the
   // avx512_bf16 target's store_row_pairs.
   static void store_row_pairs(Vec even, Vec odd, std::uint32_t* out) {
