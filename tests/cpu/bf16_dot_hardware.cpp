@@ -3,8 +3,6 @@
 #include "cpu/simd/avx512_bf16.hpp"
 #include "cpu/bf16_dot_lanes.hpp"
 
-#include <cstring>
-
 namespace attnkit::testing {
 
 using Isa = cpu::Avx512Bf16Isa;
@@ -23,16 +21,7 @@ void hardware_store_row_pairs(const float* even, const float* odd, std::uint32_t
 
 void hardware_pair_rows_32(const std::uint16_t* even, const std::uint16_t* odd, std::uint32_t* pairs, const float* columns,
                            float* ordered, float* back) {
-  Isa::Pairs out[2];
-  Isa::pair_rows_32(even, odd, out);
-  std::memcpy(pairs, &out, sizeof out);
-  Isa::Vec a = Isa::load(columns), b = Isa::load(columns + 16);
-  Isa::to_pair_order(a, b);
-  Isa::store(ordered, a);
-  Isa::store(ordered + 16, b);
-  Isa::from_pair_order(a, b);
-  Isa::store(back, a);
-  Isa::store(back + 16, b);
+  pair_rows_32_of<Isa>(even, odd, pairs, columns, ordered, back);
 }
 
 }  // namespace attnkit::testing

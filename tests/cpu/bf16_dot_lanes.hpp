@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 namespace attnkit::testing {
 
@@ -27,5 +28,21 @@ void emulated_pair_rows_32(const std::uint16_t* even, const std::uint16_t* odd, 
                            float* ordered, float* back);
 void hardware_pair_rows_32(const std::uint16_t* even, const std::uint16_t* odd, std::uint32_t* pairs, const float* columns,
                            float* ordered, float* back);
+
+// Their body, for a target's vector wrapper: instantiated only in that target's unit.
+template <class Isa>
+void pair_rows_32_of(const std::uint16_t* even, const std::uint16_t* odd, std::uint32_t* pairs, const float* columns,
+                     float* ordered, float* back) {
+  typename Isa::Pairs out[2];
+  Isa::pair_rows_32(even, odd, out);
+  std::memcpy(pairs, &out, sizeof out);
+  typename Isa::Vec a = Isa::load(columns), b = Isa::load(columns + 16);
+  Isa::to_pair_order(a, b);
+  Isa::store(ordered, a);
+  Isa::store(ordered + 16, b);
+  Isa::from_pair_order(a, b);
+  Isa::store(back, a);
+  Isa::store(back + 16, b);
+}
 
 }  // namespace attnkit::testing
