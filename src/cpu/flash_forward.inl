@@ -321,7 +321,7 @@ bool accumulate_pv_from_value_rows(const ForwardPlan& plan, ForwardWorkspace& ws
 }
 
 // The same sum with bf16 dot products, for bf16 value rows on a bf16-dot target: the rows' values
-// paired along keys in registers (pair_rows), p rounded to bf16 into pairs along keys. An odd last key
+// paired along keys in registers (pair_rows_32), p rounded to bf16 into pairs along keys. An odd last key
 // pairs with itself and a zero probability. Returns false, leaving acc as it was, as the float32 sum.
 template <std::int64_t Rows, class I = Isa>
 bool accumulate_pv_pairs_from_value_rows(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordinates& item,

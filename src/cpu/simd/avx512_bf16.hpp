@@ -38,16 +38,9 @@ struct Avx512Bf16Isa : Avx512Isa {
   static void round_into_pairs(const float* x, std::uint32_t* out) {
     _mm512_storeu_si512(out, (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + 16), _mm512_loadu_ps(x)));
   }
-  // The pairs (even[i], odd[i]) of two bf16 rows, for 16 lanes, in a register: two keys' values for
-  // a product that sums over keys.
-  static Pairs pair_rows(const std::uint16_t* even, const std::uint16_t* odd) {
-    const __m512i e = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(even)));
-    const __m512i o = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(odd)));
-    return (__m512bh)_mm512_or_si512(e, _mm512_slli_epi32(o, 16));
-  }
-  // The pairs (even[c], odd[c]) of two bf16 rows for 32 columns c, in the target's pair order: one
-  // unpack each (within 128-bit lanes), so out[0] holds columns 0–3, 8–11, 16–19, 24–27 and out[1]
-  // the others. to_pair_order and from_pair_order move 32 float columns (a: 0–15, b: 16–31) into
+  // The pairs (even[c], odd[c]) of two bf16 rows for 32 columns c (two keys' values, for a product
+  // that sums over keys), in the target's pair order: one unpack each (within 128-bit lanes), so
+  // out[0] holds columns 0–3, 8–11, 16–19, 24–27 and out[1] the others. to_pair_order and from_pair_order move 32 float columns (a: 0–15, b: 16–31) into
   // that order and back, so that accumulators for the columns can be kept in it.
   static void pair_rows_32(const std::uint16_t* even, const std::uint16_t* odd, Pairs* out) {
     const __m512i e = _mm512_loadu_si512(even), o = _mm512_loadu_si512(odd);

@@ -98,18 +98,29 @@ struct Emulated16Bf16Isa : Emulated16Isa {
       _mm256_storeu_ps(reinterpret_cast<float*>(rounded + h), round_half(flush(_mm256_loadu_ps(x + h))));
     for (int j = 0; j < 16; ++j) out[j] = rounded[2 * j] >> 16 | (rounded[2 * j + 1] & 0xFFFF0000u);
   }
-  // The pairs (even[i], odd[i]) of two bf16 rows, for 16 lanes, as the avx512_bf16 target's pair_rows.
-  static Pairs pair_rows(const std::uint16_t* even, const std::uint16_t* odd) {
-    return {pair_rows_half(even, odd), pair_rows_half(even + 8, odd + 8)};
-  }
-  // The pairs of two bf16 rows for 32 columns, as the avx512_bf16 target's pair_rows_32 but in
-  // column order (the order is the target's own: its products are the same either way).
+  // The pairs of two bf16 rows for 32 columns in the avx512_bf16 target's pair order (its
+  // pair_rows_32: out[0] columns 0–3, 8–11, 16–19, 24–27, out[1] the others), by the same unpacks
+  // on 128-bit lanes, and the same moves of float columns into that order and back.
   static void pair_rows_32(const std::uint16_t* even, const std::uint16_t* odd, Pairs* out) {
-    out[0] = pair_rows(even, odd);
-    out[1] = pair_rows(even + 16, odd + 16);
+    const __m256i e_front = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(even));
+    const __m256i o_front = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(odd));
+    const __m256i e_back = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(even + 16));
+    const __m256i o_back = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(odd + 16));
+    out[0] = {_mm256_unpacklo_epi16(e_front, o_front), _mm256_unpacklo_epi16(e_back, o_back)};
+    out[1] = {_mm256_unpackhi_epi16(e_front, o_front), _mm256_unpackhi_epi16(e_back, o_back)};
   }
-  static void to_pair_order(Vec&, Vec&) {}
-  static void from_pair_order(Vec&, Vec&) {}
+  static void to_pair_order(Vec& a, Vec& b) {
+    const Vec low = {_mm256_permute2f128_ps(a.lo, a.hi, 0x20), _mm256_permute2f128_ps(b.lo, b.hi, 0x20)};
+    const Vec high = {_mm256_permute2f128_ps(a.lo, a.hi, 0x31), _mm256_permute2f128_ps(b.lo, b.hi, 0x31)};
+    a = low;
+    b = high;
+  }
+  static void from_pair_order(Vec& a, Vec& b) {
+    const Vec front = {_mm256_permute2f128_ps(a.lo, b.lo, 0x20), _mm256_permute2f128_ps(a.lo, b.lo, 0x31)};
+    const Vec back = {_mm256_permute2f128_ps(a.hi, b.hi, 0x20), _mm256_permute2f128_ps(a.hi, b.hi, 0x31)};
+    a = front;
+    b = back;
+  }
   // out[i] = the pair (even[i], odd[i]) for 16 lanes of floats that hold bf16 values, as the
   // avx512_bf16 target's store_row_pairs.
   static void store_row_pairs(Vec even, Vec odd, std::uint32_t* out) {
@@ -138,11 +149,6 @@ struct Emulated16Bf16Isa : Emulated16Isa {
   }
 
  private:
-  static __m256i pair_rows_half(const std::uint16_t* even, const std::uint16_t* odd) {
-    const __m256i low = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(even)));
-    const __m256i high = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(odd)));
-    return _mm256_or_si256(low, _mm256_slli_epi32(high, 16));
-  }
   // Denormals (0 < |x| < 2^−126) become a zero of their sign; everything else stays.
   static __m256 flush(__m256 x) {
     const __m256 sign = _mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int>(0x80000000u)));
