@@ -274,15 +274,17 @@ INSTANTIATE_TEST_SUITE_P(
 // close pairs of logits: which of two float32 kernels lands closer on one input is a coin flip
 // (the per-input ratio ranged from 0.05 to 20 over a hundred inputs, median about 1; inspected pairs
 // show the naive kernel's dot product as often worse as better). So the rule applies to the median
-// ratio over seven inputs, and every input's error must stay within 4× the largest naive error.
+// ratio over seven inputs, and every input's error must stay within 4× the largest naive error. The
+// seven inputs are fixed, not drawn from the run's seed: the median of seven such coin flips lands
+// past the rule for some draws however right the kernel is (seed 7847409437343426473 gave 1.097 on
+// every target, scalar included), and a test must not fail at random.
 TEST(FastForward, LogitsNearTenThousand) {
-  ATTNKIT_TRACE_SEED();
   constexpr int kInputs = 7;
   for (double shift : {1e4, -1e4}) {
     SCOPED_TRACE(shift);
     std::vector<OutputErrors> inputs;
     for (int input = 0; input < kInputs; ++input) {
-      Rng rng(12 + static_cast<std::uint64_t>(input));
+      Rng rng = Rng::fixed(12 + static_cast<std::uint64_t>(input));
       const Tensor q = random_tensor(rng, {1, 2, 100, 16}, DType::f32, Distribution::large);
       const Tensor k = random_tensor(rng, {1, 2, 300, 16}, DType::f32, Distribution::large);
       const Tensor v = random_tensor(rng, {1, 2, 300, 8}, DType::f32);
