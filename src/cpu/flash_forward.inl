@@ -498,8 +498,9 @@ bool pack_values(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordi
 // Q·Kᵀ and P·V take pairs of bf16 values straight from the inputs (products exact, sums in float32),
 // K packed as pairs along d_k, V as pairs along keys, and P rounded to bf16 before P·V, as
 // FlashAttention and torch do; the row sums l keep the unrounded P. The same rounding of P applies on
-// every path of such a target (decode tiles multiply in float32, with the rounded P), so a target
-// gives one answer whichever path a call takes.
+// every path of such a target (decode tiles read K and V where they are stored, as pairs when the
+// rows allow it, else widened to float32 with the rounded P), so a target gives one answer whichever
+// path a call takes.
 
 bool uses_bf16_dot(const detail::Problem& p) {
   return Isa::kDotBf16 && p.q.dtype() == DType::bf16 && p.k.dtype() == DType::bf16 && p.v.dtype() == DType::bf16;
