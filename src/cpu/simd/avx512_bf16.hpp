@@ -40,8 +40,9 @@ struct Avx512Bf16Isa : Avx512Isa {
   }
   // The pairs (even[c], odd[c]) of two bf16 rows for 32 columns c (two keys' values, for a product
   // that sums over keys), in the target's pair order: one unpack each (within 128-bit lanes), so
-  // out[0] holds columns 0–3, 8–11, 16–19, 24–27 and out[1] the others. to_pair_order and from_pair_order move 32 float columns (a: 0–15, b: 16–31) into
-  // that order and back, so that accumulators for the columns can be kept in it.
+  // out[0] holds columns 0–3, 8–11, 16–19, 24–27 and out[1] the others. to_pair_order and
+  // from_pair_order move 32 float columns (a: 0–15, b: 16–31) into that order and back, so that
+  // accumulators for the columns can be kept in it.
   static void pair_rows_32(const std::uint16_t* even, const std::uint16_t* odd, Pairs* out) {
     const __m512i e = _mm512_loadu_si512(even), o = _mm512_loadu_si512(odd);
     out[0] = (__m512bh)_mm512_unpacklo_epi16(e, o);
