@@ -11,6 +11,9 @@
 # so that the cross-checks against torch run instead of skipping; CI sets it. ATTNKIT_TEST_BROWSER=1
 # installs Playwright, and the heatmap page's browser test fails instead of skipping when it cannot
 # run (it also needs Debian's chromium: scripts/install-deps.sh with ATTNKIT_INSTALL_BROWSER=1).
+# ATTNKIT_TEST_PEERS=1 installs ONNX Runtime, onnx and OpenVINO (about 110 MB), the libraries
+# `python -m attnkit.bench --peers` times beside torch, and the test of that option fails instead of
+# skipping when they do not import.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python=${PYTHON:-python3}
@@ -43,6 +46,10 @@ echo "== build and install attnkit (pip install ., CMake build kept in build-pyt
 if [ "${ATTNKIT_TEST_TORCH:-0}" = 1 ]; then
   echo "== torch from PyPI, for the cross-checks (ATTNKIT_TEST_TORCH=1)"
   "$venv/bin/python" -m pip install --quiet torch
+fi
+if [ "${ATTNKIT_TEST_PEERS:-0}" = 1 ]; then
+  echo "== onnxruntime, onnx and openvino from PyPI, for the benchmark's peers (ATTNKIT_TEST_PEERS=1)"
+  "$venv/bin/python" -m pip install --quiet onnxruntime onnx openvino
 fi
 if [ "${ATTNKIT_TEST_BROWSER:-0}" = 1 ]; then
   echo "== playwright from PyPI, for the heatmap page's browser test (ATTNKIT_TEST_BROWSER=1)"

@@ -11,6 +11,9 @@ prepares its two calls and to its FLOP count: "forward" (inference: torch under 
 "training" (forward and backward through autograd: attnkit.torch's Function against torch's
 own), "module_training" (a whole attnkit.nn.MultiheadAttention step against
 torch.nn.MultiheadAttention's, projections included).
+
+--peers adds other libraries (bench_peers.py: ONNX Runtime, OpenVINO) to the alternation on the
+float32 forward cases.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 import attnkit
+from attnkit import bench_peers
 
 EXIT_NO_TORCH = 2  # torch is what attnkit is compared with: without it there is nothing to run
 
@@ -191,24 +195,43 @@ def _seconds(call):
     return time.perf_counter() - start
 
 
-def run_case(case, torch, threads, repeats, warmup):
-    """Times the case's two calls alternately; returns its JSON record."""
+def _peer_inputs(case, torch):
+    """The case's inputs as float32 numpy arrays: the same values _inputs gives attnkit and torch."""
+    return [x.contiguous().numpy() for x in _inputs(case, torch)]
+
+
+def run_case(case, torch, threads, repeats, warmup, peers=()):
+    """Times the case's two calls, and each peer's that runs it, alternately; returns its JSON record."""
     attnkit_call, torch_call = KINDS[case.kind].calls(case, torch)
+    skipped = bench_peers.why_not(case)
+    peer_calls = {}
+    if peers and skipped is None:
+        inputs = _peer_inputs(case, torch)
+        peer_calls = {peer.name: peer.build(case, *inputs, threads) for peer in peers}
     ours, theirs = attnkit_call(), torch_call()  # also the warm-up's first round
     # Both computed the same thing: their largest difference, relative to the largest value.
-    max_rel_diff = float((ours.float() - theirs.float()).abs().max() / max(1.0, float(theirs.float().abs().max())))
+    scale = max(1.0, float(theirs.float().abs().max()))
+    max_rel_diff = float((ours.float() - theirs.float()).abs().max() / scale)
+    peer_diffs = {}
+    for name, call in peer_calls.items():  # a peer's first call is its warm-up's too
+        peer_diffs[name] = float((torch.from_numpy(call()) - theirs.float()).abs().max() / scale)
     del ours, theirs
     for _ in range(warmup - 1):
         attnkit_call()
         torch_call()
+        for call in peer_calls.values():
+            call()
     attnkit_times, torch_times = [], []
+    peer_times = {name: [] for name in peer_calls}
     for _ in range(repeats):
         attnkit_times.append(_seconds(attnkit_call))
         torch_times.append(_seconds(torch_call))
+        for name, call in peer_calls.items():
+            peer_times[name].append(_seconds(call))
     attnkit_s, torch_s = statistics.median(attnkit_times), statistics.median(torch_times)
     kind = KINDS[case.kind]
     flops = case.forward_flops * kind.flop_factor + kind.extra_flops(case)
-    return {
+    record = {
         **dataclasses.asdict(case),
         "threads": threads,
         "repeats": repeats,
@@ -221,6 +244,22 @@ def run_case(case, torch, threads, repeats, warmup):
         "torch_times_ms": [1e3 * t for t in torch_times],
         "max_rel_diff": max_rel_diff,
     }
+    if peers:
+        record["peers"] = {}
+        for peer in peers:
+            if peer.name not in peer_calls:
+                record["peers"][peer.name] = {"version": peer.version, "skipped": skipped}
+                continue
+            peer_s = statistics.median(peer_times[peer.name])
+            record["peers"][peer.name] = {
+                "version": peer.version,
+                "ms": 1e3 * peer_s,
+                "gflops": flops / peer_s / 1e9,
+                "speedup": peer_s / attnkit_s,  # the peer / attnkit: above 1, attnkit is faster
+                "times_ms": [1e3 * t for t in peer_times[peer.name]],
+                "max_rel_diff": peer_diffs[peer.name],
+            }
+    return record
 
 
 # ---- the command --------------------------------------------------------------------------------
@@ -251,24 +290,37 @@ def _parser():
     p.add_argument("--cases", default=None, help="comma-separated substrings: run the cases whose name contains one")
     p.add_argument("--list", action="store_true", help="list the cases and exit")
     p.add_argument("--json", action="store_true", help="print one JSON object per case instead of the table")
+    p.add_argument(
+        "--peers",
+        default="",
+        help="comma-separated other libraries to time in the same alternation on the float32 forward cases: "
+        + ", ".join(bench_peers.PEERS)
+        + " (an error if one is not installed)",
+    )
     return p
 
 
-def _table_header(torch, threads, repeats):
+def _table_header(torch, threads, repeats, peers):
+    versions = "".join(f", {peer.name} {peer.version}" for peer in peers)
     return (
-        f"attnkit {attnkit.__version__} ({attnkit._core.active_target()}) vs torch {torch.__version__}, "
+        f"attnkit {attnkit.__version__} ({attnkit._core.active_target()}) vs torch {torch.__version__}{versions}, "
         f"{threads} thread{'s' if threads != 1 else ''} each, median of {repeats} alternating calls, "
         f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}\n\n"
         f"{'case':<34} {'attnkit ms':>11} {'torch ms':>11} {'attnkit GFLOP/s':>16} {'torch GFLOP/s':>14} "
-        f"{'torch/attnkit':>14}"
+        f"{'torch/attnkit':>14}" + "".join(f" {peer.name + '/attnkit':>22}" for peer in peers)
     )
 
 
-def _table_row(r):
-    return (
+def _table_row(r, peers):
+    row = (
         f"{r['name']:<34} {r['attnkit_ms']:>11.3f} {r['torch_ms']:>11.3f} {r['attnkit_gflops']:>16.1f} "
         f"{r['torch_gflops']:>14.1f} {r['speedup']:>13.2f}x"
     )
+    for peer in peers:
+        result = r["peers"][peer.name]
+        cell = f"- ({result['skipped']})" if "skipped" in result else f"{result['speedup']:.2f}x"
+        row += f" {cell:>22}"
+    return row
 
 
 def main(argv=None):
@@ -308,19 +360,25 @@ def main(argv=None):
         )
         return EXIT_NO_TORCH
 
+    try:
+        peers = bench_peers.load([name for name in args.peers.split(",") if name])
+    except bench_peers.PeerUnavailable as error:
+        print(f"python -m attnkit.bench: {error}", file=sys.stderr)
+        return 1
+
     torch.set_num_threads(threads)
     attnkit.set_num_threads(threads)
     if not args.json:
-        print(_table_header(torch, threads, repeats), flush=True)
+        print(_table_header(torch, threads, repeats, peers), flush=True)
     for case in cases:
-        record = run_case(case, torch, threads, repeats, args.warmup)
+        record = run_case(case, torch, threads, repeats, args.warmup, peers)
         if args.json:
             record.update(torch_version=torch.__version__, attnkit_version=attnkit.__version__,
                           target=attnkit._core.active_target(),
                           omp_wait_policy=os.environ.get("OMP_WAIT_POLICY"))  # fmt: skip
             print(json.dumps(record), flush=True)
         else:
-            print(_table_row(record), flush=True)
+            print(_table_row(record, peers), flush=True)
     return 0
 
 

@@ -47,3 +47,22 @@ def import_torch():
 @pytest.fixture
 def torch():
     return import_torch()
+
+
+PEERS_REQUIRED = os.environ.get("ATTNKIT_TEST_PEERS") == "1"
+
+
+@pytest.fixture
+def peer_libraries():
+    """The benchmark's peers (onnxruntime with onnx, openvino) importable, or a skip that says why
+    not; a failure instead when ATTNKIT_TEST_PEERS=1 (CI) requires them."""
+    import importlib
+
+    for name in ("onnxruntime", "onnx", "openvino"):
+        try:
+            importlib.import_module(name)
+        except Exception as error:
+            why = f"{name} failed to import ({type(error).__name__}: {error})"
+            if PEERS_REQUIRED:
+                pytest.fail(f"{why}; ATTNKIT_TEST_PEERS=1 requires it", pytrace=False)
+            pytest.skip(f"{why}; python -m attnkit.bench --peers is tested where it is installed")

@@ -13,6 +13,7 @@ import sys
 import pytest
 
 from attnkit import bench
+from conftest import PEERS_REQUIRED
 
 FIELDS = {
     "name", "kind", "dtype", "batch", "q_heads", "kv_heads", "L", "S", "E", "causal", "threads", "repeats",
@@ -112,3 +113,55 @@ def test_without_torch_it_says_so_and_exits_2(tmp_path):
     assert result.returncode == bench.EXIT_NO_TORCH == 2
     assert "torch is not installed" in result.stderr and "pip install torch" in result.stderr
     assert result.stdout == ""
+
+
+JEMALLOC = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"  # Debian's libjemalloc2
+
+
+def test_peers_time_the_float32_forward_cases(torch, peer_libraries):
+    # Under jemalloc, as the README runs torch: OpenVINO's TBB must not abort there.
+    env = dict(os.environ)
+    if os.path.exists(JEMALLOC):
+        env["LD_PRELOAD"] = JEMALLOC
+    elif PEERS_REQUIRED:
+        pytest.fail(f"{JEMALLOC} is missing (Debian's libjemalloc2); ATTNKIT_TEST_PEERS=1 runs the peers under it")
+    peers_args = ("--quick", "--threads", "1", "--peers", "onnxruntime,openvino")
+    records = records_of(run_bench(*peers_args, "--repeats", "2", "--json", env=env))
+    assert [r["name"] for r in records] == [c.name for c in bench.quick_cases()]
+    ran = 0
+    for r in records:
+        peers = r.pop("peers")
+        check_record(r, repeats=2, threads=1)
+        assert list(peers) == ["onnxruntime", "openvino"]
+        for name, p in peers.items():
+            assert p["version"], name
+            if r["kind"] != "forward" or r["dtype"] != "float32":
+                why = "forward only" if r["kind"] != "forward" else "float32 only"
+                assert p == {"version": p["version"], "skipped": why}
+                continue
+            ran += 1
+            assert len(p["times_ms"]) == 2 and p["ms"] == statistics.median(p["times_ms"])
+            assert math.isclose(p["speedup"], p["ms"] / r["attnkit_ms"], rel_tol=1e-12)
+            assert math.isclose(p["gflops"], r["attnkit_gflops"] * r["attnkit_ms"] / p["ms"], rel_tol=1e-9)
+            # The peer computed the same attention as torch, GQA and causal cases included.
+            assert p["max_rel_diff"] < 1e-4, (r["name"], name, p["max_rel_diff"])
+    assert ran == 2 * 3, "the quick cases hold three float32 forward cases (one causal, one GQA decode)"
+    table = run_bench("--quick", "--repeats", "1", "--threads", "1", "--peers", "openvino", "--cases", "prefill",
+                      env=env)
+    assert table.returncode == 0, table.stderr
+    header, rows = table.stdout.split("\n\n")
+    columns, *rows = rows.splitlines()
+    assert "openvino 20" in header and columns.split()[-1] == "openvino/attnkit"
+    by_name = {line.split()[0]: line for line in rows}
+    assert by_name["prefill_f32_L256_E64"].endswith("x") and by_name["prefill_bf16_L256_E64"].endswith("(float32 only)")
+
+
+def test_an_unknown_or_missing_peer_is_an_error(torch, tmp_path):
+    result = run_bench("--quick", "--repeats", "1", "--peers", "onnxruntime,nope")
+    assert result.returncode == 1 and "unknown peer 'nope' (known: onnxruntime, openvino)" in result.stderr
+    (tmp_path / "openvino").mkdir()
+    (tmp_path / "openvino" / "__init__.py").write_text("raise ImportError('No module named openvino (test shim)')\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])))
+    result = run_bench("--quick", "--repeats", "1", "--peers", "openvino", env=env)
+    assert result.returncode == 1 and result.stdout == ""
+    assert "openvino is not installed" in result.stderr and "pip install openvino" in result.stderr
