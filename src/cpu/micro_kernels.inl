@@ -2,10 +2,18 @@
 // kTileRows × kTileVectors vectors of accumulators (geometry.hpp: 6 × 2 on AVX2, 8 × 2 on AVX-512),
 // kTileVectors loads and kTileRows broadcasts per step. Included inside the target's namespace; no include guard on purpose.
 
+// What a micro-kernel runs between two column chunks of its tile when the caller has nothing to
+// interleave (the forward spreads its prefetches of the next key block there).
+struct NothingBetweenChunks {
+  void operator()() const {}
+};
+
 // c[r][0 .. cols) = alpha · Σ_x a[r][x] · b[x][·] for the kTileRows rows of a, where b is given as
 // panels (pack_panels) of kTileCols columns: the A·Bᵀ of scores (Q·Kᵀ) and of dP (dO·Vᵀ).
+// between() runs after each chunk of kTileCols columns.
+template <class Between = NothingBetweenChunks>
 void tile_a_bt(const float* a, std::int64_t lda, const float* panels, std::int64_t depth, std::int64_t cols,
-               float alpha, float* c, std::int64_t ldc) {
+               float alpha, float* c, std::int64_t ldc, Between&& between = {}) {
   const Vec alpha_v = Isa::set1(alpha);
   for (std::int64_t c0 = 0; c0 < cols; c0 += kTileCols) {
     Vec acc[kTileRows][kTileVectors];
@@ -26,15 +34,16 @@ void tile_a_bt(const float* a, std::int64_t lda, const float* panels, std::int64
     for (std::int64_t r = 0; r < kTileRows; ++r) {
       for (std::int64_t v = 0; v < kTileVectors; ++v) Isa::store(c + r * ldc + c0 + v * kLanes, Isa::mul(acc[r][v], alpha_v));
     }
+    between();
   }
 }
 
 // c[r][0 .. width) = c[r][·] · row_scale[r] + Σ_j a[r][j] · b[j][·] for the Rows rows of a (a whole
 // tile unless a decode tile has fewer live rows) and `depth` values of j (width a multiple of
-// kTileCols): the A·B of P·V and of dQ = dS·K.
-template <std::int64_t Rows = kTileRows>
+// kTileCols): the A·B of P·V and of dQ = dS·K. between() runs after each chunk of kTileCols columns.
+template <std::int64_t Rows = kTileRows, class Between = NothingBetweenChunks>
 void tile_a_b(const float* a, std::int64_t lda, const float* b, std::int64_t ldb, std::int64_t depth,
-              std::int64_t width, const float* row_scale, float* c, std::int64_t ldc) {
+              std::int64_t width, const float* row_scale, float* c, std::int64_t ldc, Between&& between = {}) {
   static_assert(Rows >= 1 && Rows <= kTileRows);
   for (std::int64_t c0 = 0; c0 < width; c0 += kTileCols) {
     Vec acc[Rows][kTileVectors];
@@ -55,6 +64,7 @@ void tile_a_b(const float* a, std::int64_t lda, const float* b, std::int64_t ldb
     for (std::int64_t r = 0; r < Rows; ++r) {
       for (std::int64_t v = 0; v < kTileVectors; ++v) Isa::store(c + r * ldc + c0 + v * kLanes, acc[r][v]);
     }
+    between();
   }
 }
 
@@ -107,9 +117,9 @@ inline std::uint32_t pair_at(const std::uint16_t* p) {
 // c[r][0 .. cols) = alpha · Σ_x a[r][x] · b[x][·], as tile_a_bt, where a holds each row's elements as
 // bf16 values (`depth` pairs, rows lda elements apart) and the panels hold pairs of consecutive
 // elements of kTileCols rows of b.
-template <class I = Isa>
+template <class I = Isa, class Between = NothingBetweenChunks>
 void tile_a_bt_bf16(const std::uint16_t* a, std::int64_t lda, const std::uint32_t* panels, std::int64_t depth,
-                    std::int64_t cols, float alpha, float* c, std::int64_t ldc) {
+                    std::int64_t cols, float alpha, float* c, std::int64_t ldc, Between&& between = {}) {
   const Vec alpha_v = I::set1(alpha);
   for (std::int64_t c0 = 0; c0 < cols; c0 += kTileCols) {
     Vec acc[kTileRows][kTileVectors];
@@ -126,15 +136,17 @@ void tile_a_bt_bf16(const std::uint16_t* a, std::int64_t lda, const std::uint32_
     }
     for (std::int64_t r = 0; r < kTileRows; ++r)
       for (std::int64_t v = 0; v < kTileVectors; ++v) I::store(c + r * ldc + c0 + v * kLanes, I::mul(acc[r][v], alpha_v));
+    between();
   }
 }
 
 // c[r][0 .. width) = c[r][·] · row_scale[r] + Σ_j a[r][j] · b[j][·], as tile_a_b (row_scale nullptr:
 // 1), over `depth` pairs of j: a holds each row's pairs (a[r][j], a[r][j + 1]), b row j/2 the pairs
 // (b[j][·], b[j + 1][·]).
-template <class I = Isa>
+template <class I = Isa, class Between = NothingBetweenChunks>
 void tile_a_b_bf16(const std::uint32_t* a, std::int64_t lda, const std::uint32_t* b, std::int64_t ldb,
-                   std::int64_t depth, std::int64_t width, const float* row_scale, float* c, std::int64_t ldc) {
+                   std::int64_t depth, std::int64_t width, const float* row_scale, float* c, std::int64_t ldc,
+                   Between&& between = {}) {
   for (std::int64_t c0 = 0; c0 < width; c0 += kTileCols) {
     Vec acc[kTileRows][kTileVectors];
     for (std::int64_t r = 0; r < kTileRows; ++r) {
@@ -152,6 +164,7 @@ void tile_a_b_bf16(const std::uint32_t* a, std::int64_t lda, const std::uint32_t
     }
     for (std::int64_t r = 0; r < kTileRows; ++r)
       for (std::int64_t v = 0; v < kTileVectors; ++v) I::store(c + r * ldc + c0 + v * kLanes, acc[r][v]);
+    between();
   }
 }
 
