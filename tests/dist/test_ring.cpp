@@ -99,11 +99,21 @@ TEST_P(RingEqualsSingleProcess, ForwardAndBackward) {
   o.softcap = c.softcap;
   o.scale = c.scale;
 
-  // Single process, full sequence.
-  Tensor out(c.dtype, {c.B, c.Hq, c.N, c.dv}), lse(DType::f32, {c.B, c.Hq, c.N});
-  forward(q.view(), k.view(), v.view(), out.view(), o, {.lse = lse.view()});
-  Tensor dq(c.dtype, q.shape()), dk(c.dtype, k.shape()), dv(c.dtype, v.shape());
-  backward(q.view(), k.view(), v.view(), out.view(), d_out.view(), lse.view(), dq.view(), dk.view(), dv.view(), o);
+  // Single process, full sequence. The ring computes in float32 whatever the storage, so for bf16
+  // and f16 its counterpart is the single-process kernel on the same values widened to float32, its
+  // results rounded to the storage dtype (and the backward given that rounded output, as the ring's
+  // is). The single-process bf16 call itself may multiply with bf16 dot products, P and dS rounded
+  // to bf16 (avx512_bf16), which the ring does not: its dq came 3 bf16 ulps from the ring's once
+  // (seed 17248273057655879488).
+  const auto as = [](const Tensor& t, DType dtype) { return Tensor::converted(t.view(), dtype); };
+  const Tensor q32 = as(q, DType::f32), k32 = as(k, DType::f32), v32 = as(v, DType::f32), d_out32 = as(d_out, DType::f32);
+  Tensor out32(DType::f32, {c.B, c.Hq, c.N, c.dv}), lse(DType::f32, {c.B, c.Hq, c.N});
+  forward(q32.view(), k32.view(), v32.view(), out32.view(), o, {.lse = lse.view()});
+  const Tensor out = as(out32, c.dtype), out_stored32 = as(out, DType::f32);
+  Tensor dq32(DType::f32, q.shape()), dk32(DType::f32, k.shape()), dv32(DType::f32, v.shape());
+  backward(q32.view(), k32.view(), v32.view(), out_stored32.view(), d_out32.view(), lse.view(), dq32.view(), dk32.view(),
+           dv32.view(), o);
+  const Tensor dq = as(dq32, c.dtype), dk = as(dk32, c.dtype), dv = as(dv32, c.dtype);
 
   // The ring, on this rank's shard.
   RingOptions ro{.attention = o, .layout = c.layout};
