@@ -136,8 +136,7 @@ TEST_P(RingEqualsSingleProcess, ForwardAndBackward) {
   if (c.dtype == DType::f32) {
     AttentionOptions exact_o = o;
     exact_o.kernel = Kernel::reference;
-    const auto wide = [](const Tensor& t) { return Tensor::converted(t.view(), DType::f64); };
-    const Tensor q64 = wide(q), k64 = wide(k), v64 = wide(v), d_out64 = wide(d_out);
+    const Tensor q64 = as(q, DType::f64), k64 = as(k, DType::f64), v64 = as(v, DType::f64), d_out64 = as(d_out, DType::f64);
     Tensor out64(DType::f64, out.shape()), lse64(DType::f32, lse.shape());
     forward(q64.view(), k64.view(), v64.view(), out64.view(), exact_o, {.lse = lse64.view()});
     Tensor dq64(DType::f64, q.shape()), dk64(DType::f64, k.shape()), dv64(DType::f64, v.shape());
