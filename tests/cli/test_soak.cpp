@@ -3,15 +3,18 @@
 // memory fails, and the flags are checked.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
 #include <cstdlib>
+#include <utility>
 #include <vector>
 
 #include "attnkit/attnkit.hpp"
 #include "cli/cli_runner.hpp"
 #include "soak/compare.hpp"
+#include "soak/random_call.hpp"
 #include "soak/soak.hpp"
 
 namespace attnkit::cli::soak {
@@ -106,6 +109,50 @@ TEST(Soak, EachGradientIsJudgedByItsOwnSize) {
   cancelled_reference.data<double>()[0] = cancelled_reference.data<double>()[1] = 0.0;
   cancelled.data<float>()[0] = 0.003f, cancelled.data<float>()[1] = 0.0f;
   EXPECT_NEAR(gradient_error(cancelled, cancelled_reference), 0.003, 1e-9) << "over the floor of 1";
+}
+
+// The backward reads D = rowsum(dO ∘ O) from the output it is given; the reference computes D
+// exactly. With one key every P is 1 and dk gathers every row's δD (the bf16 call that tripped the
+// bound: n = 86, m = 1). Here the stored output is made off by 0.01 per element, far more than bf16
+// rounds it: moving the reference's gradients to it must account for exactly that (what is left is
+// float32 rounding), softcap's factor included, and leave a wrong element as wrong as it was.
+TEST(Soak, TheReferencesGradientsAreMovedToTheStoredOutputExactly) {
+  Random random(2024);
+  const std::int64_t batch = 1, q_heads = 2, kv_heads = 1, n = 40, d = 8;
+  for (const auto& [m, softcap] : {std::pair<std::int64_t, double>{1, 0.0}, {3, 0.0}, {5, 1.5}}) {
+    SCOPED_TRACE("m = " + std::to_string(m) + ", softcap = " + std::to_string(softcap));
+    const Input q = random_input(random, DType::f32, batch, q_heads, n, d, false);
+    const Input k = random_input(random, DType::f32, batch, kv_heads, m, d, false);
+    const Input v = random_input(random, DType::f32, batch, kv_heads, m, d, false);
+    const Input d_out = random_input(random, DType::f32, batch, q_heads, n, d, false);
+    AttentionOptions reference;
+    reference.kernel = Kernel::reference;
+    reference.softcap = softcap;
+    Tensor out64(DType::f64, {batch, q_heads, n, d}), lse(DType::f32, {batch, q_heads, n});
+    Tensor probs64(DType::f64, {batch, q_heads, n, m});
+    forward(q.exact.view(), k.exact.view(), v.exact.view(), out64.view(), reference, {lse.view(), probs64.view()});
+    Tensor dq64(DType::f64, {batch, q_heads, n, d}), dk64(DType::f64, {batch, kv_heads, m, d}), dv64(DType::f64, {batch, kv_heads, m, d});
+    backward(q.exact.view(), k.exact.view(), v.exact.view(), out64.view(), d_out.exact.view(), lse.view(), dq64.view(), dk64.view(),
+             dv64.view(), reference);
+
+    Tensor out = Tensor::converted(out64.view(), DType::f32);
+    for (std::int64_t i = 0; i < out.numel(); ++i) out.data<float>()[i] += (i % 3 == 0 ? -0.01f : 0.01f);
+    AttentionOptions fast = reference;
+    fast.kernel = Kernel::fast;
+    Tensor dq(DType::f32, {batch, q_heads, n, d}), dk(DType::f32, {batch, kv_heads, m, d}), dv(DType::f32, {batch, kv_heads, m, d});
+    backward(q.view, k.view, v.view, out.view(), d_out.view, lse.view(), dq.view(), dk.view(), dv.view(), fast);
+    EXPECT_GT(gradient_error(dk, dk64), 1e-3) << "the off output shows in dk";
+    EXPECT_GT(gradient_error(dq, dq64), 1e-3) << "and in dq";
+
+    move_to_stored_output(dq64, dk64, out, out64, d_out.exact, probs64, q.exact, k.exact, 1.0 / std::sqrt(static_cast<double>(d)),
+                          softcap);
+    EXPECT_LT(gradient_error(dk, dk64), 1e-5) << "only float32 rounding is left";
+    EXPECT_LT(gradient_error(dq, dq64), 1e-5);
+    EXPECT_LT(gradient_error(dv, dv64), 1e-5) << "dv does not read D";
+    Tensor wrong = dk;
+    wrong.data<float>()[wrong.numel() - 1] += 0.05f;
+    EXPECT_NEAR(gradient_error(wrong, dk64), 0.05 / std::max(1.0, max_abs(dk64)), 1e-5);
+  }
 }
 
 TEST(Soak, AFailureOrGrowingMemoryFailsTheRun) {

@@ -27,9 +27,13 @@ std::string describe(const Shape& s) {
          " d_v=" + std::to_string(s.d_v);
 }
 
+double call_scale(const Shape& s, const AttentionOptions& o) {
+  return o.scale.value_or(s.d_k > 0 ? 1.0 / std::sqrt(static_cast<double>(s.d_k)) : 1.0);
+}
+
 double logit_magnitude(const Shape& s, const Input& q, const Input& k, const AttentionOptions& o,
                        const std::optional<Tensor>& mask) {
-  const double scale = o.scale.value_or(s.d_k > 0 ? 1.0 / std::sqrt(static_cast<double>(s.d_k)) : 1.0);
+  const double scale = call_scale(s, o);
   double logits = o.softcap > 0 ? std::min(o.softcap, scale * q.max_row_norm * k.max_row_norm) : scale * q.max_row_norm * k.max_row_norm;
   double slope = 0.0;
   for (float x : o.alibi_slopes) slope = std::max(slope, std::abs(static_cast<double>(x)));

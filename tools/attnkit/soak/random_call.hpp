@@ -62,6 +62,9 @@ struct RandomOptions {
 };
 void random_options(Random& random, const Shape& shape, bool dropout_allowed, RandomOptions& out);
 
+// The scale the logits are multiplied by: the option, or 1/√d_k.
+double call_scale(const Shape& shape, const AttentionOptions& options);
+
 // The largest |logit| a call can have: scale · max‖q_i‖ · max‖k_j‖ (Cauchy–Schwarz), or the softcap
 // when it is set, plus the largest ALiBi term and the largest finite additive mask entry.
 double logit_magnitude(const Shape& shape, const Input& q, const Input& k, const AttentionOptions& options,
