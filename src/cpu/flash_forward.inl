@@ -79,20 +79,20 @@ class RowPrefetcher {
  public:
   RowPrefetcher(const ConstTensorView& t, std::int64_t kv_head)
       : RowPrefetcher(t, kv_head, element_bytes(t.dtype())) {}
-  void operator()(StoredRow at) const {
-    const char* begin = row_begin(at);
-    for (std::int64_t offset = 0; offset < bytes_; offset += kCacheLine) __builtin_prefetch(begin + offset);
-  }
+  void operator()(StoredRow at) const { request<3>(at); }
   // The same into the second-level cache only (prefetcht1): for rows read long after the request,
   // which in L1 would only evict lines in use and hold its miss buffers meanwhile.
-  void into_l2(StoredRow at) const {
-    const char* begin = row_begin(at);
-    for (std::int64_t offset = 0; offset < bytes_; offset += kCacheLine) __builtin_prefetch(begin + offset, 0, 2);
-  }
+  void into_l2(StoredRow at) const { request<2>(at); }
   const char* row_begin(StoredRow at) const { return head_ + at.outer * outer_stride_ + at.row * row_stride_; }
   std::int64_t row_bytes() const { return bytes_; }  // 0: rows not requested
 
  private:
+  // Every cache line of the row, with __builtin_prefetch's locality (3: into L1, 2: into L2).
+  template <int Locality>
+  void request(StoredRow at) const {
+    const char* begin = row_begin(at);
+    for (std::int64_t offset = 0; offset < bytes_; offset += kCacheLine) __builtin_prefetch(begin + offset, 0, Locality);
+  }
   RowPrefetcher(const ConstTensorView& t, std::int64_t kv_head, std::int64_t element)
       : head_(static_cast<const char*>(t.data()) + kv_head * t.stride(1) * element),
         outer_stride_(t.stride(0) * element),
