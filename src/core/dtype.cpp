@@ -4,6 +4,8 @@
 #include <bit>
 #include <cstdint>
 
+#include "core/bf16_rounding.hpp"
+
 namespace attnkit {
 
 std::size_t dtype_size(DType dtype) noexcept {
@@ -35,15 +37,7 @@ bool is_floating(DType dtype) noexcept {
 
 float to_float(bfloat16 x) noexcept { return std::bit_cast<float>(std::uint32_t{x.bits} << 16); }
 
-bfloat16 to_bfloat16(float x) noexcept {
-  const std::uint32_t bits = std::bit_cast<std::uint32_t>(x);
-  if ((bits & 0x7FFFFFFFu) > 0x7F800000u) {  // NaN: keep the sign, force a quiet payload
-    return {static_cast<std::uint16_t>((bits >> 16) | 0x0040u)};
-  }
-  // Round to nearest, ties to even: add 0x7FFF plus the lowest kept bit, then truncate.
-  const std::uint32_t rounding = 0x7FFFu + ((bits >> 16) & 1u);
-  return {static_cast<std::uint16_t>((bits + rounding) >> 16)};
-}
+bfloat16 to_bfloat16(float x) noexcept { return {detail::bf16_bits_nearest_even(std::bit_cast<std::uint32_t>(x))}; }
 
 float to_float(float16 x) noexcept {
   const std::uint32_t sign = std::uint32_t{x.bits & 0x8000u} << 16;

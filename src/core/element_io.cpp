@@ -4,6 +4,8 @@
 #include <bit>
 #include <cstring>
 
+#include "core/bf16_rounding.hpp"
+
 namespace attnkit::detail {
 namespace {
 
@@ -68,9 +70,23 @@ void store_row_part(const float* in, TensorView t, std::int64_t b, std::int64_t 
   const std::int64_t step = t.stride(3) * static_cast<std::int64_t>(dtype_size(t.dtype()));
   switch (t.dtype()) {
     case DType::f32:
-      for (std::int64_t c = 0; c < count; ++c) std::memcpy(base + c * step, in + c, sizeof(float));
+      if (t.stride(3) == 1) {  // one copy: element by element it was 1.8% of a causal forward (n = 1024, d = 64)
+        std::memcpy(base, in, static_cast<std::size_t>(count) * sizeof(float));
+      } else {
+        for (std::int64_t c = 0; c < count; ++c) std::memcpy(base + c * step, in + c, sizeof(float));
+      }
       return;
     case DType::bf16:
+      if (t.stride(3) == 1) {  // chunks through a small buffer, so the rounding loop vectorises
+        constexpr std::int64_t kChunk = 256;
+        std::uint16_t bits[kChunk];
+        for (std::int64_t c0 = 0; c0 < count; c0 += kChunk) {
+          const std::int64_t n = std::min(kChunk, count - c0);
+          for (std::int64_t c = 0; c < n; ++c) bits[c] = bf16_bits_nearest_even(std::bit_cast<std::uint32_t>(in[c0 + c]));
+          std::memcpy(base + c0 * 2, bits, static_cast<std::size_t>(n) * sizeof(std::uint16_t));
+        }
+        return;
+      }
       for (std::int64_t c = 0; c < count; ++c) {
         const bfloat16 x = to_bfloat16(in[c]);
         std::memcpy(base + c * step, &x.bits, sizeof x.bits);
