@@ -33,7 +33,7 @@ void bias_and_mask_row(const detail::Problem& p, std::int64_t batch, const RowIn
   const Vec first = Isa::set1(static_cast<float>(first_rel)), last = Isa::set1(static_cast<float>(last_rel));
   const Vec cap = Isa::set1(softcap), inv_cap = Isa::set1(capped ? 1 / softcap : 0);
   const Vec slope = Isa::set1(info.alibi_slope), pos = Isa::set1(static_cast<float>(info.position - j0));
-  for (std::int64_t c0 = 0; c0 < cols; c0 += kLanes) {
+  auto logits_of_vector = [&](std::int64_t c0) {
     Vec s = Isa::load(scores + c0);
     const Vec key = Isa::iota(static_cast<float>(c0));  // j − j0
     if (capped) {  // s = c·tanh(s/c)
@@ -56,5 +56,15 @@ void bias_and_mask_row(const detail::Problem& p, std::int64_t batch, const RowIn
       s = Isa::select_less(last, key, minus_inf, s);
     }
     Isa::store(scores + c0, s);
+  };
+  if (capped || info.alibi_slope != 0 || p.mask_kind != detail::MaskKind::none) {
+    for (std::int64_t c0 = 0; c0 < cols; c0 += kLanes) logits_of_vector(c0);
+    return;
   }
+  // Only visibility: just the vectors holding keys before first_rel or after last_rel change (on
+  // the causal diagonal, the row's tail). Over the whole row, this loop was 2.8% of a causal forward
+  // at n = 1024, d = 64 (AVX-512 Zen 4), where nearly every row's last block is a diagonal one.
+  const std::int64_t head_end = std::min(cols, (std::max<std::int64_t>(first_rel, 0) + kLanes - 1) / kLanes * kLanes);
+  for (std::int64_t c0 = 0; c0 < head_end; c0 += kLanes) logits_of_vector(c0);
+  for (std::int64_t c0 = std::max(head_end, (last_rel + 1) / kLanes * kLanes); c0 < cols; c0 += kLanes) logits_of_vector(c0);
 }
