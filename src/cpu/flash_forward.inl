@@ -325,11 +325,13 @@ void score_tile_from_key_rows(const ForwardPlan& plan, ForwardWorkspace& ws, con
   for (std::int64_t r = 0; r < Rows; ++r) std::fill(ws.scores + r * kKeyBlock + width, ws.scores + r * kKeyBlock + cols, 0.0f);
 }
 
-// acc[r][·] = acc[r][·] · alpha[r] + Σ_j p[r][j] · v[j][·] over the tile's first Rows rows and `cols` keys.
+// acc[r][·] = acc[r][·] · alpha[r] + Σ_j p[r][j] · v[j][·] over the tile's first Rows rows and its
+// `width` keys up to its last visible one (p is 0 past it: on the causal diagonal, summing only
+// those rather than whole tiles of keys saves a tile's half on average).
 template <std::int64_t Rows = kTileRows, class Between = NothingBetweenChunks>
-void accumulate_pv(ForwardWorkspace& ws, std::int64_t tile, std::int64_t cols, const float* alpha,
+void accumulate_pv(ForwardWorkspace& ws, std::int64_t tile, std::int64_t width, const float* alpha,
                    Between&& between = {}) {
-  tile_a_b<Rows>(ws.scores, kKeyBlock, ws.v, ws.d_v, cols, ws.d_v, alpha, ws.acc + tile * ws.d_v, ws.d_v, between);
+  tile_a_b<Rows>(ws.scores, kKeyBlock, ws.v, ws.d_v, width, ws.d_v, alpha, ws.acc + tile * ws.d_v, ws.d_v, between);
 }
 
 // The same sum for a decode tile, straight from the value rows as stored (f32, or bf16 and f16
@@ -676,14 +678,15 @@ void round_probabilities(ForwardWorkspace& ws, std::int64_t cols) {
 }
 
 // acc[r][·] = acc[r][·] · alpha[r] + Σ_j p[r][j] · v[j][·] with p rounded to bf16 on the way into
-// pairs (one instruction per 32 probabilities on the real target).
+// pairs (one instruction per 32 probabilities on the real target), over the tile's `width` keys up
+// to its last visible one, as accumulate_pv (an odd last key pairs with a p of 0: a masked key's).
 template <class I = Isa, class Between = NothingBetweenChunks>
-void accumulate_pv_bf16(ForwardWorkspace& ws, std::int64_t tile, std::int64_t cols, const float* alpha,
+void accumulate_pv_bf16(ForwardWorkspace& ws, std::int64_t tile, std::int64_t width, const float* alpha,
                         Between&& between = {}) {
   static_assert(kTileCols % (2 * kLanes) == 0, "a tile's columns are whole groups of 2·kLanes probabilities");
-  const std::int64_t pairs = cols / 2;  // cols is a whole number of tiles: even
+  const std::int64_t pairs = pair_count(width);
   for (std::int64_t r = 0; r < kTileRows; ++r)
-    for (std::int64_t c0 = 0; c0 < cols; c0 += 2 * kLanes)
+    for (std::int64_t c0 = 0; c0 < 2 * pairs; c0 += 2 * kLanes)
       I::round_into_pairs(ws.scores + r * kKeyBlock + c0, ws.p_pairs + r * (kKeyBlock / 2) + c0 / 2);
   tile_a_b_bf16<I>(ws.p_pairs, kKeyBlock / 2, reinterpret_cast<const std::uint32_t*>(ws.v), ws.d_v, pairs, ws.d_v,
                    alpha, ws.acc + tile * ws.d_v, ws.d_v, between);
@@ -809,7 +812,9 @@ void stream_key_blocks(const ForwardPlan& plan, ForwardWorkspace& ws, const Item
   float alpha[kTileRows];
   // Blocks start at multiples of kKeyBlock from the split's start: the same blocks for any item.
   for (std::int64_t j0 = keys.begin + (lo - keys.begin) / kKeyBlock * kKeyBlock; j0 <= hi; j0 += kKeyBlock) {
-    const std::int64_t width = std::min(kKeyBlock, keys.end - j0);
+    // Keys past the last one any row sees are neither packed nor computed: on the causal diagonal
+    // an item's last block is seen only up to its last row.
+    const std::int64_t width = std::min(kKeyBlock, hi + 1 - j0);
     const std::int64_t cols = round_up(width, kTileCols);
     bool values_finite = true, value_pairs = false;
     if constexpr (Isa::kDotBf16) {
@@ -829,14 +834,14 @@ void stream_key_blocks(const ForwardPlan& plan, ForwardWorkspace& ws, const Item
     const std::int64_t tiles = ws.rows / kTileRows, rows_per_tile = next_width > 0 ? (next_width + tiles - 1) / tiles : 0;
     const RowPrefetcher prefetch_key(p.k, item.kv_head), prefetch_value(p.v, item.kv_head);
     for (std::int64_t tile = 0; tile < ws.rows; tile += kTileRows) {
-      // The tile's last visible key in this block: columns past it are not computed at all (on the
-      // causal diagonal that halves the work of the block).
+      // The tile's last visible key in this block: columns past it, from the next vector on, are not
+      // computed at all (on the causal diagonal that halves the work of the block).
       std::int64_t last = -1;
       for (std::int64_t r = 0; r < kTileRows; ++r) {
         const RowInfo& info = ws.row_info[tile + r];
         if (row_sees_block(info, keys, j0, width)) last = std::max(last, std::min(last_seen(info, keys), j0 + width - 1) - j0);
       }
-      const std::int64_t tile_width = last + 1, tile_cols = round_up(tile_width, kTileCols);
+      const std::int64_t tile_width = last + 1, tile_cols = round_up(tile_width, kLanes);
       // This tile's share of the next block's rows, spread over its score and P·V column chunks.
       const std::int64_t first = tile / kTileRows * rows_per_tile;
       SpreadRowPrefetch prefetch_next(p, item.batch, prefetch_key, prefetch_value, next, first,
@@ -878,7 +883,7 @@ void stream_key_blocks(const ForwardPlan& plan, ForwardWorkspace& ws, const Item
       if (dropout) apply_dropout(plan, ws, item, tile, j0, tile_width);
       if constexpr (Isa::kDotBf16) {
         if (value_pairs) {  // rounds p on the way into pairs
-          accumulate_pv_bf16(ws, tile, tile_cols, alpha, prefetch_next);
+          accumulate_pv_bf16(ws, tile, tile_width, alpha, prefetch_next);
           continue;
         }
         if (bf16_dot && !decode_pairs) round_probabilities(ws, tile_cols);  // decode_pairs rounds into pairs
@@ -892,9 +897,9 @@ void stream_key_blocks(const ForwardPlan& plan, ForwardWorkspace& ws, const Item
           accumulate_pv_seen_only(ws, tile, tile_cols, alpha);
         }
       } else if (values_finite && single_tile) {
-        with_live_rows(live_rows, [&](auto rows) { accumulate_pv<rows()>(ws, tile, tile_cols, alpha); });
+        with_live_rows(live_rows, [&](auto rows) { accumulate_pv<rows()>(ws, tile, tile_width, alpha); });
       } else if (values_finite) {
-        accumulate_pv(ws, tile, tile_cols, alpha, prefetch_next);
+        accumulate_pv(ws, tile, tile_width, alpha, prefetch_next);
       } else {
         accumulate_pv_seen_only(ws, tile, tile_cols, alpha);
       }

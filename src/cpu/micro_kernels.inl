@@ -8,15 +8,26 @@ struct NothingBetweenChunks {
   void operator()() const {}
 };
 
+// f(std::integral_constant<std::int64_t, v>{}) for the v = remaining / kLanes vectors (1 <= v <
+// kTileVectors) of a tile's last, narrower column chunk.
+template <class F>
+void narrower_chunk(std::int64_t remaining, F&& f) {
+  [&]<std::int64_t... V>(std::integer_sequence<std::int64_t, V...>) {
+    (void)((remaining == (V + 1) * kLanes ? (f(std::integral_constant<std::int64_t, V + 1>{}), true) : false) || ...);
+  }(std::make_integer_sequence<std::int64_t, kTileVectors - 1>{});
+}
+
 // c[r][0 .. cols) = alpha · Σ_x a[r][x] · b[x][·] for the kTileRows rows of a, where b is given as
-// panels (pack_panels) of kTileCols columns: the A·Bᵀ of scores (Q·Kᵀ) and of dP (dO·Vᵀ).
-// between() runs after each chunk of kTileCols columns.
+// panels (pack_panels) of kTileCols columns: the A·Bᵀ of scores (Q·Kᵀ) and of dP (dO·Vᵀ). cols is a
+// multiple of kLanes: a last chunk narrower than a tile takes only its vectors of the panel (on the
+// causal diagonal, a tile's columns end at its last row's key, rounded up to a vector rather than
+// a tile). between() runs after each chunk.
 template <class Between = NothingBetweenChunks>
 void tile_a_bt(const float* a, std::int64_t lda, const float* panels, std::int64_t depth, std::int64_t cols,
                float alpha, float* c, std::int64_t ldc, Between&& between = {}) {
   const Vec alpha_v = Isa::set1(alpha);
-  for (std::int64_t c0 = 0; c0 < cols; c0 += kTileCols) {
-    Vec acc[kTileRows][kTileVectors];
+  auto chunk = [&]<std::int64_t Vectors>(std::int64_t c0, std::integral_constant<std::int64_t, Vectors>) {
+    Vec acc[kTileRows][Vectors];
     for (auto& row : acc)
       for (Vec& a : row) a = Isa::zero();
     const float* b = panels + c0 * depth;
@@ -24,18 +35,21 @@ void tile_a_bt(const float* a, std::int64_t lda, const float* panels, std::int64
     // step were 8% of the forward's instructions.
 #pragma GCC unroll 4
     for (std::int64_t x = 0; x < depth; ++x, b += kTileCols) {
-      Vec bv[kTileVectors];
-      for (std::int64_t v = 0; v < kTileVectors; ++v) bv[v] = Isa::load(b + v * kLanes);
+      Vec bv[Vectors];
+      for (std::int64_t v = 0; v < Vectors; ++v) bv[v] = Isa::load(b + v * kLanes);
       for (std::int64_t r = 0; r < kTileRows; ++r) {
         const Vec ar = Isa::set1(a[r * lda + x]);
-        for (std::int64_t v = 0; v < kTileVectors; ++v) acc[r][v] = Isa::fma(ar, bv[v], acc[r][v]);
+        for (std::int64_t v = 0; v < Vectors; ++v) acc[r][v] = Isa::fma(ar, bv[v], acc[r][v]);
       }
     }
     for (std::int64_t r = 0; r < kTileRows; ++r) {
-      for (std::int64_t v = 0; v < kTileVectors; ++v) Isa::store(c + r * ldc + c0 + v * kLanes, Isa::mul(acc[r][v], alpha_v));
+      for (std::int64_t v = 0; v < Vectors; ++v) Isa::store(c + r * ldc + c0 + v * kLanes, Isa::mul(acc[r][v], alpha_v));
     }
     between();
-  }
+  };
+  std::int64_t c0 = 0;
+  for (; c0 + kTileCols <= cols; c0 += kTileCols) chunk(c0, std::integral_constant<std::int64_t, kTileVectors>{});
+  if (c0 < cols) narrower_chunk(cols - c0, [&](auto vectors) { chunk(c0, vectors); });
 }
 
 // c[r][0 .. width) = c[r][·] · row_scale[r] + Σ_j a[r][j] · b[j][·] for the Rows rows of a (a whole
@@ -114,30 +128,33 @@ inline std::uint32_t pair_at(const std::uint16_t* p) {
   return pair;
 }
 
-// c[r][0 .. cols) = alpha · Σ_x a[r][x] · b[x][·], as tile_a_bt, where a holds each row's elements as
-// bf16 values (`depth` pairs, rows lda elements apart) and the panels hold pairs of consecutive
-// elements of kTileCols rows of b.
+// c[r][0 .. cols) = alpha · Σ_x a[r][x] · b[x][·], as tile_a_bt (a narrower last chunk too), where a
+// holds each row's elements as bf16 values (`depth` pairs, rows lda elements apart) and the panels
+// hold pairs of consecutive elements of kTileCols rows of b.
 template <class I = Isa, class Between = NothingBetweenChunks>
 void tile_a_bt_bf16(const std::uint16_t* a, std::int64_t lda, const std::uint32_t* panels, std::int64_t depth,
                     std::int64_t cols, float alpha, float* c, std::int64_t ldc, Between&& between = {}) {
   const Vec alpha_v = I::set1(alpha);
-  for (std::int64_t c0 = 0; c0 < cols; c0 += kTileCols) {
-    Vec acc[kTileRows][kTileVectors];
+  auto chunk = [&]<std::int64_t Vectors>(std::int64_t c0, std::integral_constant<std::int64_t, Vectors>) {
+    Vec acc[kTileRows][Vectors];
     for (auto& row : acc)
       for (Vec& x : row) x = I::zero();
     const std::uint32_t* b = panels + c0 * depth;
     for (std::int64_t x = 0; x < depth; ++x, b += kTileCols) {
-      typename I::Pairs bv[kTileVectors];
-      for (std::int64_t v = 0; v < kTileVectors; ++v) bv[v] = I::load_pairs(b + v * kLanes);
+      typename I::Pairs bv[Vectors];
+      for (std::int64_t v = 0; v < Vectors; ++v) bv[v] = I::load_pairs(b + v * kLanes);
       for (std::int64_t r = 0; r < kTileRows; ++r) {
         const typename I::Pairs ar = I::broadcast_pair(pair_at(a + r * lda + 2 * x));
-        for (std::int64_t v = 0; v < kTileVectors; ++v) acc[r][v] = I::dot_bf16(acc[r][v], ar, bv[v]);
+        for (std::int64_t v = 0; v < Vectors; ++v) acc[r][v] = I::dot_bf16(acc[r][v], ar, bv[v]);
       }
     }
     for (std::int64_t r = 0; r < kTileRows; ++r)
-      for (std::int64_t v = 0; v < kTileVectors; ++v) I::store(c + r * ldc + c0 + v * kLanes, I::mul(acc[r][v], alpha_v));
+      for (std::int64_t v = 0; v < Vectors; ++v) I::store(c + r * ldc + c0 + v * kLanes, I::mul(acc[r][v], alpha_v));
     between();
-  }
+  };
+  std::int64_t c0 = 0;
+  for (; c0 + kTileCols <= cols; c0 += kTileCols) chunk(c0, std::integral_constant<std::int64_t, kTileVectors>{});
+  if (c0 < cols) narrower_chunk(cols - c0, [&](auto vectors) { chunk(c0, vectors); });
 }
 
 // c[r][0 .. width) = c[r][·] · row_scale[r] + Σ_j a[r][j] · b[j][·], as tile_a_b (row_scale nullptr:
