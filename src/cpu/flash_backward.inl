@@ -18,7 +18,9 @@
 //       dQ   += dS · K_j            (this chunk's copy)      tile_a_b
 //     dK[j], dV[j] ← dK_j, dV_j
 //
-// No n×m matrix: P and dS exist one block of kBackwardQueryBlock × kBackwardKeyBlock at a time.
+// No n×m matrix: P and dS exist one block of kBackwardQueryBlock × kBackwardKeyBlock at a time. On
+// the causal diagonal (any block some rows see only in part), each tile's S, dP and dQ stop at its
+// last visible key, and the dV, dK sums of a tile of keys start at the first row that sees one.
 // Masked entries get P = dS = 0 exactly, and when an operand holds NaN or ±inf the products skip
 // them outright (as the reference does), so a masked key's NaN never reaches a gradient.
 //
@@ -230,6 +232,28 @@ void tile_at_b_seen_only(const BackwardWorkspace& ws, const float* a, const floa
 
 // ---- one block of query rows against one key block ----
 
+// The columns of the tile's rows' scores that reach their last visible key of the block, rounded up
+// to a vector: 0 when no row of the tile sees the block.
+std::int64_t visible_cols(const BackwardWorkspace& ws, std::int64_t tile, KeyRange keys, std::int64_t j0,
+                          std::int64_t width) {
+  std::int64_t last = -1;
+  for (std::int64_t r = tile; r < tile + kTileRows; ++r) {
+    const RowInfo& info = ws.row_info[r];
+    if (row_sees_block(info, keys, j0, width)) last = std::max(last, std::min(last_seen(info, keys), j0 + width - 1) - j0);
+  }
+  return round_up(last + 1, kLanes);
+}
+
+// The first of the block's `rows` rows that sees one of its keys [t, t + kTileRows) (`rows` when none
+// does: keys past width included).
+std::int64_t first_row_seeing(const BackwardWorkspace& ws, std::int64_t rows, KeyRange keys, std::int64_t j0,
+                              std::int64_t width, std::int64_t t) {
+  if (t >= width) return rows;
+  for (std::int64_t r = 0; r < rows; ++r)
+    if (row_sees_block(ws.row_info[r], keys, j0 + t, std::min(kTileRows, width - t))) return r;
+  return rows;
+}
+
 // Adds the block's contributions to dK_j, dV_j and the chunk's dQ. Returns false, touching nothing,
 // when no row of the block sees a key of the block.
 bool query_block(const BackwardPlan& plan, BackwardWorkspace& ws, const BackwardItem& item, std::int64_t chunk,
@@ -261,51 +285,64 @@ bool query_block(const BackwardPlan& plan, BackwardWorkspace& ws, const Backward
   const std::uint32_t* d_out_row_pairs = pairs ? plan.d_out_row_pairs + first_row / 2 * plan.padded_d_v : nullptr;
   constexpr std::int64_t kHalfBlock = kBackwardKeyBlock / 2;
   for (std::int64_t tile = 0; tile < padded_rows; tile += kTileRows) {
+    // With finite inputs, the tile's columns end at its last visible key, rounded up to a vector (on
+    // the causal diagonal, about half the block), and P and dS past them are zeros for the dV and dK
+    // sums. A block holding NaN or ±inf keeps whole blocks: its seen-only products read every column.
+    const std::int64_t tile_cols = all_inputs_finite ? visible_cols(ws, tile, item.keys, j0, width) : cols;
     float* scores = ws.p + tile * kBackwardKeyBlock;
     if (pairs) {
       if constexpr (Isa::kDotBf16) {
-        tile_a_bt_bf16(q_bf16 + tile * plan.padded_d_k, plan.padded_d_k, ws.k_pair_panels, ws.d_k / 2, cols,
+        tile_a_bt_bf16(q_bf16 + tile * plan.padded_d_k, plan.padded_d_k, ws.k_pair_panels, ws.d_k / 2, tile_cols,
                        p.f32.scale, scores, kBackwardKeyBlock);
-        tile_a_bt_bf16(d_out_bf16 + tile * plan.padded_d_v, plan.padded_d_v, ws.v_pair_panels, ws.d_v / 2, cols, 1.0f,
-                       ws.ds + tile * kBackwardKeyBlock, kBackwardKeyBlock);
+        tile_a_bt_bf16(d_out_bf16 + tile * plan.padded_d_v, plan.padded_d_v, ws.v_pair_panels, ws.d_v / 2, tile_cols,
+                       1.0f, ws.ds + tile * kBackwardKeyBlock, kBackwardKeyBlock);
       }
     } else {
-      tile_a_bt(q + tile * plan.padded_d_k, plan.padded_d_k, ws.k_panels, p.sizes.d_k, cols, p.f32.scale, scores,
+      tile_a_bt(q + tile * plan.padded_d_k, plan.padded_d_k, ws.k_panels, p.sizes.d_k, tile_cols, p.f32.scale, scores,
                 kBackwardKeyBlock);
-      tile_a_bt(d_out + tile * plan.padded_d_v, plan.padded_d_v, ws.v_panels, p.sizes.d_v, cols, 1.0f,
+      tile_a_bt(d_out + tile * plan.padded_d_v, plan.padded_d_v, ws.v_panels, p.sizes.d_v, tile_cols, 1.0f,
                 ws.ds + tile * kBackwardKeyBlock, kBackwardKeyBlock);
     }
     for (std::int64_t r = tile; r < tile + kTileRows; ++r) {
       float* row = ws.p + r * kBackwardKeyBlock;
-      bias_and_mask_row(p, item.batch, ws.row_info[r], item.keys, j0, width, cols, row, ws.mask_row,
+      bias_and_mask_row(p, item.batch, ws.row_info[r], item.keys, j0, width, tile_cols, row, ws.mask_row,
                         tanh_out != nullptr ? ws.tanh_s + r * kBackwardKeyBlock : nullptr);
       if (!all_inputs_finite)
         for (std::int64_t j = 0; j < cols; ++j) ws.seen[r * kBackwardKeyBlock + j] = row[j] != kMinusInf;
-      row_gradients(plan, ws, item.batch, r, j0, cols, plan.lse[first_row + r], plan.delta[first_row + r]);
+      row_gradients(plan, ws, item.batch, r, j0, tile_cols, plan.lse[first_row + r], plan.delta[first_row + r]);
+      std::fill(row + tile_cols, row + cols, 0.0f);
+      std::fill(ws.ds + r * kBackwardKeyBlock + tile_cols, ws.ds + r * kBackwardKeyBlock + cols, 0.0f);
     }
     // dQ += dS · K_j for the tile's rows.
     if (pairs) {
       if constexpr (Isa::kDotBf16) {
         pair_tile_operands(ws, tile, cols);
-        tile_a_b_bf16(ws.ds_pairs + tile * kHalfBlock, kHalfBlock, ws.k_key_pairs, ws.d_k, cols / 2, plan.padded_d_k,
-                      nullptr, dq + tile * plan.padded_d_k, plan.padded_d_k);
+        tile_a_b_bf16(ws.ds_pairs + tile * kHalfBlock, kHalfBlock, ws.k_key_pairs, ws.d_k, tile_cols / 2,
+                      plan.padded_d_k, nullptr, dq + tile * plan.padded_d_k, plan.padded_d_k);
       }
     } else if (kv_finite & 1) {
-      tile_a_b(ws.ds + tile * kBackwardKeyBlock, kBackwardKeyBlock, ws.k_rows, ws.d_k, cols, plan.padded_d_k, nullptr,
-               dq + tile * plan.padded_d_k, plan.padded_d_k);
+      tile_a_b(ws.ds + tile * kBackwardKeyBlock, kBackwardKeyBlock, ws.k_rows, ws.d_k, tile_cols, plan.padded_d_k,
+               nullptr, dq + tile * plan.padded_d_k, plan.padded_d_k);
     } else {
       tile_a_b_seen_only(ws, tile, ws.ds, ws.k_rows, ws.d_k, cols, plan.padded_d_k, dq + tile * plan.padded_d_k,
                          plan.padded_d_k);
     }
   }
-  // dV_j += dropout(P)ᵀ · dO and dK_j += dSᵀ · Q, summed over the block's rows.
+  // dV_j += dropout(P)ᵀ · dO and dK_j += dSᵀ · Q, summed over the block's rows: with finite inputs,
+  // for each tile of keys only from the first row that sees one of them (an even one for the pairs),
+  // and not at all for keys no row sees; the rows left out hold P = dS = 0 there.
   if (pairs) {
     if constexpr (Isa::kDotBf16) {
       for (std::int64_t t = 0; t < cols; t += kTileRows) {
-        tile_at_b_bf16(ws.p_row_pairs + t, kBackwardKeyBlock, d_out_row_pairs, plan.padded_d_v, padded_rows / 2,
-                       ws.d_v, ws.dv_acc + t * ws.d_v, ws.d_v);
-        tile_at_b_bf16(ws.ds_row_pairs + t, kBackwardKeyBlock, q_row_pairs, plan.padded_d_k, padded_rows / 2,
-                       ws.d_k, ws.dk_acc + t * ws.d_k, ws.d_k);
+        const std::int64_t r0 = first_row_seeing(ws, padded_rows, item.keys, j0, width, t) / 2 * 2;
+        if (r0 >= padded_rows) continue;
+        const std::int64_t pair_rows = (padded_rows - r0) / 2;
+        tile_at_b_bf16(ws.p_row_pairs + r0 / 2 * kBackwardKeyBlock + t, kBackwardKeyBlock,
+                       d_out_row_pairs + r0 / 2 * plan.padded_d_v, plan.padded_d_v, pair_rows, ws.d_v,
+                       ws.dv_acc + t * ws.d_v, ws.d_v);
+        tile_at_b_bf16(ws.ds_row_pairs + r0 / 2 * kBackwardKeyBlock + t, kBackwardKeyBlock,
+                       q_row_pairs + r0 / 2 * plan.padded_d_k, plan.padded_d_k, pair_rows, ws.d_k,
+                       ws.dk_acc + t * ws.d_k, ws.d_k);
       }
     }
     return true;
@@ -321,13 +358,15 @@ bool query_block(const BackwardPlan& plan, BackwardWorkspace& ws, const Backward
     return true;
   }();
   for (std::int64_t t = 0; t < cols; t += kTileRows) {
+    const std::int64_t r0 = all_inputs_finite ? first_row_seeing(ws, padded_rows, item.keys, j0, width, t) : 0;
+    if (r0 >= padded_rows) continue;
     if (gradients_finite) {
-      tile_at_b(ws.p + t, kBackwardKeyBlock, d_out, plan.padded_d_v, padded_rows, plan.padded_d_v,
-                ws.dv_acc + t * ws.d_v, ws.d_v);
+      tile_at_b(ws.p + r0 * kBackwardKeyBlock + t, kBackwardKeyBlock, d_out + r0 * plan.padded_d_v, plan.padded_d_v,
+                padded_rows - r0, plan.padded_d_v, ws.dv_acc + t * ws.d_v, ws.d_v);
     }
     if (queries_finite) {
-      tile_at_b(ws.ds + t, kBackwardKeyBlock, q, plan.padded_d_k, padded_rows, plan.padded_d_k,
-                ws.dk_acc + t * ws.d_k, ws.d_k);
+      tile_at_b(ws.ds + r0 * kBackwardKeyBlock + t, kBackwardKeyBlock, q + r0 * plan.padded_d_k, plan.padded_d_k,
+                padded_rows - r0, plan.padded_d_k, ws.dk_acc + t * ws.d_k, ws.d_k);
     }
   }
   if (!gradients_finite) tile_at_b_seen_only(ws, ws.p, d_out, plan.padded_d_v, padded_rows, cols, plan.padded_d_v, ws.dv_acc, ws.d_v);
