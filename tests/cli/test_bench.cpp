@@ -141,13 +141,14 @@ TEST(BenchCases, FullListIsTheIssuesShapes) {
   sel.threads = {1, 2};
   const auto cases = attnkit::bench::select_cases(sel);
   // forward and backward: each 4 sizes × 2 dims × causal or not × 2 thread counts × 2 dtypes;
-  // decode: 2 sizes × 2 × 2
-  EXPECT_EQ(cases.size(), std::size_t{2 * (4 * 2 * 2 * 2 * 2) + 2 * 2 * 2});
+  // decode: 2 sizes × 2 thread counts × 3 cache dtypes (f32, bf16, f16)
+  EXPECT_EQ(cases.size(), std::size_t{2 * (4 * 2 * 2 * 2 * 2) + 2 * 2 * 3});
   std::map<std::string, int> names;
   for (const auto& c : cases) ++names[c.name];
   EXPECT_EQ(names["fwd_f32_n8192_d128_causal"], 2);  // once per thread count
   EXPECT_EQ(names["bwd_bf16_n512_d64"], 2);
   EXPECT_EQ(names["decode_bf16_m32768_d128"], 2);
+  EXPECT_EQ(names["decode_f16_m32768_d128"], 2);
   int backward = 0;
   for (const auto& c : cases) {
     if (c.kind == attnkit::bench::CaseKind::backward) {
@@ -597,9 +598,9 @@ TEST(BenchCommand, JsonLinesCarryTheDocumentedKeys) {
   ASSERT_EQ(r.code, kOk) << r.err;
   const std::vector<JsonObject> lines = json_lines(r.out);
   // ceilings + forward (2 causal × 2 threads × 2 dtypes) + backward (--quick: f32, not causal, 2 threads)
-  // + decode (2 threads × 2 dtypes) + module (prefill and 2 decode layouts, --sizes 24, × 2 threads)
-  // + varlen (2 causal × 2 threads) + peak memory
-  ASSERT_EQ(lines.size(), 1u + 8u + 2u + 4u + 6u + 4u + 1u) << r.out;
+  // + decode (2 threads × 3 cache dtypes) + module (prefill and 2 decode layouts, --sizes 24, × 2
+  // threads) + varlen (2 causal × 2 threads) + peak memory
+  ASSERT_EQ(lines.size(), 1u + 8u + 2u + 6u + 6u + 4u + 1u) << r.out;
 
   const JsonObject& ceilings = lines.front();
   EXPECT_EQ(text_of(ceilings, "kind"), "ceilings");
@@ -646,13 +647,14 @@ TEST(BenchCommand, JsonLinesCarryTheDocumentedKeys) {
     EXPECT_GT(number_of(o, "fraction_of_peak"), 0.0);
     EXPECT_EQ(number_of(o, "d"), 8.0);
     const std::string dtype = text_of(o, "dtype");
-    EXPECT_TRUE(dtype == "f32" || dtype == "bf16") << dtype;
+    const bool is_decode = text_of(o, "kind") == "decode";
+    EXPECT_TRUE(dtype == "f32" || dtype == "bf16" || (is_decode && dtype == "f16")) << dtype;
     if (is_backward) {
       ++backward;
       EXPECT_EQ(text_of(o, "name").substr(0, 4), "bwd_");
       EXPECT_TRUE(is_null(o, "speedup_vs_naive")) << "the baselines are forward-only";
       EXPECT_TRUE(is_null(o, "speedup_vs_openblas"));
-    } else if (text_of(o, "kind") == "decode") {
+    } else if (is_decode) {
       ++decode;
       EXPECT_EQ(number_of(o, "m"), 24.0);
       EXPECT_EQ(number_of(o, "kv_heads"), 8.0);
@@ -666,7 +668,7 @@ TEST(BenchCommand, JsonLinesCarryTheDocumentedKeys) {
   }
   EXPECT_EQ(forward, 8);
   EXPECT_EQ(backward, 2);
-  EXPECT_EQ(decode, 4);
+  EXPECT_EQ(decode, 6);
   EXPECT_EQ(module, 6);
   EXPECT_EQ(varlen, 4);
   EXPECT_EQ(text_of(lines.back(), "kind"), "peak_memory");

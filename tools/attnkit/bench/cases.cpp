@@ -25,6 +25,9 @@ const std::vector<std::int64_t> kQuickDecodeSizes = {4096};
 const std::vector<std::int64_t> kDecodeDims = {128};
 
 constexpr DType kDTypes[] = {DType::f32, DType::bf16};
+// Decoding reads the cache where it is stored, in each of the dtypes a cache may hold (issue 15's
+// bandwidth target names all three).
+constexpr DType kDecodeDTypes[] = {DType::f32, DType::bf16, DType::f16};
 constexpr double kCausalFlopFraction = 0.5;  // top-left causal with n = m computes about half the scores
 // The backward recomputes the scores (Q·Kᵀ) and forms dV = Pᵀ·dO, dP = dO·Vᵀ, dQ = dS·K and dK = dSᵀ·Q:
 // five n·m·d products against the forward's two, the 2.5× of shared/DESIGN.md.
@@ -87,7 +90,7 @@ void add_decode_cases(std::vector<BenchCase>& cases, const CaseSelection& sel) {
   for (std::int64_t m : pick(sel.sizes, kQuickDecodeSizes, kDecodeSizes, sel.quick)) {
     for (std::int64_t d : pick(sel.dims, kDecodeDims, kDecodeDims, sel.quick)) {
       for (int threads : sel.threads) {
-        for (DType dtype : kDTypes) {
+        for (DType dtype : kDecodeDTypes) {
           const AttentionShape shape{1, kDecodeHeads, kDecodeKvHeads, kDecodeQueries, m, d, d, false};
           add_if_selected(cases, sel, {decode_name(dtype, shape), CaseKind::decode, dtype, shape, threads});
         }
