@@ -232,18 +232,6 @@ void tile_at_b_seen_only(const BackwardWorkspace& ws, const float* a, const floa
 
 // ---- one block of query rows against one key block ----
 
-// The columns of the tile's rows' scores that reach their last visible key of the block, rounded up
-// to a vector: 0 when no row of the tile sees the block.
-std::int64_t visible_cols(const BackwardWorkspace& ws, std::int64_t tile, KeyRange keys, std::int64_t j0,
-                          std::int64_t width) {
-  std::int64_t last = -1;
-  for (std::int64_t r = tile; r < tile + kTileRows; ++r) {
-    const RowInfo& info = ws.row_info[r];
-    if (row_sees_block(info, keys, j0, width)) last = std::max(last, std::min(last_seen(info, keys), j0 + width - 1) - j0);
-  }
-  return round_up(last + 1, kLanes);
-}
-
 // The first of the block's `rows` rows that sees one of its keys [t, t + kTileRows) (`rows` when none
 // does: keys past width included).
 std::int64_t first_row_seeing(const BackwardWorkspace& ws, std::int64_t rows, KeyRange keys, std::int64_t j0,
@@ -288,7 +276,8 @@ bool query_block(const BackwardPlan& plan, BackwardWorkspace& ws, const Backward
     // With finite inputs, the tile's columns end at its last visible key, rounded up to a vector (on
     // the causal diagonal, about half the block), and P and dS past them are zeros for the dV and dK
     // sums. A block holding NaN or ±inf keeps whole blocks: its seen-only products read every column.
-    const std::int64_t tile_cols = all_inputs_finite ? visible_cols(ws, tile, item.keys, j0, width) : cols;
+    const std::int64_t tile_cols =
+        all_inputs_finite ? round_up(seen_width(ws.row_info + tile, kTileRows, item.keys, j0, width), kLanes) : cols;
     float* scores = ws.p + tile * kBackwardKeyBlock;
     if (pairs) {
       if constexpr (Isa::kDotBf16) {

@@ -834,20 +834,15 @@ void stream_key_blocks(const ForwardPlan& plan, ForwardWorkspace& ws, const Item
     const std::int64_t tiles = ws.rows / kTileRows, rows_per_tile = next_width > 0 ? (next_width + tiles - 1) / tiles : 0;
     const RowPrefetcher prefetch_key(p.k, item.kv_head), prefetch_value(p.v, item.kv_head);
     for (std::int64_t tile = 0; tile < ws.rows; tile += kTileRows) {
-      // The tile's last visible key in this block: columns past it, from the next vector on, are not
-      // computed at all (on the causal diagonal that halves the work of the block).
-      std::int64_t last = -1;
-      for (std::int64_t r = 0; r < kTileRows; ++r) {
-        const RowInfo& info = ws.row_info[tile + r];
-        if (row_sees_block(info, keys, j0, width)) last = std::max(last, std::min(last_seen(info, keys), j0 + width - 1) - j0);
-      }
-      const std::int64_t tile_width = last + 1, tile_cols = round_up(tile_width, kLanes);
+      // Columns past the tile's last visible key, from the next vector on, are not computed at all.
+      const std::int64_t tile_width = seen_width(ws.row_info + tile, kTileRows, keys, j0, width);
+      const std::int64_t tile_cols = round_up(tile_width, kLanes);
       // This tile's share of the next block's rows, spread over its score and P·V column chunks.
       const std::int64_t first = tile / kTileRows * rows_per_tile;
       SpreadRowPrefetch prefetch_next(p, item.batch, prefetch_key, prefetch_value, next, first,
                                       single_tile ? first : std::min(next_width, first + rows_per_tile),
                                       (tile_cols + ws.d_v) / kTileCols);
-      if (last < 0) continue;  // a fully masked tile: skipped without computing
+      if (tile_width == 0) continue;  // a fully masked tile: skipped without computing
       // A tile whose rows' scores are all their logits skips the rows' bias-and-mask calls.
       bool logits = true;
       for (std::int64_t r = 0; r < kTileRows && logits; ++r)

@@ -8,12 +8,16 @@ struct NothingBetweenChunks {
   void operator()() const {}
 };
 
-// f(std::integral_constant<std::int64_t, v>{}) for the v = remaining / kLanes vectors (1 <= v <
-// kTileVectors) of a tile's last, narrower column chunk.
-template <class F>
-void narrower_chunk(std::int64_t remaining, F&& f) {
+// chunk(c0, std::integral_constant<std::int64_t, v>{}) for the column chunks of `cols` (a multiple of
+// kLanes): whole tiles of v = kTileVectors vectors, then a narrower last chunk of the remaining
+// v = (cols − c0) / kLanes vectors, if any.
+template <class Chunk>
+void for_each_column_chunk(std::int64_t cols, Chunk&& chunk) {
+  std::int64_t c0 = 0;
+  for (; c0 + kTileCols <= cols; c0 += kTileCols) chunk(c0, std::integral_constant<std::int64_t, kTileVectors>{});
   [&]<std::int64_t... V>(std::integer_sequence<std::int64_t, V...>) {
-    (void)((remaining == (V + 1) * kLanes ? (f(std::integral_constant<std::int64_t, V + 1>{}), true) : false) || ...);
+    (void)((cols - c0 == (V + 1) * kLanes ? (chunk(c0, std::integral_constant<std::int64_t, V + 1>{}), true) : false) ||
+           ...);
   }(std::make_integer_sequence<std::int64_t, kTileVectors - 1>{});
 }
 
@@ -47,9 +51,7 @@ void tile_a_bt(const float* a, std::int64_t lda, const float* panels, std::int64
     }
     between();
   };
-  std::int64_t c0 = 0;
-  for (; c0 + kTileCols <= cols; c0 += kTileCols) chunk(c0, std::integral_constant<std::int64_t, kTileVectors>{});
-  if (c0 < cols) narrower_chunk(cols - c0, [&](auto vectors) { chunk(c0, vectors); });
+  for_each_column_chunk(cols, chunk);
 }
 
 // c[r][0 .. width) = c[r][·] · row_scale[r] + Σ_j a[r][j] · b[j][·] for the Rows rows of a (a whole
@@ -152,9 +154,7 @@ void tile_a_bt_bf16(const std::uint16_t* a, std::int64_t lda, const std::uint32_
       for (std::int64_t v = 0; v < Vectors; ++v) I::store(c + r * ldc + c0 + v * kLanes, I::mul(acc[r][v], alpha_v));
     between();
   };
-  std::int64_t c0 = 0;
-  for (; c0 + kTileCols <= cols; c0 += kTileCols) chunk(c0, std::integral_constant<std::int64_t, kTileVectors>{});
-  if (c0 < cols) narrower_chunk(cols - c0, [&](auto vectors) { chunk(c0, vectors); });
+  for_each_column_chunk(cols, chunk);
 }
 
 // c[r][0 .. width) = c[r][·] · row_scale[r] + Σ_j a[r][j] · b[j][·], as tile_a_b (row_scale nullptr:

@@ -51,4 +51,16 @@ inline bool row_sees_block(const RowInfo& info, KeyRange keys, std::int64_t j0, 
   return first <= last && first < j0 + width && last >= j0;
 }
 
+// How far into the block of keys j0 .. j0 + width the `count` rows see: one past the last key any of
+// them sees, counted from j0; 0 when none sees the block. A tile's columns past it need no work (on
+// the causal diagonal, about half the block).
+inline std::int64_t seen_width(const RowInfo* rows, std::int64_t count, KeyRange keys, std::int64_t j0,
+                               std::int64_t width) {
+  std::int64_t last = -1;
+  for (std::int64_t r = 0; r < count; ++r) {
+    if (row_sees_block(rows[r], keys, j0, width)) last = std::max(last, std::min(last_seen(rows[r], keys), j0 + width - 1) - j0);
+  }
+  return last + 1;
+}
+
 }  // namespace attnkit::cpu
