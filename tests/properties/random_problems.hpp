@@ -310,10 +310,14 @@ inline const double* row_of(const Tensor& t, int64_t b, int64_t h, int64_t i) {
 // plus scale · Σ_c |q_c · k_c| (the dot product's terms: the fast kernel sums them in another order
 // on a decode tile than on a packed one), over the keys within 40 of their row's largest logit (the
 // others weigh < e^-40 and cannot move a result by a rounding); the largest over all rows. A logit's
-// rounding, and so the tolerances, scale with it.
+// rounding, and so the tolerances, scale with it. The tolerances allow a few roundings of this scale
+// (kLogitRoundings in comparison.hpp), but a dot product of d_k terms summed in two orders differs by
+// about √d_k roundings of its terms' magnitude (a random walk of one rounding per term; at d_k = 65,
+// 5.5 were seen): past d_k = 16 the terms count √d_k / 4 times, so that the allowance grows with it.
 inline double logit_scale(const Case& c, const Tensor& folded) {
   const Sizes& s = c.size;
   const double scale = c.settings.scale ? *c.settings.scale : 1 / std::sqrt(static_cast<double>(s.d_k));
+  const double dot_roundings = std::max(1.0, std::sqrt(static_cast<double>(s.d_k)) / 4);
   const double softcap = c.settings.softcap;
   double worst = 0;
   std::vector<double> z(static_cast<std::size_t>(s.m)), terms(static_cast<std::size_t>(s.m));
@@ -331,7 +335,7 @@ inline double logit_scale(const Case& c, const Tensor& folded) {
           if (softcap > 0) logit = softcap * std::tanh(logit / softcap);
           const std::size_t at = static_cast<std::size_t>(j);
           z[at] = bias[j] == -kInf ? -kInf : logit + bias[j];
-          terms[at] = std::fabs(z[at]) + magnitude * scale;
+          terms[at] = std::fabs(z[at]) + magnitude * scale * dot_roundings;
           row_max = std::max(row_max, z[at]);
         }
         for (std::size_t j = 0; j < z.size(); ++j)
