@@ -30,7 +30,11 @@ template <class Between = NothingBetweenChunks>
 void tile_a_bt(const float* a, std::int64_t lda, const float* panels, std::int64_t depth, std::int64_t cols,
                float alpha, float* c, std::int64_t ldc, Between&& between = {}) {
   const Vec alpha_v = Isa::set1(alpha);
-  auto chunk = [&]<std::int64_t Vectors>(std::int64_t c0, std::integral_constant<std::int64_t, Vectors>) {
+  // Inlined into the chunk loop: called, each chunk paid a call, its accumulators zeroed on the stack
+  // and its loop's set-up, a tenth of its 64 steps at d = 64 (1.02–1.05× the AVX2 forward at d = 64
+  // on a Zen 3, issue 15).
+  auto chunk = [&]<std::int64_t Vectors>(std::int64_t c0, std::integral_constant<std::int64_t, Vectors>)
+                   __attribute__((always_inline)) {
     Vec acc[kTileRows][Vectors];
     for (auto& row : acc)
       for (Vec& a : row) a = Isa::zero();
