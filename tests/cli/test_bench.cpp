@@ -585,6 +585,19 @@ void expect_fraction_of_best(const JsonObject& o, const JsonObject& ceilings) {
   EXPECT_NEAR(number_of(o, "fraction_of_peak") / (number_of(o, "gflops") / peak), 1.0, 3 * kJsonDigits);
 }
 
+// A decode line's fractions of bandwidth are its gbytes_per_s over the ceilings' copy and read rates at
+// its thread count.
+void expect_fractions_of_bandwidths(const JsonObject& o, const JsonObject& ceilings) {
+  const std::vector<double> threads = numbers_of(ceilings, "threads");
+  const auto it = std::find(threads.begin(), threads.end(), number_of(o, "threads"));
+  ASSERT_NE(it, threads.end());
+  const auto at = static_cast<std::size_t>(it - threads.begin());
+  const double copy = numbers_of(ceilings, "copy_gbytes_per_s").at(at), read = numbers_of(ceilings, "read_gbytes_per_s").at(at);
+  EXPECT_GT(read, 0.0);
+  EXPECT_NEAR(number_of(o, "fraction_of_bandwidth") / (number_of(o, "gbytes_per_s") / copy), 1.0, 3 * kJsonDigits);
+  EXPECT_NEAR(number_of(o, "fraction_of_read_bandwidth") / (number_of(o, "gbytes_per_s") / read), 1.0, 3 * kJsonDigits);
+}
+
 // Tiny shapes, one repeat, a small copy: the whole run takes well under a second of work.
 std::vector<std::string> tiny_run(const std::string& threads, const std::vector<std::string>& extra) {
   std::vector<std::string> args = {"bench",   "--quick", "--sizes", "24", "--dims",     "8",
@@ -605,7 +618,7 @@ TEST(BenchCommand, JsonLinesCarryTheDocumentedKeys) {
   const JsonObject& ceilings = lines.front();
   EXPECT_EQ(text_of(ceilings, "kind"), "ceilings");
   for (const char* key : {"fma_isa", "fma_gflops", "fma_best_isa", "fma_avx2_gflops", "fma_avx512_gflops",
-                          "bf16_gflops", "copy_gbytes_per_s", "threads", "openblas_core", "cpu_avx2_fma",
+                          "bf16_gflops", "copy_gbytes_per_s", "read_gbytes_per_s", "threads", "openblas_core", "cpu_avx2_fma",
                           "cpu_avx512f", "blas_core", "blas_core_kind", "blas_core_generic", "blas_coretype_advice",
                           "blas_core_warning"}) {
     EXPECT_TRUE(ceilings.count(key)) << key;
@@ -660,6 +673,7 @@ TEST(BenchCommand, JsonLinesCarryTheDocumentedKeys) {
       EXPECT_EQ(number_of(o, "kv_heads"), 8.0);
       EXPECT_GT(number_of(o, "gbytes_per_s"), 0.0);
       EXPECT_GT(number_of(o, "fraction_of_bandwidth"), 0.0);
+      expect_fractions_of_bandwidths(o, ceilings);
     } else {
       ++forward;
       EXPECT_EQ(text_of(o, "kind"), "forward");
@@ -757,11 +771,13 @@ TEST(BenchCommand, ModuleLinesCarryTheDocumentedKeys) {
     EXPECT_EQ(o.count("bytes"), decode ? 1u : 0u);
     EXPECT_EQ(o.count("gbytes_per_s"), decode ? 1u : 0u);
     EXPECT_EQ(o.count("fraction_of_bandwidth"), decode ? 1u : 0u);
+    EXPECT_EQ(o.count("fraction_of_read_bandwidth"), decode ? 1u : 0u);
     if (decode) {
       EXPECT_EQ(number_of(o, "n"), 1.0);
       EXPECT_EQ(number_of(o, "m"), 1024.0);
       EXPECT_GT(number_of(o, "gbytes_per_s"), 0.0);
       EXPECT_GT(number_of(o, "fraction_of_bandwidth"), 0.0);
+      expect_fractions_of_bandwidths(o, lines.front());
       const bool paged = text_of(o, "layout") == "paged";
       EXPECT_EQ(text_of(o, "layout"), paged ? "paged" : "contiguous");
       if (paged) {
@@ -900,10 +916,24 @@ TEST(BenchCommand, FilterSelectsByName) {
   EXPECT_EQ(text_of(lines[1], "name"), "decode_f32_m24_d8");
 }
 
+TEST(BenchCommand, DecodeRowsGiveBothBandwidthFractions) {
+  const Result r = cli(tiny_run("1", {"--filter", "decode_f32_m24_d"}));
+  ASSERT_EQ(r.code, kOk) << r.err;
+  EXPECT_NE(r.out.find("read bandwidth (4 MiB, bytes read):  1 thread "), std::string::npos) << r.out;
+  const std::size_t row = r.out.find("decode_f32_m24_d8 ");
+  ASSERT_NE(row, std::string::npos) << r.out;
+  std::istringstream line(r.out.substr(row, r.out.find('\n', row) - row));
+  std::vector<std::string> cells;
+  for (std::string cell; line >> cell;) cells.push_back(cell);
+  // case threads seconds GFLOP/s of-peak GB/s of-bandw. of-read vs-naive vs-BLAS kernel target
+  ASSERT_EQ(cells.size(), 12u) << line.str();
+  for (std::size_t at : {4u, 6u, 7u}) EXPECT_EQ(cells[at].back(), '%') << line.str();
+}
+
 TEST(BenchCommand, TextTableNamesTheColumns) {
   const Result r = cli(tiny_run("1", {"--filter", "f32_n24_d8"}));
   ASSERT_EQ(r.code, kOk) << r.err;
-  for (const char* part : {"f32 FMA peak", "copy bandwidth", "OpenBLAS", "of peak", "vs naive", "vs BLAS",
+  for (const char* part : {"f32 FMA peak", "copy bandwidth", "read bandwidth", "OpenBLAS", "of peak", "vs naive", "vs BLAS",
                            "fwd_f32_n24_d8_causal", "backward:", "vs fwd", "bwd_f32_n24_d8 ", "  kernel  target\n",
                            "avx2+fma loop:", "avx512f loop:", "OpenBLAS core: "}) {
     EXPECT_NE(r.out.find(part), std::string::npos) << part << " in:\n" << r.out;
@@ -936,22 +966,24 @@ TEST(BenchCommand, TextTableNamesTheColumns) {
 TEST(BenchCommand, ModuleTableNamesTheColumns) {
   const Result r = cli(tiny_run("1", {"--filter", "mha_"}));
   ASSERT_EQ(r.code, kOk) << r.err;
-  for (const char* part : {"module prefill", "module decode", "tokens/s", "attn share", "of peak", "of bandw.",
+  for (const char* part : {"module prefill", "module decode", "tokens/s", "attn share", "of peak", "of bandw.", "of read",
                            "mha_prefill_f32_n24_e1024 ", "mha_decode_f32_m24_e1024_paged ",
                            "mha_decode_f32_m24_e1024_contiguous "}) {
     EXPECT_NE(r.out.find(part), std::string::npos) << part << " in:\n" << r.out;
   }
-  // A decode row: case threads seconds tokens/s GB/s of-bandw. attn-share kernel target, every figure
+  // A decode row: case threads seconds tokens/s GB/s of-bandw. of-read attn-share kernel target, every figure
   // measured.
   const std::size_t row = r.out.find("mha_decode_f32_m24_e1024_paged ");
   ASSERT_NE(row, std::string::npos);
   std::istringstream line(r.out.substr(row, r.out.find('\n', row) - row));
   std::vector<std::string> cells;
   for (std::string cell; line >> cell;) cells.push_back(cell);
-  ASSERT_EQ(cells.size(), 9u) << line.str();
+  ASSERT_EQ(cells.size(), 10u) << line.str();
   for (std::size_t i = 1; i < cells.size(); ++i) EXPECT_NE(cells[i], "-") << line.str();
-  EXPECT_EQ(cells[6].back(), '%') << "attn share is a percentage: " << line.str();
-  EXPECT_EQ(cells[8], attnkit::target_name(attnkit::active_target())) << line.str();
+  EXPECT_EQ(cells[5].back(), '%') << "of bandw. is a percentage: " << line.str();
+  EXPECT_EQ(cells[6].back(), '%') << "of read is a percentage: " << line.str();
+  EXPECT_EQ(cells[7].back(), '%') << "attn share is a percentage: " << line.str();
+  EXPECT_EQ(cells[9], attnkit::target_name(attnkit::active_target())) << line.str();
 }
 
 TEST(BenchCommand, HelpListsFlagsAndAnExample) {
@@ -961,7 +993,7 @@ TEST(BenchCommand, HelpListsFlagsAndAnExample) {
                            "vs fwd", "vs_forward", "2.5", "env -u OPENBLAS_CORETYPE", "attnkit bench --quick",
                            "mha_prefill_f32_n2048_e4096", "mha_decode_f32_m{4096,32768}_e4096_paged",
                            "mha_prefill_f32_n256_e1024", "tokens/s", "attn share", "tokens_per_second",
-                           "attention_share", "fraction_of_bandwidth", "1 - share", "fma_avx512_gflops",
+                           "attention_share", "fraction_of_bandwidth", "fraction_of_read_bandwidth", "read_gbytes_per_s", "of read", "1 - share", "fma_avx512_gflops",
                            "blas_core_generic", "OPENBLAS_CORETYPE=SkylakeX", "Haswell", "target"}) {
     EXPECT_NE(r.out.find(part), std::string::npos) << part;
   }

@@ -4,12 +4,12 @@
 # Every AVX instruction (VEX or EVEX encoded: the mnemonics that start with "v") in an object or program
 # must lie in a function that only runs once dispatch has checked the CPU: a target's kernels (its
 # *_target namespace), its vector wrapper (*Isa) and the helpers included only inside target regions,
-# the bench's per-ISA peak loops, and the tests' per-ISA helpers. Anything else is code shared with the
+# the bench's per-ISA peak and read loops, and the tests' per-ISA helpers. Anything else is code shared with the
 # baseline path that the compiler built for AVX: a CPU without AVX would die of an illegal instruction
 # there, whichever target it runs (src/cpu/target_region.hpp).
 set -euo pipefail
 allowed='_target::|Avx2Isa|Avx512Isa|Avx512Bf16Isa|Emulated16Isa|Emulated16Bf16Isa|transpose_8x8|'
-allowed+='fma_loop_avx2|fma_loop_avx512|bf16_dot_loop_avx512|'
+allowed+='fma_loop_avx2|fma_loop_avx512|bf16_dot_loop_avx512|read_loop_avx2|'
 allowed+='emulated_dot_bf16|emulated_round_to_bf16|hardware_dot_bf16|hardware_round_to_bf16|round_into_pairs|store_row_pairs|pair_rows_32|avx512_lane_sums'
 files=()
 for argument in "$@"; do

@@ -75,8 +75,10 @@ longest, masked by key_lengths and by a bool key-padding mask. Every case runs o
 n = m = 65536, d = 64 call with the fast kernel.
 
 Columns: seconds (median), GFLOP/s (4·n·m·d per head, halved for causal; backward 2.5 times the
-forward's), of peak (share of the best f32 FMA rate at that thread count), GB/s and of bandw. (decode: K and
-V bytes over the copy bandwidth; the caches are flushed before each decode call), vs fwd (backward:
+forward's), of peak (share of the best f32 FMA rate at that thread count), GB/s, of bandw. and of read
+(decode: K and V bytes over the copy bandwidth, and over the read bandwidth, a plain read of one buffer:
+decoding only reads, and one core may read slower than a copy moves bytes; the caches are flushed
+before each decode call), vs fwd (backward:
 its GFLOP/s over the forward's on the same case and threads, measured in this run; the forward is
 timed for it when --filter left it out), vs naive and vs BLAS (speed-up over each baseline; bf16
 cases against the f32 baselines; "-" for the backward, the baselines are forward-only), kernel
@@ -92,7 +94,7 @@ Module columns: seconds (median call), tokens/s (new tokens per second: n / seco
 1 / seconds for a decode step), GFLOP/s and of peak (prefill: the projections
 2·n·E·(H + 2·Hkv)·d + 2·n·H·d·E plus causal attention 2·n²·d per query head, over the FMA peak),
 GB/s and of bandw. (decode: the f32 weights E·(H + 2·Hkv)·d + H·d·E plus K and V of the m cached
-tokens, 2·m·Hkv·d, read once, over the copy bandwidth), attn share (attnkit::attend alone over the
+tokens, 2·m·Hkv·d, read once, over the copy bandwidth and over the read bandwidth), attn share (attnkit::attend alone over the
 module's time, both medians of this run: n queries over the n cached tokens for a prefill, 1 query
 over the m cached tokens for a decode step; the rest, 1 - share, is the projections, RoPE, appending
 to the cache and the module's copies), kernel and target.
@@ -105,11 +107,13 @@ Flags:
                     1024 (varlen_f32_b16_short_d128)
   --json            one JSON object per line: "ceilings" (with "fma_avx2_gflops" and
                     "fma_avx512_gflops", null with a "_note" when not measured, "fma_best_isa",
-                    "blas_core_generic" and "blas_coretype_advice"), then one per case (with "direction":
+                    "blas_core_generic", "blas_coretype_advice", "copy_gbytes_per_s" and
+                    "read_gbytes_per_s"), then one per case (with "direction":
                     "forward" or "backward", and "vs_forward" for the backward), then one per
                     module case ("kind": "mha_prefill" or "mha_decode", with "embed_dim", "layout",
                     "tokens_per_second", "attention_seconds" and "attention_share"; decode also
-                    "bytes", "gbytes_per_s" and "fraction_of_bandwidth"), then one per varlen case
+                    "bytes", "gbytes_per_s", "fraction_of_bandwidth" and
+                    "fraction_of_read_bandwidth"), then one per varlen case
                     ("kind": "varlen", with "lengths", "rate_vs_equal", "time_vs_padded",
                     "work_vs_padded", "time_vs_masked" and "speedup_vs_one_thread"), then "peak_memory"
   --filter TEXT     only cases whose name contains TEXT (e.g. fwd_f32_n1024, bwd, causal, decode,
@@ -121,7 +125,8 @@ Flags:
                     the largest L given
   --dims LIST       head dimensions d instead of the defaults (also of varlen_ cases; not for mha_
                     cases: d is the layer's)
-  --copy-mib N      size of each bandwidth buffer in MiB (default 256; keep it far beyond the caches)
+  --copy-mib N      size of each bandwidth buffer (copy and read) in MiB (default 256; keep it far
+                    beyond the caches)
   --kernel K        the kernel to time: auto (default), fast or reference (the float64 oracle)
   --no-naive        skip the naive baseline (it takes minutes per case at n = 8192)
   --no-openblas     skip the OpenBLAS baseline

@@ -23,6 +23,7 @@ std::optional<double> Ceilings::bf16_for(int t) const {
   return bf16_gflops ? lookup(threads, *bf16_gflops, t) : std::nullopt;
 }
 std::optional<double> Ceilings::copy_for(int t) const { return lookup(threads, copy_gbytes_per_s, t); }
+std::optional<double> Ceilings::read_for(int t) const { return lookup(threads, read_gbytes_per_s, t); }
 
 Ceilings measure_ceilings(const CeilingPlan& plan) {
   Ceilings c;
@@ -37,6 +38,7 @@ Ceilings measure_ceilings(const CeilingPlan& plan) {
   if (auto bf16 = measure_bf16_peak(plan.threads, plan.repeats, c.bf16_note)) c.bf16_gflops = bf16->gflops;
   c.copy_bytes = plan.copy_mib * kMiB;
   c.copy_gbytes_per_s = measure_copy_bandwidth(plan.threads, plan.repeats, c.copy_bytes);
+  c.read_gbytes_per_s = measure_read_bandwidth(plan.threads, plan.repeats, c.copy_bytes);
   return c;
 }
 

@@ -1,7 +1,7 @@
 // The machine's own ceilings, measured in the same run as the kernels so that every figure can be
 // read as a fraction of what this machine, at this moment, can do (shared/DESIGN.md, "Performance
 // method"): the f32 FMA rate of each x86 target's loop (AVX2 + FMA, AVX-512F) and the best of them,
-// the bf16 dot-product rate where the CPU has one, and the copy bandwidth.
+// the bf16 dot-product rate where the CPU has one, the copy bandwidth and the read bandwidth.
 #pragma once
 
 #include <cstddef>
@@ -37,12 +37,14 @@ struct Ceilings {
   std::string bf16_note;                // why bf16_gflops is absent
   std::size_t copy_bytes = 0;           // per buffer
   std::vector<double> copy_gbytes_per_s;  // read + write bytes per second, one per thread count
+  std::vector<double> read_gbytes_per_s;  // bytes read per second from one buffer of copy_bytes, one per thread count
 
   // The figures for `threads`; nullopt when that count was not measured. fma_for is the best f32
   // rate: the denominator of every fraction_of_peak.
   std::optional<double> fma_for(int threads) const;
   std::optional<double> bf16_for(int threads) const;
   std::optional<double> copy_for(int threads) const;
+  std::optional<double> read_for(int threads) const;
 };
 
 Ceilings measure_ceilings(const CeilingPlan& plan);
@@ -55,6 +57,7 @@ struct ComputePeak {
 std::vector<FmaLoopPeak> measure_fma_peaks(const std::vector<int>& threads, int repeats);
 std::optional<ComputePeak> measure_bf16_peak(const std::vector<int>& threads, int repeats, std::string& why_not);
 std::vector<double> measure_copy_bandwidth(const std::vector<int>& threads, int repeats, std::size_t bytes);
+std::vector<double> measure_read_bandwidth(const std::vector<int>& threads, int repeats, std::size_t bytes);
 
 // The best rate per thread count over the measured loops, and which loop gave it (the first listed
 // wins a tie). Loops without figures are skipped; a count no loop measured gets 0 and "".

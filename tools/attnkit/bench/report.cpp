@@ -144,6 +144,7 @@ Figures figures_of(const CaseResult& r, const Ceilings& ceilings) {
   if (c.kind == CaseKind::decode) {
     f.gbytes_per_s = c.kv_bytes() / seconds / kGiga;
     f.fraction_of_bandwidth = ratio(f.gbytes_per_s, ceilings.copy_for(c.threads));
+    f.fraction_of_read_bandwidth = ratio(f.gbytes_per_s, ceilings.read_for(c.threads));
   }
   f.speedup_vs_naive = ratio(median_of(r.naive), seconds);
   f.speedup_vs_openblas = ratio(median_of(r.openblas), seconds);
@@ -164,6 +165,7 @@ ModuleFigures figures_of(const ModuleResult& r, const Ceilings& ceilings) {
   if (c.kind == ModuleKind::decode) {
     f.gbytes_per_s = c.bytes() / seconds / kGiga;
     f.fraction_of_bandwidth = ratio(f.gbytes_per_s, ceilings.copy_for(c.threads));
+    f.fraction_of_read_bandwidth = ratio(f.gbytes_per_s, ceilings.read_for(c.threads));
   }
   f.attention_share = r.attention.median_seconds / seconds;
   return f;
@@ -207,6 +209,8 @@ void Report::text_machine(const RunInfo& info) const {
   }
   out_ << "  copy bandwidth (2 x " << format("%.0f", static_cast<double>(c.copy_bytes) / kMiB)
        << " MiB, read + write bytes):" << per_thread_count(c.threads, c.copy_gbytes_per_s, "GB/s") << '\n';
+  out_ << "  read bandwidth (" << format("%.0f", static_cast<double>(c.copy_bytes) / kMiB)
+       << " MiB, bytes read):" << per_thread_count(c.threads, c.read_gbytes_per_s, "GB/s") << '\n';
   out_ << "  OpenBLAS: " << info.openblas.description << '\n';
   const BlasCoreVerdict& v = info.blas_verdict;
   out_ << "  OpenBLAS core: " << (info.blas_core.empty() ? "(unnamed)" : info.blas_core) << " ("
@@ -241,6 +245,7 @@ void Report::json_machine(const RunInfo& info) const {
     line.null("bf16_gflops").text("bf16_note", c.bf16_note);
   }
   line.integer("copy_bytes", static_cast<std::int64_t>(c.copy_bytes)).numbers("copy_gbytes_per_s", c.copy_gbytes_per_s);
+  line.numbers("read_gbytes_per_s", c.read_gbytes_per_s);
   line.boolean("openblas", info.openblas.available).text("openblas_info", info.openblas.description);
   line.text("openblas_core", info.openblas.core);
   line.boolean("cpu_avx2_fma", info.cpu.avx2_fma).boolean("cpu_avx512f", info.cpu.avx512f);
@@ -270,7 +275,8 @@ void Report::text_result(const CaseResult& r, const Figures& f) {
   const bool backward = c.kind == CaseKind::backward;
   section(section_title(c.kind) + pad_right("case", kNameWidth) + pad_left("threads", kThreadsWidth) +
           pad_left("seconds", kNumberWidth) + pad_left("GFLOP/s", kNumberWidth) + pad_left("of peak", kNumberWidth) +
-          (decode ? pad_left("GB/s", kNumberWidth) + pad_left("of bandw.", kNumberWidth) : "") +
+          (decode ? pad_left("GB/s", kNumberWidth) + pad_left("of bandw.", kNumberWidth) + pad_left("of read", kNumberWidth)
+                 : "") +
           (backward ? pad_left("vs fwd", kNumberWidth) : "") + pad_left("vs naive", kNumberWidth) +
           pad_left("vs BLAS", kNumberWidth) + "  kernel  target\n");
   out_ << pad_right(c.name, kNameWidth) << pad_left(std::to_string(c.threads), kThreadsWidth)
@@ -279,7 +285,8 @@ void Report::text_result(const CaseResult& r, const Figures& f) {
        << pad_left(cell(percent(f.fraction_of_peak), "%.1f%%"), kNumberWidth);
   if (decode) {
     out_ << pad_left(cell(f.gbytes_per_s, "%.1f"), kNumberWidth)
-         << pad_left(cell(percent(f.fraction_of_bandwidth), "%.1f%%"), kNumberWidth);
+         << pad_left(cell(percent(f.fraction_of_bandwidth), "%.1f%%"), kNumberWidth)
+         << pad_left(cell(percent(f.fraction_of_read_bandwidth), "%.1f%%"), kNumberWidth);
   }
   if (backward) out_ << pad_left(cell(f.vs_forward, "%.2f"), kNumberWidth);
   out_ << pad_left(cell(f.speedup_vs_naive, "%.2fx"), kNumberWidth)
@@ -303,7 +310,10 @@ void Report::json_result(const CaseResult& r, const Figures& f) const {
   line.text("kernel", r.kernel);
   optional_text(line, "target", r.target);
   if (f.gbytes_per_s) line.number("gbytes_per_s", *f.gbytes_per_s);
-  if (c.kind == CaseKind::decode) optional_number(line, "fraction_of_bandwidth", f.fraction_of_bandwidth);
+  if (c.kind == CaseKind::decode) {
+    optional_number(line, "fraction_of_bandwidth", f.fraction_of_bandwidth);
+    optional_number(line, "fraction_of_read_bandwidth", f.fraction_of_read_bandwidth);
+  }
   if (backward) {
     optional_number(line, "forward_seconds", median_of(r.forward));
     optional_number(line, "forward_gflops", f.forward_gflops);
@@ -342,7 +352,7 @@ void Report::text_module_result(const ModuleResult& r, const ModuleFigures& f) {
   const bool decode = c.kind == ModuleKind::decode;
   section(module_title(c) + pad_right("case", kModuleNameWidth) + pad_left("threads", kThreadsWidth) +
           pad_left("seconds", kNumberWidth) + pad_left("tokens/s", kNumberWidth) +
-          (decode ? pad_left("GB/s", kNumberWidth) + pad_left("of bandw.", kNumberWidth)
+          (decode ? pad_left("GB/s", kNumberWidth) + pad_left("of bandw.", kNumberWidth) + pad_left("of read", kNumberWidth)
                   : pad_left("GFLOP/s", kNumberWidth) + pad_left("of peak", kNumberWidth)) +
           pad_left("attn share", kShareWidth) + "  kernel  target\n");
   out_ << pad_right(c.name, kModuleNameWidth) << pad_left(std::to_string(c.threads), kThreadsWidth)
@@ -350,7 +360,8 @@ void Report::text_module_result(const ModuleResult& r, const ModuleFigures& f) {
        << pad_left(format("%.1f", f.tokens_per_second), kNumberWidth);
   if (decode) {
     out_ << pad_left(cell(f.gbytes_per_s, "%.1f"), kNumberWidth)
-         << pad_left(cell(percent(f.fraction_of_bandwidth), "%.1f%%"), kNumberWidth);
+         << pad_left(cell(percent(f.fraction_of_bandwidth), "%.1f%%"), kNumberWidth)
+         << pad_left(cell(percent(f.fraction_of_read_bandwidth), "%.1f%%"), kNumberWidth);
   } else {
     out_ << pad_left(format("%.1f", f.gflops), kNumberWidth)
          << pad_left(cell(percent(f.fraction_of_peak), "%.1f%%"), kNumberWidth);
@@ -380,6 +391,7 @@ void Report::json_module_result(const ModuleResult& r, const ModuleFigures& f) c
   if (decode) {
     line.number("bytes", c.bytes()).number("gbytes_per_s", *f.gbytes_per_s);
     optional_number(line, "fraction_of_bandwidth", f.fraction_of_bandwidth);
+    optional_number(line, "fraction_of_read_bandwidth", f.fraction_of_read_bandwidth);
   }
   line.number("attention_seconds", r.attention.median_seconds).number("attention_share", f.attention_share);
   out_ << line.str() << '\n';

@@ -43,6 +43,7 @@ struct Figures {
   std::optional<double> fraction_of_bf16_peak;  // of the bf16 dot peak, bf16 cases on CPUs with one
   std::optional<double> gbytes_per_s;           // decode: K and V bytes read per second
   std::optional<double> fraction_of_bandwidth;  // decode: of the copy bandwidth at this thread count
+  std::optional<double> fraction_of_read_bandwidth;  // decode: of the read bandwidth at this thread count
   std::optional<double> speedup_vs_naive;
   std::optional<double> speedup_vs_openblas;
   std::optional<double> forward_gflops;  // backward: the forward's rate on the same case in this run
@@ -58,6 +59,7 @@ struct ModuleFigures {
   std::optional<double> fraction_of_peak;       // of the best f32 FMA rate at this thread count
   std::optional<double> gbytes_per_s;           // decode: weights and K and V bytes read per second
   std::optional<double> fraction_of_bandwidth;  // decode: of the copy bandwidth at this thread count
+  std::optional<double> fraction_of_read_bandwidth;  // decode: of the read bandwidth at this thread count
   double attention_share = 0;                   // attnkit::attend alone over the module, both medians
 };
 
