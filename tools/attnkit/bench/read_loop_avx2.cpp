@@ -1,5 +1,5 @@
 // The read loop on AVX2, compiled with -mavx2 (see tools/attnkit/CMakeLists.txt): one 256-bit load
-// reads half a cache line; a Zen 3 core read about 1.4x faster so than with the 128-bit loop.
+// reads half a cache line; a Zen 3 core read about 1.4× as fast this way as with the 128-bit loop.
 #include <immintrin.h>
 
 #include "bench/read_loops.hpp"

@@ -10,7 +10,7 @@
 
 namespace attnkit::bench {
 
-// Sums the 64-bit words of [begin, begin + bytes); bytes a multiple of 128.
+// Sums the 64-bit words of [begin, begin + bytes), bytes a multiple of 128 (the bench reads whole pages).
 std::uint64_t read_loop_generic(const std::byte* begin, std::size_t bytes);  // any CPU: 128-bit vectors
 #if defined(ATTNKIT_BENCH_X86)
 std::uint64_t read_loop_avx2(const std::byte* begin, std::size_t bytes);  // needs avx2
