@@ -32,16 +32,35 @@ struct Buffer {
   std::size_t size;
 };
 
-// Copies src into dst with `threads` threads, each taking one page-aligned slice.
-void parallel_copy(const Buffer& src, Buffer& dst, int threads) {
-  const std::size_t pages = src.size / kPageBytes;
+// body(begin, end) on `threads` threads, each with one page-aligned slice [begin, end) of `size` bytes.
+template <class Body>
+void on_page_slices(std::size_t size, int threads, Body&& body) {
+  const std::size_t pages = size / kPageBytes;
   const auto parts = static_cast<std::size_t>(threads);
   const std::size_t pages_per_thread = (pages + parts - 1) / parts;
   run_on_threads(threads, [&](int thread) {
-    const std::size_t begin = std::min(src.size, static_cast<std::size_t>(thread) * pages_per_thread * kPageBytes);
-    const std::size_t end = std::min(src.size, begin + pages_per_thread * kPageBytes);
+    const std::size_t begin = std::min(size, static_cast<std::size_t>(thread) * pages_per_thread * kPageBytes);
+    const std::size_t end = std::min(size, begin + pages_per_thread * kPageBytes);
+    body(begin, end);
+  });
+}
+
+// Copies src into dst with `threads` threads, each taking one page-aligned slice.
+void parallel_copy(const Buffer& src, Buffer& dst, int threads) {
+  on_page_slices(src.size, threads, [&](std::size_t begin, std::size_t end) {
     std::memcpy(dst.data.get() + begin, src.data.get() + begin, end - begin);
   });
+}
+
+// Bytes moved per second by `call(threads)` for each thread count: the median of `repeats` timed calls.
+template <class Call>
+std::vector<double> rates_of(const std::vector<int>& threads, int repeats, double bytes_moved, Call&& call) {
+  std::vector<double> rates;
+  for (int t : threads) {
+    const Timing timing = time_calls({.repeats = repeats}, [&] { call(t); });
+    rates.push_back(bytes_moved / timing.median_seconds / kGiga);
+  }
+  return rates;
 }
 
 // The read loop for this CPU: AVX2 where it has it (__builtin_cpu_supports also checks that the OS
@@ -56,12 +75,7 @@ std::uint64_t read_loop(const std::byte* begin, std::size_t bytes) {
 // Reads src with `threads` threads, each its own page-aligned slice (as two streams, bench/read_loops.hpp);
 // what they read goes to `sink`, so that the reads cannot be dropped.
 void parallel_read(const Buffer& src, int threads, std::atomic<std::uint64_t>& sink) {
-  const std::size_t pages = src.size / kPageBytes;
-  const auto parts = static_cast<std::size_t>(threads);
-  const std::size_t pages_per_thread = (pages + parts - 1) / parts;
-  run_on_threads(threads, [&](int thread) {
-    const std::size_t begin = std::min(src.size, static_cast<std::size_t>(thread) * pages_per_thread * kPageBytes);
-    const std::size_t end = std::min(src.size, begin + pages_per_thread * kPageBytes);
+  on_page_slices(src.size, threads, [&](std::size_t begin, std::size_t end) {
     sink.fetch_add(read_loop(src.data.get() + begin, end - begin), std::memory_order_relaxed);
   });
 }
@@ -71,23 +85,14 @@ void parallel_read(const Buffer& src, int threads, std::atomic<std::uint64_t>& s
 std::vector<double> measure_read_bandwidth(const std::vector<int>& threads, int repeats, std::size_t bytes) {
   const Buffer src(bytes);
   std::atomic<std::uint64_t> sink{0};
-  std::vector<double> rates;
-  for (int t : threads) {
-    const Timing timing = time_calls({.repeats = repeats}, [&] { parallel_read(src, t, sink); });
-    rates.push_back(static_cast<double>(bytes) / timing.median_seconds / kGiga);
-  }
-  return rates;
+  return rates_of(threads, repeats, static_cast<double>(bytes), [&](int t) { parallel_read(src, t, sink); });
 }
 
 std::vector<double> measure_copy_bandwidth(const std::vector<int>& threads, int repeats, std::size_t bytes) {
   const Buffer src(bytes);
   Buffer dst(bytes);
-  std::vector<double> rates;
-  for (int t : threads) {
-    const Timing timing = time_calls({.repeats = repeats}, [&] { parallel_copy(src, dst, t); });
-    rates.push_back(static_cast<double>(kBytesMovedPerByteCopied * bytes) / timing.median_seconds / kGiga);
-  }
-  return rates;
+  return rates_of(threads, repeats, static_cast<double>(kBytesMovedPerByteCopied * bytes),
+                  [&](int t) { parallel_copy(src, dst, t); });
 }
 
 }  // namespace attnkit::bench
