@@ -132,6 +132,16 @@ std::string per_thread_count(const std::vector<int>& threads, const std::vector<
   return text;
 }
 
+// The decode columns of both tables: GB/s and its fractions of the copy and read bandwidths.
+std::string bandwidth_headings() {
+  return pad_left("GB/s", kNumberWidth) + pad_left("of bandw.", kNumberWidth) + pad_left("of read", kNumberWidth);
+}
+std::string bandwidth_cells(const std::optional<double>& gbytes_per_s, const std::optional<double>& of_copy,
+                            const std::optional<double>& of_read) {
+  return pad_left(cell(gbytes_per_s, "%.1f"), kNumberWidth) + pad_left(cell(percent(of_copy), "%.1f%%"), kNumberWidth) +
+         pad_left(cell(percent(of_read), "%.1f%%"), kNumberWidth);
+}
+
 }  // namespace
 
 Figures figures_of(const CaseResult& r, const Ceilings& ceilings) {
@@ -275,8 +285,7 @@ void Report::text_result(const CaseResult& r, const Figures& f) {
   const bool backward = c.kind == CaseKind::backward;
   section(section_title(c.kind) + pad_right("case", kNameWidth) + pad_left("threads", kThreadsWidth) +
           pad_left("seconds", kNumberWidth) + pad_left("GFLOP/s", kNumberWidth) + pad_left("of peak", kNumberWidth) +
-          (decode ? pad_left("GB/s", kNumberWidth) + pad_left("of bandw.", kNumberWidth) + pad_left("of read", kNumberWidth)
-                 : "") +
+          (decode ? bandwidth_headings() : "") +
           (backward ? pad_left("vs fwd", kNumberWidth) : "") + pad_left("vs naive", kNumberWidth) +
           pad_left("vs BLAS", kNumberWidth) + "  kernel  target\n");
   out_ << pad_right(c.name, kNameWidth) << pad_left(std::to_string(c.threads), kThreadsWidth)
@@ -284,9 +293,7 @@ void Report::text_result(const CaseResult& r, const Figures& f) {
        << pad_left(format("%.1f", f.gflops), kNumberWidth)
        << pad_left(cell(percent(f.fraction_of_peak), "%.1f%%"), kNumberWidth);
   if (decode) {
-    out_ << pad_left(cell(f.gbytes_per_s, "%.1f"), kNumberWidth)
-         << pad_left(cell(percent(f.fraction_of_bandwidth), "%.1f%%"), kNumberWidth)
-         << pad_left(cell(percent(f.fraction_of_read_bandwidth), "%.1f%%"), kNumberWidth);
+    out_ << bandwidth_cells(f.gbytes_per_s, f.fraction_of_bandwidth, f.fraction_of_read_bandwidth);
   }
   if (backward) out_ << pad_left(cell(f.vs_forward, "%.2f"), kNumberWidth);
   out_ << pad_left(cell(f.speedup_vs_naive, "%.2fx"), kNumberWidth)
@@ -352,16 +359,13 @@ void Report::text_module_result(const ModuleResult& r, const ModuleFigures& f) {
   const bool decode = c.kind == ModuleKind::decode;
   section(module_title(c) + pad_right("case", kModuleNameWidth) + pad_left("threads", kThreadsWidth) +
           pad_left("seconds", kNumberWidth) + pad_left("tokens/s", kNumberWidth) +
-          (decode ? pad_left("GB/s", kNumberWidth) + pad_left("of bandw.", kNumberWidth) + pad_left("of read", kNumberWidth)
-                  : pad_left("GFLOP/s", kNumberWidth) + pad_left("of peak", kNumberWidth)) +
+          (decode ? bandwidth_headings() : pad_left("GFLOP/s", kNumberWidth) + pad_left("of peak", kNumberWidth)) +
           pad_left("attn share", kShareWidth) + "  kernel  target\n");
   out_ << pad_right(c.name, kModuleNameWidth) << pad_left(std::to_string(c.threads), kThreadsWidth)
        << pad_left(format("%.4g", r.timing.median_seconds), kNumberWidth)
        << pad_left(format("%.1f", f.tokens_per_second), kNumberWidth);
   if (decode) {
-    out_ << pad_left(cell(f.gbytes_per_s, "%.1f"), kNumberWidth)
-         << pad_left(cell(percent(f.fraction_of_bandwidth), "%.1f%%"), kNumberWidth)
-         << pad_left(cell(percent(f.fraction_of_read_bandwidth), "%.1f%%"), kNumberWidth);
+    out_ << bandwidth_cells(f.gbytes_per_s, f.fraction_of_bandwidth, f.fraction_of_read_bandwidth);
   } else {
     out_ << pad_left(format("%.1f", f.gflops), kNumberWidth)
          << pad_left(cell(percent(f.fraction_of_peak), "%.1f%%"), kNumberWidth);
