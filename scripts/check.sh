@@ -10,36 +10,39 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
+# Each stage's heading says how far into the run it starts (bash's SECONDS), so that CI's log shows
+# which stage takes the time.
+stage() { echo "== $1 (at ${SECONDS} s)"; }
 
-echo "== release build, warnings are errors"
+stage "release build, warnings are errors"
 # attnkit::dist is asked for, not left to whether MPI happens to be found: without MPI this fails.
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DATTNKIT_WERROR=ON -DATTNKIT_BUILD_MPI=ON
 cmake --build build -j"$jobs"
 ctest --test-dir build --output-on-failure -j"$jobs"
 
-echo "== valgrind memcheck on the CLI's main commands (the release build's binary)"
+stage "valgrind memcheck on the CLI's main commands (the release build's binary)"
 bash scripts/check-valgrind.sh
 
-echo "== a CPU without AVX: the CLI and the kernel tests under qemu's Nehalem, then every test with ATTNKIT_TARGET=scalar"
+stage "a CPU without AVX: the CLI and the kernel tests under qemu's Nehalem, then every test with ATTNKIT_TARGET=scalar"
 bash scripts/check-no-avx.sh
 
-echo "== soak: random calls checked against the reference, memory flat (the release build's binary)"
+stage "soak: random calls checked against the reference, memory flat (the release build's binary)"
 ./build/bin/attnkit bench --soak "${ATTNKIT_SOAK_SECONDS:-30}" --threads "$jobs"
 
-echo "== AddressSanitizer + UndefinedBehaviorSanitizer build"
+stage "AddressSanitizer + UndefinedBehaviorSanitizer build"
 cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=Debug -DATTNKIT_SANITIZE=ON -DATTNKIT_WERROR=ON -DATTNKIT_BUILD_MPI=ON
 cmake --build build-sanitize -j"$jobs"
 ctest --test-dir build-sanitize --output-on-failure -j"$jobs"
 
-echo "== soak under AddressSanitizer + UndefinedBehaviorSanitizer"
+stage "soak under AddressSanitizer + UndefinedBehaviorSanitizer"
 ./build-sanitize/bin/attnkit bench --soak "${ATTNKIT_SANITIZED_SOAK_SECONDS:-20}" --threads "$jobs"
 
 # 30 s a target here keeps the test command's time in check; scripts/check-fuzz.sh alone defaults to 60.
 export ATTNKIT_FUZZ_SECONDS="${ATTNKIT_FUZZ_SECONDS:-30}"
-echo "== libFuzzer: each fuzz target for ${ATTNKIT_FUZZ_SECONDS}s (clang-14, ASan + UBSan)"
+stage "libFuzzer: each fuzz target for ${ATTNKIT_FUZZ_SECONDS}s (clang-14, ASan + UBSan)"
 bash scripts/check-fuzz.sh
 
-echo "== ThreadSanitizer build: the thread pool, the thread-count tests of the kernels and the module, concurrent calls from user threads, and calls that run out of memory"
+stage "ThreadSanitizer build: the thread pool, the thread-count tests of the kernels and the module, concurrent calls from user threads, and calls that run out of memory"
 # GCC 12's TSan runtime aborts with "unexpected memory mapping" on kernels that randomise mmap with
 # more bits than it expects (vm.mmap_rnd_bits > 28). Without address randomisation it always works, so
 # the build (whose test discovery runs the binaries) and the tests run under `setarch -R` wherever
@@ -52,5 +55,6 @@ cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DATTNKIT_TSAN=ON -DA
   test_allocation_failure
 "${no_aslr[@]}" ctest --test-dir build-tsan --output-on-failure --no-tests=error -j"$jobs" -R 'ThreadPool|ThreadCount|AttendDeterminism|ConcurrentCalls|AllocationFailure'
 
-echo "== Python package: pip install . into build-python/venv, then pytest"
+stage "Python package: pip install . into build-python/venv, then pytest"
 bash scripts/check-python.sh
+echo "== every check passed in ${SECONDS} s"
