@@ -22,16 +22,22 @@ struct Geometry {
   constexpr int backward_key_pad() const { return std::lcm(tile_rows, tile_cols()); }
 };
 
-// AVX2: 16 vector registers; 6 × 2 accumulators, two loaded vectors and a broadcast.
-inline constexpr Geometry kAvx2Geometry{8, 6, 2, 128, 16, 192};
-// The scalar target runs the AVX2 geometry's rows and key blocks over one-float vectors.
+// AVX2: 16 vector registers; 6 × 2 accumulators, two loaded vectors and a broadcast. Work items of
+// 384 rows, as AVX-512's (below): on an AVX2-only Zen 3 they measured 1.00–1.05× the former 192 for
+// n = m from 512 to 8192, d = 64 and 128, 1 and 2 threads, causal and not (medians of 4–200 calls
+// alternating in one process); only a single head of n = 1024 on 2 threads, 3 items instead of 6,
+// measured less (0.94×).
+inline constexpr Geometry kAvx2Geometry{8, 6, 2, 128, 16, 384};
+// The scalar target runs the AVX2 geometry's tiles and key blocks over one-float vectors (and
+// items of 192 rows: its speed was never measured against anything).
 inline constexpr Geometry kScalarGeometry{1, 6, 2, 128, 16, 192};
 // AVX-512: 32 vector registers; 8 × 2 accumulators of 16 floats, keys in blocks of 512 (the shapes a
 // FlashAttention-2 loop measured best on an AVX-512 Zen 5, issue 15; other AVX-512 CPUs may want
 // their own). Each key block is packed once per work item, so larger items pack less often: 384 rows
 // rather than 192 measured 1.07× (f32) and 1.10× (bf16 dot products) at n = m = 8192, d = 128, on an
-// AVX-512 Zen 4, and about even at n = 1024 on 1 and 2 threads (the AVX2 target there measured 0.9×
-// at n = 2048 with 384, so it keeps 192). The emulated 16-lane targets use the same geometry.
+// AVX-512 Zen 4, and about even at n = 1024 on 1 and 2 threads (the AVX2 target on that Zen 4
+// measured 0.9× at n = 2048 with 384; on the AVX2-only Zen 3 it did not). The emulated 16-lane
+// targets use the same geometry.
 inline constexpr Geometry kAvx512Geometry{16, 8, 2, 512, 32, 384};
 
 inline constexpr Geometry kAllGeometries[] = {kScalarGeometry, kAvx2Geometry, kAvx512Geometry};
