@@ -23,10 +23,10 @@ struct Geometry {
 };
 
 // AVX2: 16 vector registers; 6 × 2 accumulators, two loaded vectors and a broadcast. Work items of
-// 384 rows, as AVX-512's (below): on an AVX2-only Zen 3 they measured 1.00–1.05× the former 192 for
-// n = m from 512 to 8192, d = 64 and 128, 1 and 2 threads, causal and not (medians of 4–200 calls
-// alternating in one process); only a single head of n = 1024 on 2 threads, 3 items instead of 6,
-// measured less (0.94×).
+// 384 rows, as AVX-512's (below): on an AVX2-only Zen 3 they measured 0.99–1.12× the former 192
+// (1.02× typical) for n = m from 512 to 8192, d = 64 and 128, 1 and 2 threads, causal and not
+// (medians of 4–200 calls alternating in one process); only a single head of n = 1024 on 2 threads,
+// 3 items instead of 6, measured clearly less (0.94×).
 inline constexpr Geometry kAvx2Geometry{8, 6, 2, 128, 16, 384};
 // The scalar target runs the AVX2 geometry's tiles and key blocks over one-float vectors (and
 // items of 192 rows: its speed was never measured against anything).
