@@ -89,25 +89,29 @@ def rms(x):
     return float(np.sqrt(np.mean(x * x))) if x.size else 0.0
 
 
-def check_accurate(out, ref, naive, context=""):
-    """The accuracy rule: RMS(out − ref) <= 2·RMS(naive − ref) + 1e-7·max(1, |ref|)."""
-    out, ref, naive = (np.asarray(x, np.float64) for x in (out, ref, naive))
-    assert out.shape == ref.shape, context
-    if out.size == 0:
-        return
-    assert np.isfinite(out).all(), f"{context}: non-finite output"
-    err, naive_err = rms(out - ref), rms(naive - ref)
-    floor = 1e-7 * max(1.0, float(np.abs(ref).max()))
-    assert err <= 2 * naive_err + floor, f"{context}: RMS error {err:.3g} > 2 × naive {naive_err:.3g} + {floor:.3g}"
-
-
 @dataclasses.dataclass
 class AccuracyCase:
     context: str
     err: float         # RMS(out − reference)
     naive_err: float   # RMS(naive float32 − reference)
     floor: float       # the rule's absolute floor, 1e-7·max(1, |reference|)
-    logit_rounding: float  # the output error one float32 rounding of the largest logits can cause
+    logit_rounding: float = 0.0  # the output error one float32 rounding of the largest logits can cause
+
+
+def accuracy_case(out, ref, naive, context="", logit_rounding=0.0):
+    """The errors the accuracy rule compares, after checking the output's shape and that it is finite."""
+    out, ref, naive = (np.asarray(x, np.float64) for x in (out, ref, naive))
+    assert out.shape == ref.shape, context
+    assert np.isfinite(out).all(), f"{context}: non-finite output"
+    floor = 1e-7 * max(1.0, float(np.abs(ref).max(initial=0.0)))
+    return AccuracyCase(context, rms(out - ref), rms(naive - ref), floor, logit_rounding)
+
+
+def check_accurate(out, ref, naive, context=""):
+    """The accuracy rule: RMS(out − ref) <= 2·RMS(naive − ref) + 1e-7·max(1, |ref|)."""
+    c = accuracy_case(out, ref, naive, context)
+    assert c.err <= 2 * c.naive_err + c.floor, \
+        f"{context}: RMS error {c.err:.3g} > 2 × naive {c.naive_err:.3g} + {c.floor:.3g}"
 
 
 def check_median_accurate(cases):
@@ -697,8 +701,8 @@ def check_against_torch(torch, out, expected, q, k, v, dtype, context, errors=No
         # The largest logits lie within log(S) below their row's log-sum-exp.
         finite = ref_lse[np.isfinite(ref_lse)]
         logit_scale = float(np.abs(finite).max()) + math.log(max(1, kn.shape[-2])) if finite.size else 0.0
-        errors.append(AccuracyCase(context, rms(got - ref), rms(to_numpy64(naive) - ref), 1e-7 * bound,
-                                   2.0**-24 * logit_scale * max(1.0, float(np.abs(vn).max(initial=0.0)))))
+        errors.append(accuracy_case(got, ref, to_numpy64(naive), context,
+                                    2.0**-24 * logit_scale * max(1.0, float(np.abs(vn).max(initial=0.0)))))
     tolerance = {"float32": 1e-5, "float16": 4 * 2.0**-10, "bfloat16": 4 * 2.0**-7}[dtype]
     assert np.all(np.abs(got - theirs) <= tolerance * bound), f"{context}: far from torch"
 
