@@ -40,16 +40,10 @@ void* operator new(std::size_t bytes) { return allocate(bytes, alignof(std::max_
 void* operator new(std::size_t bytes, std::align_val_t alignment) {
   return allocate(bytes, static_cast<std::size_t>(alignment));
 }
-// Every replaced operator new above allocates with posix_memalign, so free is its match. GCC 12 does
-// not know that the global operator new is replaced: where it inlines a delete after a new (it did
-// with this file at -O1 under the sanitizers), -Wmismatched-new-delete calls that free a mismatch.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 void operator delete(void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
-#pragma GCC diagnostic pop
 
 namespace attnkit {
 namespace {
