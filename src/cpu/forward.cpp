@@ -16,6 +16,11 @@
 namespace attnkit::cpu {
 namespace {
 
+// Queries of one head per work item: the plan's and the scratch size's.
+std::int64_t queries_per_item(const detail::Sizes& s, const Geometry& geometry) {
+  return std::clamp<std::int64_t>(item_rows(geometry, s.group(), s.n) / s.group(), 1, s.n);
+}
+
 ForwardPlan make_plan(const detail::Problem& p, const detail::ForwardOutputs& outputs, const Geometry& geometry,
                       std::vector<std::int64_t>& sequence_items) {
   const detail::Sizes& s = p.sizes;
@@ -23,7 +28,7 @@ ForwardPlan make_plan(const detail::Problem& p, const detail::ForwardOutputs& ou
   plan.problem = &p;
   plan.outputs = &outputs;
   plan.group = s.group();
-  plan.queries_per_item = std::clamp<std::int64_t>(geometry.rows_per_item / plan.group, 1, s.n);
+  plan.queries_per_item = queries_per_item(s, geometry);
   plan.query_blocks = ceil_div(s.n, plan.queries_per_item);
   plan.items = s.batch * s.kv_heads * plan.query_blocks;
   plan.splits = decode_splits(s.n, s.m);
@@ -93,8 +98,7 @@ detail::ByteCount fast_forward_scratch_bytes(const detail::Problem& p, bool prob
   if (s.batch == 0 || s.q_heads == 0 || s.n == 0) return 0;
   // make_plan's sizes, in saturating arithmetic: the sizes may be absurd (zero strides make huge
   // views cheap), and the answer must then be "too large", never a wrapped small number.
-  const std::int64_t queries_per_item =
-      std::clamp<std::int64_t>(forward_kernels(p.target).geometry.rows_per_item / s.group(), 1, s.n);
+  const std::int64_t queries_per_item = cpu::queries_per_item(s, forward_kernels(p.target).geometry);
   const ByteCount rows = ByteCount::of(s.group()) * ByteCount::of(queries_per_item) + kMaxTileRows;
   const ByteCount padded_d_v = ByteCount::of(s.d_v) + kMaxTileCols;
   // A packed batch has a block per started block of each sequence: at most total/queries + B.

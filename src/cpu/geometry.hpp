@@ -17,6 +17,7 @@ struct Geometry {
   int key_block;     // keys streamed per forward step
   int registers;     // vector registers the target's code may keep live
   int rows_per_item; // query rows (over a GQA group) per forward work item
+  int long_rows_per_item;  // the same for long problems (item_rows)
   constexpr int tile_cols() const { return lanes * tile_vectors; }
   // The backward pads a key block to whole tiles both ways (tile_at_b steps over keys by rows).
   constexpr int backward_key_pad() const { return std::lcm(tile_rows, tile_cols()); }
@@ -27,18 +28,21 @@ struct Geometry {
 // (1.02× typical) for n = m from 512 to 8192, d = 64 and 128, 1 and 2 threads, causal and not
 // (medians of 4–200 calls alternating in one process); only a single head of n = 1024 on 2 threads,
 // 3 items instead of 6, measured clearly less (0.94×).
-inline constexpr Geometry kAvx2Geometry{8, 6, 2, 128, 16, 384};
+inline constexpr Geometry kAvx2Geometry{8, 6, 2, 128, 16, 384, 384};
 // The scalar target runs the AVX2 geometry's tiles and key blocks over one-float vectors (and
 // items of 192 rows: its speed was never measured against anything).
-inline constexpr Geometry kScalarGeometry{1, 6, 2, 128, 16, 192};
+inline constexpr Geometry kScalarGeometry{1, 6, 2, 128, 16, 192, 192};
 // AVX-512: 32 vector registers; 8 × 2 accumulators of 16 floats, keys in blocks of 512 (the shapes a
 // FlashAttention-2 loop measured best on an AVX-512 Zen 5, issue 15; other AVX-512 CPUs may want
 // their own). Each key block is packed once per work item, so larger items pack less often: 384 rows
 // rather than 192 measured 1.07× (f32) and 1.10× (bf16 dot products) at n = m = 8192, d = 128, on an
 // AVX-512 Zen 4, and about even at n = 1024 on 1 and 2 threads (the AVX2 target on that Zen 4
-// measured 0.9× at n = 2048 with 384; on the AVX2-only Zen 3 it did not). The emulated 16-lane
-// targets use the same geometry.
-inline constexpr Geometry kAvx512Geometry{16, 8, 2, 512, 32, 384};
+// measured 0.9× at n = 2048 with 384; on the AVX2-only Zen 3 it did not). Long problems take items
+// of 768 rows: on an AVX-512 Zen 5 (512-bit units), 1.025–1.04× for f32 at n = m = 8192, d = 128, on
+// 1 and 2 threads, 1.02× at n = 2048 (bf16 dot products at d = 64: 1.005–1.02×; 1024 or 1536 rows no
+// better than 768), but 0.96× for bf16 at n = 1024 on 2 threads, where fewer items balance worse.
+// The emulated 16-lane targets use the same geometry.
+inline constexpr Geometry kAvx512Geometry{16, 8, 2, 512, 32, 384, 768};
 
 inline constexpr Geometry kAllGeometries[] = {kScalarGeometry, kAvx2Geometry, kAvx512Geometry};
 
@@ -54,9 +58,19 @@ inline constexpr std::int64_t kBackwardKeyBlock = 96;    // keys per step: K, V,
 inline constexpr std::int64_t kBackwardQueryBlock = 48;  // query rows whose dK, dV contributions are summed at once
 inline constexpr std::int64_t kBackwardMinItems = 8;     // chunks per (batch, KV head) until there are this many items
 
+// Query rows per KV head (group · n) from which a call takes the long items.
+inline constexpr std::int64_t kLongItemsFrom = 2048;
+
+// Rows (over a GQA group) per forward work item of a call with n queries per head and `group` query
+// heads per KV head (compared without multiplying: the sizes of zero-stride views may be huge).
+constexpr std::int64_t item_rows(const Geometry& g, std::int64_t group, std::int64_t n) {
+  return n >= (kLongItemsFrom + group - 1) / group ? g.long_rows_per_item : g.rows_per_item;
+}
+
 constexpr bool fits_every_plan(const Geometry& g) {
   return g.tile_rows <= kMaxTileRows && g.tile_cols() <= kMaxTileCols && g.key_block <= kMaxKeyBlock &&
          g.key_block % g.tile_cols() == 0 && kSplitKeys % g.key_block == 0 && g.rows_per_item % g.tile_rows == 0 &&
+         g.long_rows_per_item % g.tile_rows == 0 && g.long_rows_per_item >= g.rows_per_item &&
          kBackwardQueryBlock % g.tile_rows == 0 && kBackwardKeyBlock % g.backward_key_pad() == 0;
 }
 static_assert(fits_every_plan(kScalarGeometry) && fits_every_plan(kAvx2Geometry) && fits_every_plan(kAvx512Geometry),

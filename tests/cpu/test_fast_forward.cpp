@@ -179,7 +179,26 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Shape{1, 1, 1, 1, 1, 64, 64}, Shape{1, 1, 1, 1, 1000, 64, 64}, Shape{1, 1, 1, 1000, 1, 64, 64},
                       Shape{1, 1, 1, 257, 7, 64, 64}, Shape{1, 1, 1, 1000, 1000, 64, 64}, Shape{2, 3, 3, 33, 257, 64, 24},
                       Shape{1, 8, 2, 257, 1000, 32, 48},  // GQA
-                      Shape{2, 4, 1, 100, 300, 16, 8}));  // MQA
+                      Shape{2, 4, 1, 100, 300, 16, 8},  // MQA
+                      // At least kLongItemsFrom (2048) query rows per KV head: the AVX-512 geometry's
+                      // long items (768 rows, geometry.hpp), the last one partly filled.
+                      Shape{1, 1, 1, 2100, 65, 16, 16}, Shape{1, 4, 1, 601, 129, 40, 24}));
+
+TEST(FastForward, LongItemsWithEveryMaskKind) {
+  ATTNKIT_TRACE_SEED();
+  const Shape shape{1, 4, 2, 1100, 1003, 24, 16};  // 2200 rows per KV head: long items
+  Rng rng(5);
+  Tensor keep(DType::boolean, {shape.n, shape.m});
+  for (std::int64_t i = 0; i < keep.numel(); ++i) keep.data<bool>()[i] = rng.uniform() < 0.8;
+  const std::int64_t lengths[] = {900};
+  AttentionOptions o;
+  o.causal = Causal::bottom_right;
+  o.window = Window{.left = 700, .right = 0};
+  o.mask = keep.view();
+  o.key_lengths = lengths;
+  expect_accurate_on(shape, o, DType::f32, Distribution::gaussian, 3);
+  expect_accurate_on(shape, o, DType::bf16, Distribution::gaussian, 4);
+}
 
 // ---- options, alone and together, on odd sizes ----
 
