@@ -210,15 +210,30 @@ void reduce_add_each(const Vec* v, float* out) {
   }
 }
 
-// sums[t][r] = q[r] · k[t] over the first `count` elements (a multiple of kLanes) for the Rows rows
-// of q, d_k apart, and the Keys key rows k[t], stored as `Stored`. Each sum runs over the vectors in
-// the same order whatever Keys is, so a score does not depend on how keys are grouped. Inlined into
-// the key loop: called, a step (16 vectors at d_k = 128) paid a call and its accumulators zeroed on
-// the stack (bf16 decoding 1.13x from cache, 1.07x from memory on a Zen 3; f32 within the noise).
+// scores[r·kKeyBlock + t] = scale · Σ acc[t·Rows + r] (each a sum across lanes, as reduce_add_each
+// sums), for t < Keys, r < Rows: straight from registers where the target has a way
+// (Isa::reduce_add_each_by_row), else through an array of sums.
+template <std::int64_t Rows, std::int64_t Keys, class I = Isa>
+__attribute__((always_inline)) inline void store_scaled_sums(const Vec* acc, float scale, float* scores) {
+  if constexpr (requires { I::template reduce_add_each_by_row<Rows, Keys>(acc, scale, scores, kKeyBlock); }) {
+    I::template reduce_add_each_by_row<Rows, Keys>(acc, scale, scores, kKeyBlock);
+  } else {
+    float sums[Keys][Rows];
+    reduce_add_each<Keys * Rows, I>(acc, &sums[0][0]);
+    for (std::int64_t t = 0; t < Keys; ++t)
+      for (std::int64_t r = 0; r < Rows; ++r) scores[r * kKeyBlock + t] = sums[t][r] * scale;
+  }
+}
+
+// acc[t][r] = q[r] · k[t] as kLanes partial sums, over the first `count` elements (a multiple of
+// kLanes) for the Rows rows of q, d_k apart, and the Keys key rows k[t], stored as `Stored`. Each
+// sum runs over the vectors in the same order whatever Keys is, so a score does not depend on how
+// keys are grouped. Inlined into the key loop: called, a step (16 vectors at d_k = 128) paid a call
+// and its accumulators zeroed on the stack (bf16 decoding 1.13x from cache, 1.07x from memory on a
+// Zen 3; f32 within the noise).
 template <std::int64_t Rows, std::int64_t Keys, DType Stored>
 __attribute__((always_inline)) inline void dot_with_rows(const float* q, std::int64_t d_k, std::int64_t count,
-                                                         const StoredElement<Stored>* const* k, float (*sums)[Rows]) {
-  Vec acc[Keys][Rows];
+                                                         const StoredElement<Stored>* const* k, Vec (&acc)[Keys][Rows]) {
   for (auto& key : acc)
     for (Vec& a : key) a = Isa::zero();
   for (std::int64_t c = 0; c < count; c += kLanes) {
@@ -229,16 +244,14 @@ __attribute__((always_inline)) inline void dot_with_rows(const float* q, std::in
       for (std::int64_t t = 0; t < Keys; ++t) acc[t][r] = Isa::fma(qr, kc[t], acc[t][r]);
     }
   }
-  reduce_add_each<Keys * Rows>(&acc[0][0], &sums[0][0]);
 }
 
-// The same sums with bf16 dot products: q as rows of pairs (`count` pairs, a multiple of kLanes,
-// `stride` pairs apart) and bf16 key rows read as pairs along d_k where they are stored.
+// The same partial sums with bf16 dot products: q as rows of pairs (`count` pairs, a multiple of
+// kLanes, `stride` pairs apart) and bf16 key rows read as pairs along d_k where they are stored.
 template <std::int64_t Rows, std::int64_t Keys, class I = Isa>
 __attribute__((always_inline)) inline void dot_pairs_with_rows(const std::uint32_t* q, std::int64_t stride,
                                                                std::int64_t count, const std::uint16_t* const* k,
-                                                               float (*sums)[Rows]) {
-  Vec acc[Keys][Rows];
+                                                               Vec (&acc)[Keys][Rows]) {
   for (auto& key : acc)
     for (Vec& a : key) a = I::zero();
   for (std::int64_t c = 0; c < count; c += kLanes) {
@@ -249,7 +262,6 @@ __attribute__((always_inline)) inline void dot_pairs_with_rows(const std::uint32
       for (std::int64_t t = 0; t < Keys; ++t) acc[t][r] = I::dot_bf16(acc[t][r], qr, kc[t]);
     }
   }
-  reduce_add_each<Keys * Rows>(&acc[0][0], &sums[0][0]);
 }
 
 // The same scores read from the key rows as stored, without packing: for an item of a single tile
@@ -303,24 +315,28 @@ void score_tile_from_key_rows(const ForwardPlan& plan, ForwardWorkspace& ws, con
       }
     };
     // Scores of keys j .. j + Keys: the vector part by dot_with_rows, then a scalar tail of d_k.
-    auto score_keys = [&]<std::int64_t Keys>(std::int64_t j, std::integral_constant<std::int64_t, Keys>) {
+    // Inlined into the key loop (GCC otherwise calls it once per step, its accumulators on the stack).
+    auto score_keys = [&]<std::int64_t Keys>(std::int64_t j, std::integral_constant<std::int64_t, Keys>)
+                          __attribute__((always_inline)) {
       const Element* k[Keys];
       for (std::int64_t t = 0; t < Keys; ++t) k[t] = key_row(j + t, t);
-      float sums[Keys][Rows];
+      Vec acc[Keys][Rows];
       if constexpr (KeyPairs && stored() == DType::bf16) {
-        dot_pairs_with_rows<Rows, Keys>(reinterpret_cast<const std::uint32_t*>(ws.q_bf16), ws.d_k / 2, ws.d_k / 2, k, sums);
+        dot_pairs_with_rows<Rows, Keys>(reinterpret_cast<const std::uint32_t*>(ws.q_bf16), ws.d_k / 2, ws.d_k / 2, k, acc);
       } else {
-        dot_with_rows<Rows, Keys, stored()>(ws.q, ws.d_k, vector_end, k, sums);
+        dot_with_rows<Rows, Keys, stored()>(ws.q, ws.d_k, vector_end, k, acc);
       }
-      if constexpr (stored() == DType::f32) {  // widened rows are whole vectors: no tail
-        if (vector_end < ws.d_k) {
-          for (std::int64_t t = 0; t < Keys; ++t)
-            for (std::int64_t r = 0; r < Rows; ++r)
-              for (std::int64_t c = vector_end; c < ws.d_k; ++c) sums[t][r] += ws.q[r * ws.d_k + c] * k[t][c];
-        }
+      if (stored() != DType::f32 || vector_end == ws.d_k) {  // widened rows are whole vectors: no tail
+        store_scaled_sums<Rows, Keys>(&acc[0][0], scale, ws.scores + j);
+        return;
       }
+      float sums[Keys][Rows];
+      reduce_add_each<Keys * Rows>(&acc[0][0], &sums[0][0]);
       for (std::int64_t t = 0; t < Keys; ++t)
-        for (std::int64_t r = 0; r < Rows; ++r) ws.scores[r * kKeyBlock + j + t] = sums[t][r] * scale;
+        for (std::int64_t r = 0; r < Rows; ++r) {
+          for (std::int64_t c = vector_end; c < ws.d_k; ++c) sums[t][r] += ws.q[r * ws.d_k + c] * k[t][c];
+          ws.scores[r * kKeyBlock + j + t] = sums[t][r] * scale;
+        }
     };
     std::int64_t j = 0;
     for (; j + kKeys <= width; j += kKeys) score_keys(j, std::integral_constant<std::int64_t, kKeys>{});

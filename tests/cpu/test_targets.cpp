@@ -139,5 +139,41 @@ TEST(Targets, Avx512LaneSumTreeEqualsOneVectorAtATimeBitForBit) {
   }
 }
 
+// Decoding stores its scores straight from that tree's register, scaled, row by row
+// (Avx512Isa::reduce_add_each_by_row): each must equal the scaled one-vector sum bit for bit, and
+// nothing past a row's keys may be written (the rows lie in one score buffer).
+TEST(Targets, Avx512LaneSumsByRowEqualScaledOneVectorSumsBitForBit) {
+  if (!missing_cpu_feature(Target::avx512).empty()) {
+    GTEST_SKIP() << "the reduction tree is not run here: this CPU lacks " << missing_cpu_feature(Target::avx512);
+  }
+  std::mt19937 random(16);
+  std::uniform_real_distribution<float> exponent(-30.0f, 30.0f), unit(0.0f, 1.0f);
+  constexpr int kStride = 21;  // odd, as a score row's start is not aligned either
+  for (int rows = 1; rows <= 16; ++rows)
+    for (int keys = 1; rows * keys <= 16; ++keys)
+      for (int trial = 0; trial < 50; ++trial) {
+        std::vector<float> vectors(static_cast<std::size_t>(rows * keys * testing::kSumLanes));
+        for (float& x : vectors) x = (unit(random) < 0.5f ? -1.0f : 1.0f) * std::exp2(exponent(random));
+        if (trial % 5 == 0) vectors[random() % vectors.size()] = std::numeric_limits<float>::infinity();
+        const float scale = 0.088388f * std::exp2(exponent(random) / 10);
+        float tree[16], one_by_one[16];
+        testing::avx512_lane_sums(vectors.data(), rows * keys, tree, one_by_one);
+        std::vector<float> out(static_cast<std::size_t>(rows * kStride), -7.0f);
+        testing::avx512_lane_sums_by_row(vectors.data(), rows, keys, scale, out.data(), kStride);
+        for (int r = 0; r < rows; ++r)
+          for (int c = 0; c < kStride; ++c) {
+            const float got = out[static_cast<std::size_t>(r * kStride + c)];
+            if (c >= keys) {
+              ASSERT_EQ(got, -7.0f) << rows << " rows, " << keys << " keys: row " << r << " written at " << c;
+              continue;
+            }
+            const float want = one_by_one[c * rows + r] * scale;
+            ASSERT_EQ(std::memcmp(&got, &want, sizeof(float)), 0)
+                << rows << " rows, " << keys << " keys, trial " << trial << ": row " << r << " key " << c << ": "
+                << got << " vs " << want;
+          }
+      }
+}
+
 }  // namespace
 }  // namespace attnkit
