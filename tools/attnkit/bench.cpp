@@ -52,9 +52,10 @@ constexpr std::string_view kHelp = R"(Usage: attnkit bench [--quick] [--json] [-
 Times attnkit::forward, attnkit::backward and the MultiHeadAttention module, and reports every
 case as ratios measured in the same run, since absolute times on a shared machine are noise:
   - the machine's ceilings, measured first: the f32 FMA rate of each x86 target's register-only
-    loop (AVX2+FMA, and AVX-512F where the CPU has it; on 1 and all threads) and the best of them,
-    the "FMA peak" every "of peak" is a share of; peak bf16 dot-product rate (vdpbf16ps, only on
-    CPUs with avx512_bf16) and memory bandwidth (a 2 x 256 MiB copy, read + write bytes);
+    loop (AVX2+FMA, and AVX-512F where the CPU has it; on 1 and all threads; each loop's fastest
+    timed run) and the best of them, the "FMA peak" every "of peak" is a share of; peak bf16
+    dot-product rate (vdpbf16ps, only on CPUs with avx512_bf16) and memory bandwidth (a 2 x 256 MiB
+    copy, read + write bytes);
   - two f32 forward baselines on the same shapes and threads: a naive kernel (scores materialised,
     plain loops) and the hand-written OpenBLAS composition sgemm(Q·Kᵀ) -> softmax -> sgemm(P·V).
 Cases: forward (fwd_*), batch 1, 8 heads, n = m in {512, 1024, 2048, 8192}, d in {64, 128}, causal
