@@ -21,11 +21,11 @@ namespace {
 // How `keys` keys are chunked when `entries` (batch, KV head) pairs share the call: few pairs,
 // and their keys are split into chunks so that every core has work. The chunking depends only on
 // the shapes, never on the thread count.
-BackwardEntry chunked(std::int64_t keys, std::int64_t entries) {
-  const std::int64_t blocks = ceil_div(keys, kBackwardKeyBlock);
+BackwardEntry chunked(std::int64_t keys, std::int64_t entries, std::int64_t key_block) {
+  const std::int64_t blocks = ceil_div(keys, key_block);
   const std::int64_t wanted = std::clamp<std::int64_t>(ceil_div(kBackwardMinItems, entries), 1, std::max<std::int64_t>(blocks, 1));
   BackwardEntry e;
-  e.chunk_keys = std::max<std::int64_t>(ceil_div(blocks, wanted), 1) * kBackwardKeyBlock;
+  e.chunk_keys = std::max<std::int64_t>(ceil_div(blocks, wanted), 1) * key_block;
   e.chunks = ceil_div(keys, e.chunk_keys);
   return e;
 }
@@ -40,7 +40,7 @@ BackwardPlan make_plan(const detail::Problem& p, const detail::BackwardIO& io, c
   plan.padded_d_k = round_up(s.d_k, geometry.tile_cols());
   plan.padded_d_v = round_up(s.d_v, geometry.tile_cols());
   if (p.packed == nullptr) {
-    plan.uniform = chunked(s.m, s.batch * s.kv_heads);
+    plan.uniform = chunked(s.m, s.batch * s.kv_heads, geometry.backward_key_block);
     plan.uniform.padded_n = round_up(s.n, geometry.tile_rows);
     plan.chunks = plan.uniform.chunks;
     plan.items = s.batch * s.kv_heads * plan.chunks;
@@ -51,7 +51,7 @@ BackwardPlan make_plan(const detail::Problem& p, const detail::BackwardIO& io, c
   packed_entries.resize(static_cast<std::size_t>(s.batch));
   for (std::int64_t b = 0; b < s.batch; ++b) {
     BackwardEntry& e = packed_entries[static_cast<std::size_t>(b)];
-    e = chunked(p.key_count(b), s.kv_heads);
+    e = chunked(p.key_count(b), s.kv_heads, geometry.backward_key_block);
     e.padded_n = round_up(p.query_count(b), geometry.tile_rows);
     e.first_item = plan.items;
     e.first_row = plan.rows;

@@ -21,7 +21,7 @@ struct BackwardEntry {
   std::int64_t first_item = 0;  // its items are (KV head, chunk), chunk fastest
   std::int64_t first_row = 0;   // its rows are (query head, query), query fastest
   std::int64_t chunks = 0;      // key chunks per KV head
-  std::int64_t chunk_keys = 0;  // keys per chunk, a multiple of kBackwardKeyBlock
+  std::int64_t chunk_keys = 0;  // keys per chunk, a multiple of the target's backward key block
   std::int64_t padded_n = 0;    // queries per head, rounded up to the target's whole register tiles
 };
 

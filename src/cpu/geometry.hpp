@@ -18,6 +18,7 @@ struct Geometry {
   int registers;     // vector registers the target's code may keep live
   int rows_per_item; // query rows (over a GQA group) per forward work item
   int long_rows_per_item;  // the same for long problems (item_rows)
+  int backward_key_block;  // keys per backward step (K, V, dK, dV blocks stay in L2)
   constexpr int tile_cols() const { return lanes * tile_vectors; }
   // The backward pads a key block to whole tiles both ways (tile_at_b steps over keys by rows).
   constexpr int backward_key_pad() const { return std::lcm(tile_rows, tile_cols()); }
@@ -28,10 +29,10 @@ struct Geometry {
 // (1.02× typical) for n = m from 512 to 8192, d = 64 and 128, 1 and 2 threads, causal and not
 // (medians of 4–200 calls alternating in one process); only a single head of n = 1024 on 2 threads,
 // 3 items instead of 6, measured clearly less (0.94×).
-inline constexpr Geometry kAvx2Geometry{8, 6, 2, 128, 16, 384, 384};
+inline constexpr Geometry kAvx2Geometry{8, 6, 2, 128, 16, 384, 384, 96};
 // The scalar target runs the AVX2 geometry's tiles and key blocks over one-float vectors (and
 // items of 192 rows: its speed was never measured against anything).
-inline constexpr Geometry kScalarGeometry{1, 6, 2, 128, 16, 192, 192};
+inline constexpr Geometry kScalarGeometry{1, 6, 2, 128, 16, 192, 192, 96};
 // AVX-512: 32 vector registers; 8 × 2 accumulators of 16 floats, keys in blocks of 512 (the shapes a
 // FlashAttention-2 loop measured best on an AVX-512 Zen 5, issue 15; other AVX-512 CPUs may want
 // their own). Each key block is packed once per work item, so larger items pack less often: 384 rows
@@ -41,8 +42,12 @@ inline constexpr Geometry kScalarGeometry{1, 6, 2, 128, 16, 192, 192};
 // of 768 rows: on an AVX-512 Zen 5 (512-bit units), 1.025–1.04× for f32 at n = m = 8192, d = 128, on
 // 1 and 2 threads, 1.02× at n = 2048 (bf16 dot products at d = 64: 1.005–1.02×; 1024 or 1536 rows no
 // better than 768), but 0.96× for bf16 at n = 1024 on 2 threads, where fewer items balance worse.
+// The backward steps over 192 keys (its K, V, dK and dV blocks: 384 KiB at d = 128 in f32, in the
+// 1 MiB L2 of Zen 4 and 5), so the query rows, dO and dQ stream through half as often as with 96: on
+// an AVX-512 Zen 5 at n = m = 8192, d = 128, bf16 1.04–1.31× on 1 and 2 threads, f32 1.13–1.17×;
+// even at n = 2048 (AVX2 keeps 96: not measured there, and a Zen 3's L2 is half as large).
 // The emulated 16-lane targets use the same geometry.
-inline constexpr Geometry kAvx512Geometry{16, 8, 2, 512, 32, 384, 768};
+inline constexpr Geometry kAvx512Geometry{16, 8, 2, 512, 32, 384, 768, 192};
 
 inline constexpr Geometry kAllGeometries[] = {kScalarGeometry, kAvx2Geometry, kAvx512Geometry};
 
@@ -54,7 +59,7 @@ inline constexpr std::int64_t kDecodeQueries = 16;  // n at or below this is dec
 inline constexpr std::int64_t kSplitKeys = 1024;    // keys per split when decoding (fixed: results
                                                     // must not depend on the thread count)
 // The backward's blocks.
-inline constexpr std::int64_t kBackwardKeyBlock = 96;    // keys per step: K, V, dK, dV blocks stay in L2
+inline constexpr std::int64_t kMaxBackwardKeyBlock = 192;  // the largest target's keys per step (workspaces)
 inline constexpr std::int64_t kBackwardQueryBlock = 48;  // query rows whose dK, dV contributions are summed at once
 inline constexpr std::int64_t kBackwardMinItems = 8;     // chunks per (batch, KV head) until there are this many items
 
@@ -71,7 +76,8 @@ constexpr bool fits_every_plan(const Geometry& g) {
   return g.tile_rows <= kMaxTileRows && g.tile_cols() <= kMaxTileCols && g.key_block <= kMaxKeyBlock &&
          g.key_block % g.tile_cols() == 0 && kSplitKeys % g.key_block == 0 && g.rows_per_item % g.tile_rows == 0 &&
          g.long_rows_per_item % g.tile_rows == 0 && g.long_rows_per_item >= g.rows_per_item &&
-         kBackwardQueryBlock % g.tile_rows == 0 && kBackwardKeyBlock % g.backward_key_pad() == 0;
+         kBackwardQueryBlock % g.tile_rows == 0 && g.backward_key_block % g.backward_key_pad() == 0 &&
+         g.backward_key_block <= kMaxBackwardKeyBlock;
 }
 static_assert(fits_every_plan(kScalarGeometry) && fits_every_plan(kAvx2Geometry) && fits_every_plan(kAvx512Geometry),
               "every target's tiles fit the plans' paddings and blocks");

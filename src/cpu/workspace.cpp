@@ -33,9 +33,9 @@ std::size_t aligned_up(std::size_t bytes) { return (bytes + kBackwardAlignment -
 // same order): the float arrays, then the bf16-dot path's (d_k and d_v are even: whole tiles).
 std::array<detail::ByteCount, 21> backward_floats(detail::ByteCount dk, detail::ByteCount dv) {
   using detail::ByteCount;
-  const ByteCount block = ByteCount::of(kBackwardKeyBlock), tile = ByteCount::of(kBackwardQueryBlock * kBackwardKeyBlock);
-  const ByteCount half_block = ByteCount::of(kBackwardKeyBlock / 2);
-  const ByteCount half_tile = ByteCount::of(kBackwardQueryBlock * kBackwardKeyBlock / 2);
+  const ByteCount block = ByteCount::of(kMaxBackwardKeyBlock), tile = ByteCount::of(kBackwardQueryBlock * kMaxBackwardKeyBlock);
+  const ByteCount half_block = ByteCount::of(kMaxBackwardKeyBlock / 2);
+  const ByteCount half_tile = ByteCount::of(kBackwardQueryBlock * kMaxBackwardKeyBlock / 2);
   const ByteCount widest = std::max(dk.value(), dv.value());
   return {block * dk, block * dk, block * dv, block * dv, block * dk, block * dv, tile, tile, tile, block, block, widest, dv, dk,
           half_block * dk, half_block * dv, half_block * dk, half_tile, half_tile, half_tile,
@@ -45,7 +45,7 @@ std::array<detail::ByteCount, 21> backward_floats(detail::ByteCount dk, detail::
 }  // namespace
 
 detail::ByteCount BackwardWorkspace::bytes_for(detail::ByteCount padded_d_k, detail::ByteCount padded_d_v) {
-  detail::ByteCount bytes = aligned_up(static_cast<std::size_t>(kBackwardQueryBlock * kBackwardKeyBlock)) +
+  detail::ByteCount bytes = aligned_up(static_cast<std::size_t>(kBackwardQueryBlock * kMaxBackwardKeyBlock)) +
                             aligned_up(static_cast<std::size_t>(kBackwardQueryBlock) * sizeof(RowInfo));
   for (detail::ByteCount n : backward_floats(padded_d_k, padded_d_v)) bytes += n * sizeof(float) + (kBackwardAlignment - 1);
   return bytes;
@@ -77,7 +77,7 @@ void BackwardWorkspace::prepare(std::int64_t padded_d_k, std::int64_t padded_d_v
   ds_row_pairs = reinterpret_cast<std::uint32_t*>(bf16_arrays[5]);
   pair_rows = reinterpret_cast<std::uint16_t*>(bf16_arrays[6]);
   seen = reinterpret_cast<std::uint8_t*>(cursor);
-  cursor += aligned_up(static_cast<std::size_t>(kBackwardQueryBlock * kBackwardKeyBlock));
+  cursor += aligned_up(static_cast<std::size_t>(kBackwardQueryBlock * kMaxBackwardKeyBlock));
   row_info = reinterpret_cast<RowInfo*>(cursor);
   std::fill(zero_row, zero_row + std::max(d_k, d_v), 0.0f);
 }

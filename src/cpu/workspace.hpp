@@ -115,24 +115,26 @@ struct ForwardWorkspace {
   WorkspaceBuffer buffer_;
 };
 
-// Per-thread scratch of the fast backward kernel, grown and reused like the forward's.
+// Per-thread scratch of the fast backward kernel, grown and reused like the forward's. "key block"
+// is the running target's backward key block (Geometry::backward_key_block); the arrays are sized
+// for the largest, kMaxBackwardKeyBlock.
 struct BackwardWorkspace {
   std::int64_t d_k = 0, d_v = 0;  // padded to the tile width
-  float* k_panels = nullptr;  // [kBackwardKeyBlock / tile width][d_k][tile width]  K_j for scores
-  float* k_rows = nullptr;    // [kBackwardKeyBlock][d_k]  K_j row by row, for dQ += dS·K_j
-  float* v_panels = nullptr;  // [kBackwardKeyBlock / tile width][d_v][tile width]  V_j for dP
-  float* v_rows = nullptr;    // [kBackwardKeyBlock][d_v]  V_j row by row, converted
-  float* dk_acc = nullptr;    // [kBackwardKeyBlock][d_k]  dK_j, summed over the group's query rows
-  float* dv_acc = nullptr;    // [kBackwardKeyBlock][d_v]  dV_j, likewise
-  float* p = nullptr;         // [kBackwardQueryBlock][kBackwardKeyBlock]  logits, then dropout(P)
-  float* ds = nullptr;        // [kBackwardQueryBlock][kBackwardKeyBlock]  dP, then dS
-  float* tanh_s = nullptr;     // [kBackwardQueryBlock][kBackwardKeyBlock]  tanh(s/c) when softcapped
-  float* keep = nullptr;      // [kBackwardKeyBlock]   one row's dropout multipliers
-  float* mask_row = nullptr;  // [kBackwardKeyBlock]   one row of a mask, converted
+  float* k_panels = nullptr;  // [key block / tile width][d_k][tile width]  K_j for scores
+  float* k_rows = nullptr;    // [key block][d_k]  K_j row by row, for dQ += dS·K_j
+  float* v_panels = nullptr;  // [key block / tile width][d_v][tile width]  V_j for dP
+  float* v_rows = nullptr;    // [key block][d_v]  V_j row by row, converted
+  float* dk_acc = nullptr;    // [key block][d_k]  dK_j, summed over the group's query rows
+  float* dv_acc = nullptr;    // [key block][d_v]  dV_j, likewise
+  float* p = nullptr;         // [kBackwardQueryBlock][key block]  logits, then dropout(P)
+  float* ds = nullptr;        // [kBackwardQueryBlock][key block]  dP, then dS
+  float* tanh_s = nullptr;     // [kBackwardQueryBlock][key block]  tanh(s/c) when softcapped
+  float* keep = nullptr;      // [key block]   one row's dropout multipliers
+  float* mask_row = nullptr;  // [key block]   one row of a mask, converted
   float* zero_row = nullptr;  // [max(d_k, d_v)]       zeros: the padding keys of a block
   float* out_row = nullptr;   // [d_v]                 one row of the forward's output, converted (D_i)
   float* dq_row = nullptr;    // [d_k]                 one row of dQ, summed over the chunks
-  std::uint8_t* seen = nullptr;  // [kBackwardQueryBlock][kBackwardKeyBlock] visible keys, when an input is not finite
+  std::uint8_t* seen = nullptr;  // [kBackwardQueryBlock][key block] visible keys, when an input is not finite
   RowInfo* row_info = nullptr;   // [kBackwardQueryBlock]
   // The bf16-dot path (bf16 inputs on targets with bf16 dot products, flash_backward.inl): operands
   // as bf16 values, or as pairs of them in 32 bits, along the dimension each product sums over (Q and
