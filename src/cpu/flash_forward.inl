@@ -326,17 +326,19 @@ void score_tile_from_key_rows(const ForwardPlan& plan, ForwardWorkspace& ws, con
       } else {
         dot_with_rows<Rows, Keys, stored()>(ws.q, ws.d_k, vector_end, k, acc);
       }
-      if (stored() != DType::f32 || vector_end == ws.d_k) {  // widened rows are whole vectors: no tail
-        store_scaled_sums<Rows, Keys>(&acc[0][0], scale, ws.scores + j);
-        return;
-      }
-      float sums[Keys][Rows];
-      reduce_add_each<Keys * Rows>(&acc[0][0], &sums[0][0]);
-      for (std::int64_t t = 0; t < Keys; ++t)
-        for (std::int64_t r = 0; r < Rows; ++r) {
-          for (std::int64_t c = vector_end; c < ws.d_k; ++c) sums[t][r] += ws.q[r * ws.d_k + c] * k[t][c];
-          ws.scores[r * kKeyBlock + j + t] = sums[t][r] * scale;
+      if constexpr (stored() == DType::f32) {  // widened rows are whole vectors: no tail
+        if (vector_end < ws.d_k) {
+          float sums[Keys][Rows];
+          reduce_add_each<Keys * Rows>(&acc[0][0], &sums[0][0]);
+          for (std::int64_t t = 0; t < Keys; ++t)
+            for (std::int64_t r = 0; r < Rows; ++r) {
+              for (std::int64_t c = vector_end; c < ws.d_k; ++c) sums[t][r] += ws.q[r * ws.d_k + c] * k[t][c];
+              ws.scores[r * kKeyBlock + j + t] = sums[t][r] * scale;
+            }
+          return;
         }
+      }
+      store_scaled_sums<Rows, Keys>(&acc[0][0], scale, ws.scores + j);
     };
     std::int64_t j = 0;
     for (; j + kKeys <= width; j += kKeys) score_keys(j, std::integral_constant<std::int64_t, kKeys>{});
