@@ -57,9 +57,13 @@ struct Avx512Isa {
   // in place of about 130 (decoding's scores end in one such sum per key and query row).
   template <std::int64_t Count>
   __attribute__((always_inline)) static void reduce_add_each(const Vec* v, float* out) {
-    // Lane 4k + j of the tree holds vector 4j + k's sum: put vector i's in lane i.
-    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-    _mm512_mask_storeu_ps(out, static_cast<__mmask16>((1u << Count) - 1), _mm512_permutexvar_ps(order, sum_tree<Count>(v)));
+    static constexpr auto kOrder = [] {  // vector i's sum into lane i
+      std::array<int, 16> lanes{};
+      for (std::int64_t i = 0; i < 16; ++i) lanes[i] = tree_lane(i);
+      return lanes;
+    }();
+    _mm512_mask_storeu_ps(out, static_cast<__mmask16>((1u << Count) - 1),
+                          _mm512_permutexvar_ps(_mm512_loadu_si512(kOrder.data()), sum_tree<Count>(v)));
   }
   // The same sums of v[t·Rows + r] (t < Keys, r < Rows), times `scale`, stored by row:
   // out[r·row_stride + t]. Straight from the tree's register to each row's Keys floats (one permute
@@ -71,11 +75,10 @@ struct Avx512Isa {
   __attribute__((always_inline)) static void reduce_add_each_by_row(const Vec* v, float scale, float* out,
                                                                     std::int64_t row_stride) {
     static_assert(Rows >= 1 && Keys >= 1 && Rows * Keys <= 16);
-    // Row r's lanes: vector i = t·Rows + r's sum is in the tree's lane 4·(i mod 4) + i/4.
-    static constexpr auto kLanesOfRow = [] {
+    static constexpr auto kLanesOfRow = [] {  // row r's keys t < Keys: vectors t·Rows + r
       std::array<std::array<int, 16>, Rows> lanes{};
       for (std::int64_t r = 0; r < Rows; ++r)
-        for (std::int64_t t = 0; t < Keys; ++t) lanes[r][t] = static_cast<int>(4 * ((t * Rows + r) % 4) + (t * Rows + r) / 4);
+        for (std::int64_t t = 0; t < Keys; ++t) lanes[r][t] = tree_lane(t * Rows + r);
       return lanes;
     }();
     const Vec sums = mul(sum_tree<Rows * Keys>(v), set1(scale));
@@ -84,6 +87,8 @@ struct Avx512Isa {
                             _mm512_permutexvar_ps(_mm512_loadu_si512(kLanesOfRow[r].data()), sums));
     }
   }
+  // The lane of sum_tree's result that holds vector i's sum.
+  static constexpr int tree_lane(std::int64_t i) { return static_cast<int>(4 * (i % 4) + i / 4); }
   // The tree of reduce_add_each: lane 4k + j holds the sum of vector 4j + k (zero past Count).
   // Inlined: out of line, its sixteen vectors went through memory.
   template <std::int64_t Count>
