@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -90,7 +91,11 @@ struct Problem {
     alibi_slopes = o.alibi_slopes;
     f32.scale = static_cast<float>(scale);
     f32.softcap = static_cast<float>(softcap);
-    f32.dropout_threshold = static_cast<float>(dropout_p);
+    // Uniforms are multiples of 2^-24 (uniform_from_bits), so u >= p exactly when u is at least p
+    // rounded up to that grid, a float with no rounding. p rounded to the nearest float instead
+    // kept the key whose uniform equals that float when p lies just above it, where the reference
+    // (u >= p in double) drops it: one output off by a probability's worth in a soak run.
+    f32.dropout_threshold = static_cast<float>(std::ceil(dropout_p * 0x1p24) * 0x1p-24);
     f32.keep_scale = static_cast<float>(1.0 / (1.0 - dropout_p));
   }
 

@@ -200,6 +200,21 @@ TEST(FastForward, LongItemsWithEveryMaskKind) {
   expect_accurate_on(shape, o, DType::bf16, Distribution::gaussian, 4);
 }
 
+// A key is kept when its uniform, a multiple of 2^-24, is at least p. With p just above one of them,
+// p rounded to a float is that uniform, and the key must still be dropped, as the reference drops
+// it (a soak run caught the fast kernels keeping it). Every target.
+TEST(FastForward, DropoutProbabilityJustAboveAUniformStillDropsItsKey) {
+  ATTNKIT_TRACE_SEED();
+  const Shape shape{1, 2, 1, 5, 37, 16, 16};
+  AttentionOptions o;
+  o.seed = 11;
+  o.dropout_p = testing::dropout_p_just_above_a_uniform(o.seed, shape.H, shape.n, shape.m);
+  ASSERT_GT(o.dropout_p, 0.25) << "no uniform in [0.25, 0.5) among " << shape.H * shape.n * shape.m;
+  ASSERT_LT(static_cast<float>(o.dropout_p), o.dropout_p) << "p must round down to its uniform";
+  expect_accurate_on(shape, o, DType::f32, Distribution::gaussian, 5);
+  expect_accurate_on(shape, o, DType::bf16, Distribution::gaussian, 6);
+}
+
 // ---- options, alone and together, on odd sizes ----
 
 const std::int64_t kLengths[] = {300, 111};

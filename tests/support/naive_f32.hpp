@@ -87,6 +87,19 @@ class NaiveLogits {
   ConstTensorView mask_;
 };
 
+// A dropout probability just above one of batch entry 0's uniforms over h < heads, i < n, j < m
+// (multiples of 2^-24): p = u + 2^-27 for the first u in [0.25, 0.5), where floats are 2^-25 apart,
+// so that p rounded to a float is u while the key of u is dropped (u < p). -1 if there is none.
+inline double dropout_p_just_above_a_uniform(std::uint64_t seed, std::int64_t heads, std::int64_t n, std::int64_t m) {
+  for (std::int64_t h = 0; h < heads; ++h)
+    for (std::int64_t i = 0; i < n; ++i)
+      for (std::int64_t j = 0; j < m; ++j) {
+        const double u = detail::dropout_uniform(seed, 0, h, i, j);
+        if (u >= 0.25 && u < 0.5) return u + 0x1p-27;
+      }
+  return -1;
+}
+
 // The dropout multiplier of (b, h, i, j) in float: 1/(1 − p) if kept, 0 if dropped, 1 without dropout.
 inline float naive_dropout_multiplier(const AttentionOptions& o, std::int64_t b, std::int64_t h, std::int64_t i,
                                       std::int64_t j) {
