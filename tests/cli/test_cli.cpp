@@ -247,8 +247,11 @@ class TempDir : public ::testing::Test {
  protected:
   void SetUp() override {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() /
-           ("attnkit_cli_" + std::to_string(getpid()) + "_" + info->test_suite_name() + "_" + info->name());
+    // Parameterised names hold '/' ("Dtypes/CliRunOptions"): flattened so that one folder is made
+    // and TearDown removes all of it.
+    std::string name = "attnkit_cli_" + std::to_string(getpid()) + "_" + info->test_suite_name() + "_" + info->name();
+    std::replace(name.begin(), name.end(), '/', '_');
+    dir_ = fs::temp_directory_path() / name;
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
