@@ -35,8 +35,10 @@ struct Avx512Bf16Isa : Avx512Isa {
   // out[j] = (x[2j], x[2j + 1]) rounded to bf16 (ties to even) for j < 16: 32 consecutive floats of
   // one row as the pairs a dot product reads, in one vcvtne2ps2bf16. Denormal inputs read as zero, as
   // round_to_bf16 and dot_bf16 read them; NaN stays NaN.
-  static void round_into_pairs(const float* x, std::uint32_t* out) {
-    _mm512_storeu_si512(out, (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + 16), _mm512_loadu_ps(x)));
+  static void round_into_pairs(const float* x, std::uint32_t* out) { round_into_pairs(_mm512_loadu_ps(x), _mm512_loadu_ps(x + 16), out); }
+  // The same for the 32 floats of two vectors, x[0 .. 16) = low and x[16 .. 32) = high.
+  static void round_into_pairs(Vec low, Vec high, std::uint32_t* out) {
+    _mm512_storeu_si512(out, (__m512i)_mm512_cvtne2ps_pbh(high, low));
   }
   // The pairs (even[c], odd[c]) of two bf16 rows for 32 columns c (two keys' values, for a product
   // that sums over keys), in the target's pair order: one unpack each (within 128-bit lanes), so

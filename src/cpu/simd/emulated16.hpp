@@ -98,6 +98,13 @@ struct Emulated16Bf16Isa : Emulated16Isa {
       _mm256_storeu_ps(reinterpret_cast<float*>(rounded + h), round_half(flush(_mm256_loadu_ps(x + h))));
     for (int j = 0; j < 16; ++j) out[j] = rounded[2 * j] >> 16 | (rounded[2 * j + 1] & 0xFFFF0000u);
   }
+  // The same for the 32 floats of two vectors, x[0 .. 16) = low and x[16 .. 32) = high.
+  static void round_into_pairs(Vec low, Vec high, std::uint32_t* out) {
+    float x[32];
+    store(x, low);
+    store(x + 16, high);
+    round_into_pairs(x, out);
+  }
   // The pairs of two bf16 rows for 32 columns in the avx512_bf16 target's pair order (its
   // pair_rows_32: out[0] columns 0–3, 8–11, 16–19, 24–27, out[1] the others), by the same unpacks
   // on 128-bit lanes, and the same moves of float columns into that order and back.
