@@ -34,13 +34,15 @@ void load_row_part(ConstTensorView t, std::int64_t b, std::int64_t h, std::int64
       }
       return;
     case DType::bf16:
-      if (t.stride(3) == 1) {  // chunks through a small buffer, so the widening loop vectorises
-        constexpr std::int64_t kChunk = 256;
-        std::uint16_t bits[kChunk];
-        for (std::int64_t c0 = 0; c0 < count; c0 += kChunk) {
-          const std::int64_t n = std::min(kChunk, count - c0);
-          std::memcpy(bits, base + c0 * 2, static_cast<std::size_t>(n) * sizeof(std::uint16_t));
-          for (std::int64_t c = 0; c < n; ++c) out[c0 + c] = bf16_bits_to_float(bits[c]);
+      // Element by element at a step of 2 bytes, which vectorises. (Through a 256-element buffer, the
+      // buffer's copy of variable size compiled to `rep movsq`, whose start-up cost was half of
+      // store_row_part's time: 8.7% of a bf16 causal forward at n = m = 1024, d = 128 on a Zen 5, 5.2%
+      // without; that forward 1.015–1.065× on 1 thread.)
+      if (t.stride(3) == 1) {
+        for (std::int64_t c = 0; c < count; ++c) {
+          std::uint16_t bits;
+          std::memcpy(&bits, base + c * 2, sizeof bits);
+          out[c] = bf16_bits_to_float(bits);
         }
         return;
       }
@@ -77,13 +79,10 @@ void store_row_part(const float* in, TensorView t, std::int64_t b, std::int64_t 
       }
       return;
     case DType::bf16:
-      if (t.stride(3) == 1) {  // chunks through a small buffer, so the rounding loop vectorises
-        constexpr std::int64_t kChunk = 256;
-        std::uint16_t bits[kChunk];
-        for (std::int64_t c0 = 0; c0 < count; c0 += kChunk) {
-          const std::int64_t n = std::min(kChunk, count - c0);
-          for (std::int64_t c = 0; c < n; ++c) bits[c] = bf16_bits_nearest_even(std::bit_cast<std::uint32_t>(in[c0 + c]));
-          std::memcpy(base + c0 * 2, bits, static_cast<std::size_t>(n) * sizeof(std::uint16_t));
+      if (t.stride(3) == 1) {  // as load_row_part's, without a buffer's rep movsq
+        for (std::int64_t c = 0; c < count; ++c) {
+          const std::uint16_t bits = bf16_bits_nearest_even(std::bit_cast<std::uint32_t>(in[c]));
+          std::memcpy(base + c * 2, &bits, sizeof bits);
         }
         return;
       }
