@@ -26,12 +26,14 @@
 // accuracy rule.)
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <type_traits>
 #include <utility>
 
+#include "core/bf16_rounding.hpp"
 #include "core/element_io.hpp"
 #include "core/philox.hpp"
 #include "core/softmax_partial.hpp"
@@ -1039,6 +1041,12 @@ void run_probs_item(const ForwardPlan& plan, std::int64_t item_index) {
 }
 
 // out[i] = Exp(in[i]) with one of the vector exps of simd/math.hpp, for the tests of their error.
+void round_to_bf16(const float* in, std::uint16_t* out, std::int64_t count) {
+  std::int64_t i = 0;
+  for (; i + kLanes <= count; i += kLanes) Isa::store_bf16(out + i, Isa::load(in + i));
+  for (; i < count; ++i) out[i] = detail::bf16_bits_nearest_even(std::bit_cast<std::uint32_t>(in[i]));
+}
+
 template <Vec (*Exp)(Vec)>
 void exp_array(const float* in, float* out, std::int64_t count) {
   std::int64_t i = 0;

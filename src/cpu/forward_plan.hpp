@@ -32,6 +32,9 @@ struct ForwardPlan {
   std::int64_t padded_rows = 0;       // rows of the largest item, in whole register tiles of the target
   std::int64_t padded_d_v = 0;        // d_v rounded up to the target's tile width
 
+  // The running target's bf16 rounding of output rows (ForwardKernels::round_to_bf16).
+  void (*round_to_bf16)(const float* in, std::uint16_t* out, std::int64_t count) = nullptr;
+
   // Decode: per (item, split, row) the partial result [max, sum, acc[padded_d_v]].
   float* partials = nullptr;
   // When probabilities are requested: per (item, row) the final log-sum-exp, for the second pass.

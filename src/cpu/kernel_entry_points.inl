@@ -10,7 +10,7 @@ ForwardKernels ATTNKIT_CONCAT(forward_kernels_, ATTNKIT_TARGET_NAME)() {
   namespace t = ATTNKIT_ISA_NAMESPACE;
   using Isa = ATTNKIT_ISA;
   return {ATTNKIT_ISA::kGeometry, t::run_item, t::run_probs_item, t::exp_array<exp<Isa>>,
-          t::exp_array<exp_of_nonpositive<Isa>>};
+          t::exp_array<exp_of_nonpositive<Isa>>, t::round_to_bf16};
 }
 BackwardKernels ATTNKIT_CONCAT(backward_kernels_, ATTNKIT_TARGET_NAME)() {
   return {ATTNKIT_ISA::kGeometry, ATTNKIT_ISA::kDotBf16, ATTNKIT_ISA_NAMESPACE::run_backward_item};

@@ -23,6 +23,9 @@ struct ForwardKernels {
   void (*exp)(const float* in, float* out, std::int64_t count);
   // The same with the online softmax's exp, for in[i] <= 0 or NaN (simd/math.hpp exp_of_nonpositive).
   void (*softmax_exp)(const float* in, float* out, std::int64_t count);
+  // out[i] = in[i] rounded to bf16 (core/bf16_rounding.hpp's bf16_bits_nearest_even, bit for bit),
+  // kLanes at a time: finalize_row's bf16 output rows.
+  void (*round_to_bf16)(const float* in, std::uint16_t* out, std::int64_t count);
 };
 
 struct BackwardKernels {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "attnkit/targets.hpp"
+#include "core/bf16_rounding.hpp"
 #include "cpu/kernels.hpp"
 #include "support/naive_f32.hpp"
 #include "support/testing.hpp"
@@ -564,6 +566,30 @@ TEST(Targets, SoftmaxExpErrorBound) {
     for (int i : {3, 4, 5}) EXPECT_EQ(special_out[i], 0.0f) << special_in[i];
     EXPECT_NEAR(special_out[6], std::exp(-1.0), 1e-7);
     EXPECT_EQ(special_out[7], 1.0f);
+  }
+}
+
+// The rounding of bf16 output rows (finalize_row): every target's vector code gives the bits of
+// bf16_bits_nearest_even (nearest, ties to even; NaN made quiet; nothing flushed) for special values,
+// ties on both sides of each rounding boundary and random bit patterns, over a length that leaves a tail.
+TEST(Targets, Bf16OutputRoundingMatchesTheScalarRoundingBitForBit) {
+  ATTNKIT_TRACE_SEED();
+  std::vector<std::uint32_t> bits = {0x00000000u, 0x80000000u, 0x7F800000u, 0xFF800000u,  // ±0, ±inf
+                                     0x7FC00000u, 0xFFC00001u, 0x7F800001u, 0xFF812345u,  // NaN: quiet, signalling
+                                     0x00000001u, 0x807FFFFFu, 0x00008000u, 0x00018000u,  // denormals, ties
+                                     0x7F7FFFFFu, 0x3F808000u, 0x3F818000u, 0x3F807FFFu,  // max (to inf), ties
+                                     0x3F808001u, 0xBF818000u, 0x477FFFFFu};
+  Rng rng(23);
+  while (bits.size() < 1003) bits.push_back(static_cast<std::uint32_t>(rng.integer(0, 0xFFFFFFFFLL)));
+  std::vector<float> in(bits.size());
+  for (std::size_t i = 0; i < bits.size(); ++i) in[i] = std::bit_cast<float>(bits[i]);
+  for (Target t : supported_targets()) {
+    SCOPED_TRACE(target_name(t));
+    std::vector<std::uint16_t> out(in.size() + 1, 0xABCD);
+    cpu::forward_kernels(t).round_to_bf16(in.data(), out.data(), static_cast<std::int64_t>(in.size()));
+    for (std::size_t i = 0; i < in.size(); ++i)
+      ASSERT_EQ(out[i], detail::bf16_bits_nearest_even(bits[i])) << std::hex << "input bits 0x" << bits[i];
+    EXPECT_EQ(out.back(), 0xABCD) << "written past the row";
   }
 }
 

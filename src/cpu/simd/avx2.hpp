@@ -28,6 +28,19 @@ struct Avx2Isa {
   }
   static Vec load_f16(const void* p) { return _mm256_cvtph_ps(_mm_loadu_si128(static_cast<const __m128i*>(p))); }
   static void store(float* p, Vec v) { _mm256_storeu_ps(p, v); }
+  // As ScalarIsa::store_bf16, for 8 lanes: bits + 0x7FFF + the lowest kept bit, truncated; NaN
+  // (unordered with itself) keeps its top bits with the quiet bit set.
+  static void store_bf16(std::uint16_t* p, Vec v) {
+    const __m256i bits = _mm256_castps_si256(v), high = _mm256_srli_epi32(bits, 16);
+    const __m256i rounded = _mm256_srli_epi32(
+        _mm256_add_epi32(bits, _mm256_add_epi32(_mm256_set1_epi32(0x7FFF), _mm256_and_si256(high, _mm256_set1_epi32(1)))), 16);
+    const __m256i quiet = _mm256_or_si256(high, _mm256_set1_epi32(0x0040));
+    const __m256i halves = _mm256_blendv_epi8(rounded, quiet, _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
+    // Eight 16-bit values (each below 2^16, so the unsigned saturation keeps them): packed within
+    // each 128-bit half, then the halves' low quadwords brought together.
+    const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(halves, halves), _MM_SHUFFLE(3, 1, 2, 0));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_castsi256_si128(packed));
+  }
   static Vec add(Vec a, Vec b) { return _mm256_add_ps(a, b); }
   static Vec sub(Vec a, Vec b) { return _mm256_sub_ps(a, b); }
   static Vec mul(Vec a, Vec b) { return _mm256_mul_ps(a, b); }

@@ -30,6 +30,15 @@ struct Avx512Isa {
   }
   static Vec load_f16(const void* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(static_cast<const __m256i*>(p))); }
   static void store(float* p, Vec v) { _mm512_storeu_ps(p, v); }
+  // As ScalarIsa::store_bf16, for 16 lanes (avx2.hpp says how), narrowed by one vpmovdw.
+  static void store_bf16(std::uint16_t* p, Vec v) {
+    const __m512i bits = _mm512_castps_si512(v), high = _mm512_srli_epi32(bits, 16);
+    const __m512i rounded = _mm512_srli_epi32(
+        _mm512_add_epi32(bits, _mm512_add_epi32(_mm512_set1_epi32(0x7FFF), _mm512_and_si512(high, _mm512_set1_epi32(1)))), 16);
+    const __m512i quiet = _mm512_or_si512(high, _mm512_set1_epi32(0x0040));
+    const __m512i halves = _mm512_mask_blend_epi32(_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), rounded, quiet);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(halves));
+  }
   static Vec add(Vec a, Vec b) { return _mm512_add_ps(a, b); }
   static Vec sub(Vec a, Vec b) { return _mm512_sub_ps(a, b); }
   static Vec mul(Vec a, Vec b) { return _mm512_mul_ps(a, b); }

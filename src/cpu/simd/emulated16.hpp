@@ -35,6 +35,10 @@ struct Emulated16Isa {
     Avx2Isa::store(p, v.lo);
     Avx2Isa::store(p + 8, v.hi);
   }
+  static void store_bf16(std::uint16_t* p, Vec v) {
+    Avx2Isa::store_bf16(p, v.lo);
+    Avx2Isa::store_bf16(p + 8, v.hi);
+  }
   static Vec add(Vec a, Vec b) { return {Avx2Isa::add(a.lo, b.lo), Avx2Isa::add(a.hi, b.hi)}; }
   static Vec sub(Vec a, Vec b) { return {Avx2Isa::sub(a.lo, b.lo), Avx2Isa::sub(a.hi, b.hi)}; }
   static Vec mul(Vec a, Vec b) { return {Avx2Isa::mul(a.lo, b.lo), Avx2Isa::mul(a.hi, b.hi)}; }

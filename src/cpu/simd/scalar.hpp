@@ -3,11 +3,13 @@
 #pragma once
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 
 #include "attnkit/dtype.hpp"
+#include "core/bf16_rounding.hpp"
 #include "cpu/geometry.hpp"
 
 namespace attnkit::cpu {
@@ -37,6 +39,9 @@ struct ScalarIsa {
     return to_float(h);
   }
   static void store(float* p, Vec v) { *p = v; }
+  // kLanes floats rounded to bf16, to nearest even, NaN made quiet (core/bf16_rounding.hpp's
+  // bf16_bits_nearest_even, lane by lane; nothing flushed): the output rows of bf16 calls.
+  static void store_bf16(std::uint16_t* p, Vec v) { *p = detail::bf16_bits_nearest_even(std::bit_cast<std::uint32_t>(v)); }
   static Vec add(Vec a, Vec b) { return a + b; }
   static Vec sub(Vec a, Vec b) { return a - b; }
   static Vec mul(Vec a, Vec b) { return a * b; }
