@@ -1040,13 +1040,15 @@ void run_probs_item(const ForwardPlan& plan, std::int64_t item_index) {
   }
 }
 
-// out[i] = Exp(in[i]) with one of the vector exps of simd/math.hpp, for the tests of their error.
+// out[i] = in[i] rounded to bf16 as bf16_bits_nearest_even rounds it: the output rows of bf16 calls
+// (finalize_row), a vector at a time.
 void round_to_bf16(const float* in, std::uint16_t* out, std::int64_t count) {
   std::int64_t i = 0;
   for (; i + kLanes <= count; i += kLanes) Isa::store_bf16(out + i, Isa::load(in + i));
   for (; i < count; ++i) out[i] = detail::bf16_bits_nearest_even(std::bit_cast<std::uint32_t>(in[i]));
 }
 
+// out[i] = Exp(in[i]) with one of the vector exps of simd/math.hpp, for the tests of their error.
 template <Vec (*Exp)(Vec)>
 void exp_array(const float* in, float* out, std::int64_t count) {
   std::int64_t i = 0;
