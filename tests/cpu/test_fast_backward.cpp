@@ -219,6 +219,17 @@ INSTANTIATE_TEST_SUITE_P(
                       Shape{2, 4, 2, 33, 257, 32, 48},   // GQA, d_v > d_k
                       Shape{2, 4, 1, 100, 300, 16, 8}));  // MQA
 
+// As FastForward.DropoutProbabilityJustAboveAUniformStillDropsItsKey: the backward's dropout
+// multipliers must drop the key whose uniform lies just below p, as the reference does.
+TEST(FastBackward, DropoutProbabilityJustAboveAUniformStillDropsItsKey) {
+  ATTNKIT_TRACE_SEED();
+  const Shape shape{1, 2, 1, 5, 37, 16, 16};
+  AttentionOptions o;
+  o.seed = 11;
+  ASSERT_NO_FATAL_FAILURE(testing::set_dropout_just_above_a_uniform(o, shape.H, shape.n, shape.m));
+  expect_accurate_on(shape, o, DType::f32, Distribution::gaussian, 5);
+}
+
 // One key (m = 1): P = 1, so dv = Σ dO over the rows, and dq = dk = 0 exactly, by cancellation:
 // dS = P · (dP − D) with dP = dO · v and D = dO · out = dO · v. The naive kernel sums D and dP in the
 // same float order, so they round alike and it gets exactly 0; the fast kernel sums D in double and
@@ -229,19 +240,6 @@ INSTANTIATE_TEST_SUITE_P(
 // · 2⁻²⁴ (the naive kernel's 0 is again equal rounding, not a better answer). So dv is held to the
 // usual rule plus that recomputation's share: 4 · 2⁻²⁴ · (1 + max |s|) · RMS(Σ |dO|), where for one
 // key lse = s. A missing row or a wrong P is orders of magnitude larger.
-// As FastForward.DropoutProbabilityJustAboveAUniformStillDropsItsKey: the backward's dropout
-// multipliers must drop the key whose uniform lies just below p, as the reference does.
-TEST(FastBackward, DropoutProbabilityJustAboveAUniformStillDropsItsKey) {
-  ATTNKIT_TRACE_SEED();
-  const Shape shape{1, 2, 1, 5, 37, 16, 16};
-  AttentionOptions o;
-  o.seed = 11;
-  o.dropout_p = testing::dropout_p_just_above_a_uniform(o.seed, shape.H, shape.n, shape.m);
-  ASSERT_GT(o.dropout_p, 0.25) << "no uniform in [0.25, 0.5) among " << shape.H * shape.n * shape.m;
-  ASSERT_LT(static_cast<float>(o.dropout_p), o.dropout_p) << "p must round down to its uniform";
-  expect_accurate_on(shape, o, DType::f32, Distribution::gaussian, 5);
-}
-
 TEST(FastBackward, OneKeyGivesZeroScoreGradients) {
   ATTNKIT_TRACE_SEED();
   for (const Shape& s : {Shape{1, 1, 1, 1, 1, 64, 64}, Shape{2, 4, 2, 7, 1, 16, 16}}) {

@@ -210,9 +210,7 @@ TEST(FastForward, DropoutProbabilityJustAboveAUniformStillDropsItsKey) {
   const Shape shape{1, 2, 1, 5, 37, 16, 16};
   AttentionOptions o;
   o.seed = 11;
-  o.dropout_p = testing::dropout_p_just_above_a_uniform(o.seed, shape.H, shape.n, shape.m);
-  ASSERT_GT(o.dropout_p, 0.25) << "no uniform in [0.25, 0.5) among " << shape.H * shape.n * shape.m;
-  ASSERT_LT(static_cast<float>(o.dropout_p), o.dropout_p) << "p must round down to its uniform";
+  ASSERT_NO_FATAL_FAILURE(testing::set_dropout_just_above_a_uniform(o, shape.H, shape.n, shape.m));
   expect_accurate_on(shape, o, DType::f32, Distribution::gaussian, 5);
   expect_accurate_on(shape, o, DType::bf16, Distribution::gaussian, 6);
 }

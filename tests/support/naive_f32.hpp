@@ -4,6 +4,8 @@
 // kernel's, plus a floor.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -87,17 +89,20 @@ class NaiveLogits {
   ConstTensorView mask_;
 };
 
-// A dropout probability just above one of batch entry 0's uniforms over h < heads, i < n, j < m
-// (multiples of 2^-24): p = u + 2^-27 for the first u in [0.25, 0.5), where floats are 2^-25 apart,
-// so that p rounded to a float is u while the key of u is dropped (u < p). -1 if there is none.
-inline double dropout_p_just_above_a_uniform(std::uint64_t seed, std::int64_t heads, std::int64_t n, std::int64_t m) {
-  for (std::int64_t h = 0; h < heads; ++h)
-    for (std::int64_t i = 0; i < n; ++i)
-      for (std::int64_t j = 0; j < m; ++j) {
-        const double u = detail::dropout_uniform(seed, 0, h, i, j);
-        if (u >= 0.25 && u < 0.5) return u + 0x1p-27;
+// o.dropout_p ← a dropout probability just above one of batch entry 0's uniforms over h < heads,
+// i < n, j < m for o.seed (multiples of 2^-24): p = u + 2^-27 for the first u in [0.25, 0.5), where
+// floats are 2^-25 apart, so that p rounded to a float is u while the key of u is dropped (u < p).
+// A fatal failure if there is no such u (call through ASSERT_NO_FATAL_FAILURE).
+inline void set_dropout_just_above_a_uniform(AttentionOptions& o, std::int64_t heads, std::int64_t n, std::int64_t m) {
+  o.dropout_p = -1;
+  for (std::int64_t h = 0; h < heads && o.dropout_p < 0; ++h)
+    for (std::int64_t i = 0; i < n && o.dropout_p < 0; ++i)
+      for (std::int64_t j = 0; j < m && o.dropout_p < 0; ++j) {
+        const double u = detail::dropout_uniform(o.seed, 0, h, i, j);
+        if (u >= 0.25 && u < 0.5) o.dropout_p = u + 0x1p-27;
       }
-  return -1;
+  ASSERT_GT(o.dropout_p, 0.25) << "no uniform in [0.25, 0.5) among " << heads * n * m;
+  ASSERT_LT(static_cast<float>(o.dropout_p), o.dropout_p) << "p must round down to its uniform";
 }
 
 // The dropout multiplier of (b, h, i, j) in float: 1/(1 − p) if kept, 0 if dropped, 1 without dropout.
