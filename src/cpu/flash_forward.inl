@@ -409,6 +409,21 @@ bool accumulate_pv_from_value_rows(const ForwardPlan& plan, ForwardWorkspace& ws
   return true;
 }
 
+std::int64_t pair_count(std::int64_t elements) { return (elements + 1) / 2; }
+
+// p_pairs ← the probabilities of the tile's first Rows rows rounded to bf16 as pairs of consecutive
+// keys (one instruction per 32 probabilities on the real target), over its `width` keys up to its
+// last visible one. The partner of an odd last key is the next column's p: 0 where the scores were
+// masked past the tile's keys, otherwise the caller's to clear.
+template <std::int64_t Rows = kTileRows, class I = Isa>
+void round_tile_into_pairs(ForwardWorkspace& ws, std::int64_t width) {
+  static_assert(kTileCols % (2 * kLanes) == 0, "a tile's columns are whole groups of 2·kLanes probabilities");
+  const std::int64_t pairs = pair_count(width);
+  for (std::int64_t r = 0; r < Rows; ++r)
+    for (std::int64_t c0 = 0; c0 < 2 * pairs; c0 += 2 * kLanes)
+      I::round_into_pairs(ws.scores + r * kKeyBlock + c0, ws.p_pairs + r * (kKeyBlock / 2) + c0 / 2);
+}
+
 // The same sum with bf16 dot products, for bf16 value rows on a bf16-dot target: the rows' values
 // paired along keys in registers (pair_rows_32), p rounded to bf16 into pairs along keys. An odd last key
 // pairs with itself and a zero probability. Returns false, leaving acc as it was, as the float32 sum.
@@ -416,7 +431,7 @@ template <std::int64_t Rows, class I = Isa>
 bool accumulate_pv_pairs_from_value_rows(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordinates& item,
                                          std::int64_t j0, std::int64_t width, const float* alpha) {
   const ConstTensorView& values = plan.problem->v;
-  const std::int64_t pairs = (width + 1) / 2;
+  const std::int64_t pairs = pair_count(width);
   const std::uint16_t* rows[kMaxKeyBlock + 1];
   for (std::int64_t j = 0; j < width; ++j) {
     const StoredRow at = stored_row(*plan.problem, item.batch, j0 + j);
@@ -424,11 +439,9 @@ bool accumulate_pv_pairs_from_value_rows(const ForwardPlan& plan, ForwardWorkspa
   }
   rows[width] = rows[width - 1];
   constexpr std::int64_t kHalfBlock = kKeyBlock / 2;
-  for (std::int64_t r = 0; r < Rows; ++r) {
-    std::uint32_t* p = ws.p_pairs + r * kHalfBlock;
-    for (std::int64_t c0 = 0; c0 < 2 * pairs; c0 += 2 * kLanes) I::round_into_pairs(ws.scores + r * kKeyBlock + c0, p + c0 / 2);
-    if (width % 2 != 0) p[width / 2] &= 0xFFFFu;  // the odd key's partner: probability 0
-  }
+  round_tile_into_pairs<Rows, I>(ws, width);
+  if (width % 2 != 0)
+    for (std::int64_t r = 0; r < Rows; ++r) ws.p_pairs[r * kHalfBlock + width / 2] &= 0xFFFFu;  // the odd key's partner: probability 0
   std::copy(ws.acc, ws.acc + Rows * ws.d_v, ws.v);  // acc as it was, should a value not be finite
   Vec differences = I::zero();  // as in accumulate_pv_from_value_rows
   static_assert(kTileVectors == 2, "a tile row's columns are the 32 that pair_rows_32 pairs");
@@ -595,8 +608,6 @@ bool uses_bf16_dot(const detail::Problem& p) {
   return Isa::kDotBf16 && p.q.dtype() == DType::bf16 && p.k.dtype() == DType::bf16 && p.v.dtype() == DType::bf16;
 }
 
-std::int64_t pair_count(std::int64_t elements) { return (elements + 1) / 2; }
-
 #include "cpu/bf16_bits.inl"
 
 // `count` elements of row (b, h, i) of a bf16 tensor as bf16 bits, zero-padded to `padded`.
@@ -699,18 +710,6 @@ void round_probabilities(ForwardWorkspace& ws, std::int64_t cols) {
       float* p = ws.scores + r * kKeyBlock + c0;
       I::store(p, I::round_to_bf16(I::load(p)));
     }
-}
-
-// p_pairs ← the tile's probabilities rounded to bf16 as pairs of consecutive keys (one instruction
-// per 32 probabilities on the real target), over its `width` keys up to its last visible one (an odd
-// last key pairs with a p of 0: a masked key's).
-template <class I = Isa>
-void round_tile_into_pairs(ForwardWorkspace& ws, std::int64_t width) {
-  static_assert(kTileCols % (2 * kLanes) == 0, "a tile's columns are whole groups of 2·kLanes probabilities");
-  const std::int64_t pairs = pair_count(width);
-  for (std::int64_t r = 0; r < kTileRows; ++r)
-    for (std::int64_t c0 = 0; c0 < 2 * pairs; c0 += 2 * kLanes)
-      I::round_into_pairs(ws.scores + r * kKeyBlock + c0, ws.p_pairs + r * (kKeyBlock / 2) + c0 / 2);
 }
 
 // acc[r][·] = acc[r][·] · alpha[r] + Σ_j p[r][j] · v[j][·] from the pairs of p (p_pairs) and of the
