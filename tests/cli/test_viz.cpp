@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <system_error>
 
 #include "attnkit/error.hpp"
 #include "viz/colormap.hpp"
@@ -20,11 +21,23 @@ namespace fs = std::filesystem;
 using attnkit::viz::Image;
 using attnkit::viz::Rgb;
 
-fs::path scratch(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("attnkit_test_viz_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  return dir / name;
-}
+// A folder of its own for one test, removed when the test ends (passed or not).
+class ScratchDir {
+ public:
+  ScratchDir() : dir_(fs::temp_directory_path() / ("attnkit_test_viz_" + std::to_string(::getpid()))) {
+    fs::create_directories(dir_);
+  }
+  ~ScratchDir() {
+    std::error_code ignored;
+    fs::remove_all(dir_, ignored);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  fs::path operator/(const std::string& name) const { return dir_ / name; }
+
+ private:
+  fs::path dir_;
+};
 
 // CIE 1976 L* of an 8-bit sRGB colour (D65): the sRGB decoding, luminance Y, then L*.
 double cie_lightness(Rgb c) {
@@ -50,7 +63,8 @@ TEST(VizPng, RoundTripKeepsEveryPixelExactly) {
                        static_cast<std::uint8_t>((x * 7 + y * 11) % 256)});
     }
   }
-  const fs::path path = scratch("round_trip.png");
+  const ScratchDir scratch;
+  const fs::path path = scratch / "round_trip.png";
   attnkit::viz::write_png(image, path.string());
   const Image back = attnkit::viz::read_png(path.string());
   ASSERT_EQ(back.width(), 7);
@@ -59,7 +73,8 @@ TEST(VizPng, RoundTripKeepsEveryPixelExactly) {
 }
 
 TEST(VizPng, ErrorsNameThePath) {
-  const std::string missing = (scratch("no_such_dir") / "x.png").string();
+  const ScratchDir scratch;
+  const std::string missing = (scratch / "no_such_dir" / "x.png").string();
   try {
     attnkit::viz::write_png(Image(2, 2), missing);
     FAIL() << "writing into a missing directory must fail";
