@@ -4,6 +4,7 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <chrono>
 
 namespace attnkit::detail {
 namespace {
@@ -19,6 +20,23 @@ class InsideJob {
   InsideJob(const InsideJob&) = delete;
   InsideJob& operator=(const InsideJob&) = delete;
 };
+
+// Waits until done() or for about `microseconds`, without sleeping; returns done(). Tells the core
+// that this is a wait (pause) at each look, and yields it every 64 looks (about a microsecond).
+template <class Done>
+bool wait_briefly(Done&& done, int microseconds) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(microseconds);
+  for (int look = 1;; ++look) {
+    if (done()) return true;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+    if (look % 64 == 0) {
+      if (std::chrono::steady_clock::now() >= until) return done();
+      std::this_thread::yield();
+    }
+  }
+}
 
 ThreadPool* g_pool = nullptr;  // set once by instance(), replaced in a fork()ed child
 // Pools abandoned by fork(), kept reachable so that leak checkers do not report them.
@@ -104,7 +122,7 @@ void ThreadPool::grow(int threads) {
   for (int index = static_cast<int>(workers_.size()) + 1; index < threads; ++index) {
     try {
       // A new worker has seen every job so far: it waits for the next generation.
-      workers_.emplace_back(&ThreadPool::worker_loop, this, index, generation_);
+      workers_.emplace_back(&ThreadPool::worker_loop, this, index, generation_.load());
     } catch (...) {  // the system refused a thread (or its bookkeeping): run narrower from now on
       const std::lock_guard state(state_mutex_);
       width_ = static_cast<int>(workers_.size()) + 1;
@@ -137,6 +155,7 @@ void ThreadPool::start_job(int participants, const Job& job) {
 }
 
 void ThreadPool::wait_for_workers() {
+  wait_briefly([this] { return pending_.load(std::memory_order_acquire) == 0; }, kSpinMicroseconds);
   std::unique_lock state(state_mutex_);
   done_.wait(state, [this] { return pending_ == 0; });
   job_ = nullptr;
@@ -146,6 +165,11 @@ void ThreadPool::worker_loop(int index, std::uint64_t seen_generation) {
   t_inside_job = true;  // for good: anything a worker runs is inside a job
   std::unique_lock state(state_mutex_);
   for (;;) {
+    // A new job often follows at once (decoding calls attention for every layer and token). A change
+    // of width is seen here only when the wait ends: shrink() waits that long at most.
+    state.unlock();
+    wait_briefly([&] { return generation_.load(std::memory_order_acquire) != seen_generation; }, kSpinMicroseconds);
+    state.lock();
     wake_.wait(state, [&] { return index >= width_ || generation_ != seen_generation; });
     if (index >= width_) return;
     seen_generation = generation_;

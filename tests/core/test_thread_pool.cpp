@@ -188,6 +188,32 @@ TEST(ThreadPool, RefusesJobsAfterShutdown) {
   EXPECT_FALSE(pool.try_run(4, 4, [](int, int) {}));
 }
 
+// Jobs back to back (the workers still waiting briefly for the next) and after pauses longer than
+// that wait (the workers asleep), of changing widths: every participant runs once per job, and each
+// job sees everything the one before it wrote.
+TEST(ThreadPool, RunsJobsBackToBackAndAfterTheWorkersHaveGoneToSleep) {
+  ThreadPool pool;
+  std::vector<int> runs(4, 0);
+  int previous_total = 0;
+  for (int job = 0; job < 400; ++job) {
+    const int width = 2 + job % 3;
+    std::atomic<int> saw_wrong_total{0};
+    ASSERT_TRUE(pool.try_run(4, width, [&](int, int) {
+      int total = 0;
+      for (int r : runs) total += r;  // read by every participant, written by each only to its own element
+      if (total != previous_total) ++saw_wrong_total;
+    }));
+    ASSERT_TRUE(pool.try_run(4, width, [&](int p, int) { ++runs[static_cast<std::size_t>(p)]; }));
+    previous_total += width;
+    EXPECT_EQ(saw_wrong_total.load(), 0) << "job " << job;
+    if (job % 50 == 49) std::this_thread::sleep_for(std::chrono::microseconds(5 * ThreadPool::kSpinMicroseconds));
+  }
+  int total = 0;
+  for (int r : runs) total += r;
+  EXPECT_EQ(total, previous_total);
+  EXPECT_EQ(runs[0], 400) << "the caller is participant 0 of every job";
+}
+
 // ---- parallel_for ---------------------------------------------------------------------------------
 
 TEST(ThreadPoolParallelFor, RunsEveryIndexExactlyOnceForAnyThreadCount) {
