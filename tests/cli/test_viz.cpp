@@ -7,9 +7,9 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
-#include <system_error>
 
 #include "attnkit/error.hpp"
+#include "support/scratch_dir.hpp"
 #include "viz/colormap.hpp"
 #include "viz/image.hpp"
 #include "viz/png.hpp"
@@ -20,24 +20,8 @@ namespace {
 namespace fs = std::filesystem;
 using attnkit::viz::Image;
 using attnkit::viz::Rgb;
+using attnkit::testing::ScratchDir;
 
-// A folder of its own for one test, removed when the test ends (passed or not).
-class ScratchDir {
- public:
-  ScratchDir() : dir_(fs::temp_directory_path() / ("attnkit_test_viz_" + std::to_string(::getpid()))) {
-    fs::create_directories(dir_);
-  }
-  ~ScratchDir() {
-    std::error_code ignored;
-    fs::remove_all(dir_, ignored);
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  fs::path operator/(const std::string& name) const { return dir_ / name; }
-
- private:
-  fs::path dir_;
-};
 
 // CIE 1976 L* of an 8-bit sRGB colour (D65): the sRGB decoding, luminance Y, then L*.
 double cie_lightness(Rgb c) {
@@ -63,18 +47,18 @@ TEST(VizPng, RoundTripKeepsEveryPixelExactly) {
                        static_cast<std::uint8_t>((x * 7 + y * 11) % 256)});
     }
   }
-  const ScratchDir scratch;
-  const fs::path path = scratch / "round_trip.png";
-  attnkit::viz::write_png(image, path.string());
-  const Image back = attnkit::viz::read_png(path.string());
+  const ScratchDir scratch("attnkit_test_viz");
+  const std::string path = scratch.file("round_trip.png");
+  attnkit::viz::write_png(image, path);
+  const Image back = attnkit::viz::read_png(path);
   ASSERT_EQ(back.width(), 7);
   ASSERT_EQ(back.height(), 5);
   EXPECT_EQ(back.pixels(), image.pixels());
 }
 
 TEST(VizPng, ErrorsNameThePath) {
-  const ScratchDir scratch;
-  const std::string missing = (scratch / "no_such_dir" / "x.png").string();
+  const ScratchDir scratch("attnkit_test_viz");
+  const std::string missing = (fs::path(scratch.path()) / "no_such_dir" / "x.png").string();
   try {
     attnkit::viz::write_png(Image(2, 2), missing);
     FAIL() << "writing into a missing directory must fail";

@@ -29,6 +29,7 @@
 #include "attnkit/error.hpp"
 #include "attnkit/safetensors.hpp"
 #include "attnkit/tensor.hpp"
+#include "support/scratch_dir.hpp"
 #include "support/testing.hpp"
 
 namespace {
@@ -43,6 +44,7 @@ using attnkit::Tensor;
 using attnkit::parse_safetensors;
 using attnkit::read_safetensors;
 using attnkit::write_safetensors;
+using attnkit::testing::ScratchDir;
 using Named = std::vector<std::pair<std::string, ConstTensorView>>;
 using namespace std::literals;
 
@@ -64,34 +66,6 @@ constexpr bool kSanitized = false;
 
 // ---- files ----
 
-// A fresh directory under the system temporary directory, removed with everything in it at the end.
-class ScratchDir {
- public:
-  ScratchDir() {
-    static std::atomic<int> counter{0};
-    const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() / ("attnkit_safetensors_" + std::string(test ? test->name() : "x") + "_" +
-                                        std::to_string(std::random_device{}()) + "_" + std::to_string(counter++));
-    fs::create_directories(dir_);
-  }
-  ~ScratchDir() {
-    std::error_code ignored;
-    fs::remove_all(dir_, ignored);
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-
-  std::string file(const std::string& name) const { return (dir_ / name).string(); }
-  std::string path() const { return dir_.string(); }
-  std::vector<std::string> entries() const {
-    std::vector<std::string> names;
-    for (const auto& entry : fs::directory_iterator(dir_)) names.push_back(entry.path().filename().string());
-    return names;
-  }
-
- private:
-  fs::path dir_;
-};
 
 void write_file(const std::string& path, std::string_view bytes) {
   std::ofstream out(path, std::ios::binary);
@@ -197,7 +171,7 @@ template <class Fn>
   auto in_memory =
       fails_with([&] { parse_safetensors(as_bytes(bytes), name); }, ErrorCode::format_error, name, keywords);
   if (!in_memory) return in_memory << " (in memory)";
-  ScratchDir dir;
+  const ScratchDir dir("attnkit_safetensors");
   const std::string path = dir.file(name);
   write_file(path, bytes);
   auto from_file = fails_with([&] { read_safetensors(path); }, ErrorCode::format_error, path, keywords);
@@ -273,7 +247,7 @@ constexpr DType kAllDtypes[] = {DType::f64, DType::f32, DType::f16,    DType::bf
 TEST(Safetensors, RoundTripsEveryDtypeAndRanksZeroToFourIncludingEmpty) {
   const std::vector<std::vector<std::int64_t>> shapes = {{},  {1},    {7},    {2, 3},    {3, 1, 4}, {2, 3, 1, 5},
                                                          {0}, {0, 3}, {4, 0}, {2, 0, 3}, {1, 2, 0, 1}};
-  ScratchDir dir;
+  const ScratchDir dir("attnkit_safetensors");
   const std::string path = dir.file("t.safetensors");
   std::vector<Tensor> originals;  // every dtype × shape, all written into one file as well
   for (DType dtype : kAllDtypes) {
@@ -319,7 +293,7 @@ TEST(Safetensors, RoundTripsEveryDtypeAndRanksZeroToFourIncludingEmpty) {
 }
 
 TEST(Safetensors, RoundTripKeepsSpecialFloatBits) {
-  ScratchDir dir;
+  const ScratchDir dir("attnkit_safetensors");
   const std::string path = dir.file("special.safetensors");
   // 16-bit: +0, -0, smallest subnormal, 1 (f16) / 1 + 2^-7 (bf16), max finite, +inf, -inf, NaN with a payload.
   const std::vector<std::uint16_t> half = {0x0000, 0x8000, 0x0001, 0x3C00, 0x7BFF, 0x7C00, 0xFC00, 0x7E01};
@@ -341,7 +315,7 @@ TEST(Safetensors, RoundTripKeepsSpecialFloatBits) {
 }
 
 TEST(Safetensors, MetadataRoundTripsWithEscapesAndUnicode) {
-  ScratchDir dir;
+  const ScratchDir dir("attnkit_safetensors");
   const std::string path = dir.file("meta.safetensors");
   const std::map<std::string, std::string> metadata = {
       {"format", "pt"},
@@ -366,7 +340,7 @@ TEST(Safetensors, MetadataRoundTripsWithEscapesAndUnicode) {
 }
 
 TEST(Safetensors, FilesWithoutTensorsOrMetadata) {
-  ScratchDir dir;
+  const ScratchDir dir("attnkit_safetensors");
   const std::string path = dir.file("empty.safetensors");
   write_safetensors(path, Named{});
   EXPECT_EQ(read_file(path), le64(8) + "{}      ");  // the reference writer's bytes for an empty dict
@@ -384,7 +358,7 @@ TEST(Safetensors, FilesWithoutTensorsOrMetadata) {
 // The reference implementation's own serialisation tests (safetensors/src/tensor.rs): the same
 // tensors give the same bytes, and those bytes read back.
 TEST(Safetensors, MatchesTheReferenceWritersBytes) {
-  ScratchDir dir;
+  const ScratchDir dir("attnkit_safetensors");
   const std::string path = dir.file("ref.safetensors");
   const std::vector<float> values = {0, 1, 2, 3, 4, 5};
   const std::string data = "\x00\x00\x00\x00"s "\x00\x00\x80\x3f"s "\x00\x00\x00\x40"s "\x00\x00\x40\x40"s
@@ -406,7 +380,7 @@ TEST(Safetensors, MatchesTheReferenceWritersBytes) {
 }
 
 TEST(Safetensors, WritesTensorsInTheGivenOrderWithConsecutiveOffsets) {
-  ScratchDir dir;
+  const ScratchDir dir("attnkit_safetensors");
   const std::string path = dir.file("order.safetensors");
   Tensor z(DType::i64, {1}), a(DType::f16, {3}), m(DType::boolean, {2, 1});
   fill_pattern(z);
@@ -427,7 +401,7 @@ TEST(Safetensors, WritesTensorsInTheGivenOrderWithConsecutiveOffsets) {
 }
 
 TEST(Safetensors, WritesStridedViewsInLogicalOrder) {
-  ScratchDir dir;
+  const ScratchDir dir("attnkit_safetensors");
   const std::string path = dir.file("strided.safetensors");
   std::vector<float> buffer(2 * 3 * 4);
   for (std::size_t i = 0; i < buffer.size(); ++i) buffer[i] = static_cast<float>(i);
@@ -469,7 +443,7 @@ TEST(Safetensors, WritesStridedViewsInLogicalOrder) {
 }
 
 TEST(Safetensors, WholeFileOverloadWritesAnyRankAndRoundTripsExactly) {
-  ScratchDir dir;
+  const ScratchDir dir("attnkit_safetensors");
   const std::string first = dir.file("a.safetensors"), second = dir.file("b.safetensors");
   SafetensorsFile file;
   file.tensors.emplace("rank7", Tensor(DType::i32, {2, 1, 2, 1, 2, 1, 3}));
@@ -736,7 +710,7 @@ TEST(Safetensors, RejectsSizesAndOffsetsThatOverflow) {
 // [0, 2^32, 2^32] was read as an empty tensor whose strides do not fit in 64 bits.
 TEST(Safetensors, RejectsOverflowingSizesBesideAZeroSizeAndNeverWritesThem) {
   EXPECT_TRUE(rejects(with_shape("[0,4294967296,4294967296]"), "tensor 'w': the element count of shape"));
-  ScratchDir dir;
+  const ScratchDir dir("attnkit_safetensors");
   const std::string path = dir.file("x.safetensors");
   const std::int64_t big = std::int64_t{1} << 32;
   EXPECT_TRUE(fails_with([&] { write_safetensors(path, {{"w", ConstTensorView(nullptr, DType::f32, {0, big, big}, {0, 0, 0})}}); },
@@ -857,14 +831,14 @@ TEST(Safetensors, MessagesQuoteNamesSafely) {
 // ============================================================================================
 
 TEST(Safetensors, ReadReportsMissingFilesAndDirectoriesAsIoErrors) {
-  ScratchDir dir;
+  const ScratchDir dir("attnkit_safetensors");
   const std::string absent = dir.file("absent.safetensors");
   EXPECT_TRUE(fails_with([&] { read_safetensors(absent); }, ErrorCode::io_error, absent, {"cannot open"}));
   EXPECT_TRUE(fails_with([&] { read_safetensors(dir.path()); }, ErrorCode::io_error, dir.path(), {"directory"}));
 }
 
 TEST(Safetensors, WriteRejectsBadNamesAndMetadata) {
-  ScratchDir dir;
+  const ScratchDir dir("attnkit_safetensors");
   const std::string path = dir.file("x.safetensors");
   const Tensor t(DType::f32, {2});
   const auto write = [&](Named named, std::map<std::string, std::string> metadata = {}) {
@@ -888,7 +862,7 @@ TEST(Safetensors, WriteRejectsBadNamesAndMetadata) {
 }
 
 TEST(Safetensors, WriteRejectsInvalidViewsAndEmptyTensors) {
-  ScratchDir dir;
+  const ScratchDir dir("attnkit_safetensors");
   const std::string path = dir.file("x.safetensors");
   const float value = 0;
   const auto null_view = ConstTensorView(nullptr, DType::f32, {2, 3}, {3, 1});
@@ -912,7 +886,7 @@ TEST(Safetensors, WriteRejectsInvalidViewsAndEmptyTensors) {
 }
 
 TEST(Safetensors, WriteRefusesHeadersTheReaderWouldRefuse) {
-  ScratchDir dir;
+  const ScratchDir dir("attnkit_safetensors");
   const std::string path = dir.file("huge.safetensors");
   // Escapes count: 16,666,668 bytes of \x01 are 100,000,010 bytes of JSON ("\u0001..." with quotes),
   // plus 6 for "blob": refused before any header is built.
@@ -932,7 +906,7 @@ TEST(Safetensors, WriteRefusesHeadersTheReaderWouldRefuse) {
 }
 
 TEST(Safetensors, WriteReportsUnwritablePathsAsIoErrorsAndLeavesNoTemporaryFile) {
-  ScratchDir dir;
+  const ScratchDir dir("attnkit_safetensors");
   const Tensor t(DType::f32, {2});
   const std::string missing = dir.file("no/such/dir/x.safetensors");
   EXPECT_TRUE(fails_with([&] { write_safetensors(missing, {{"w", t.view()}}); }, ErrorCode::io_error, missing,
@@ -948,7 +922,7 @@ TEST(Safetensors, WriteReportsUnwritablePathsAsIoErrorsAndLeavesNoTemporaryFile)
 }
 
 TEST(Safetensors, WriteReplacesAnExistingFileWhole) {
-  ScratchDir dir;
+  const ScratchDir dir("attnkit_safetensors");
   const std::string path = dir.file("w.safetensors");
   Tensor big(DType::f64, {100}), small(DType::i32, {1});
   fill_pattern(big);
@@ -975,7 +949,7 @@ int fuzz_iterations() {
 // Valid files to start from: what our writer produces, and hand-written headers with escapes,
 // whitespace, metadata, empty tensors and every dtype.
 std::vector<std::string> fuzz_seeds() {
-  ScratchDir dir;
+  const ScratchDir dir("attnkit_safetensors");
   const std::string path = dir.file("seed.safetensors");
   std::vector<std::string> seeds;
   Named named;
@@ -1068,7 +1042,7 @@ TEST(Safetensors, FuzzedFilesParseOrThrowAttnkitErrorOnly) {
   const std::vector<std::string> seeds = fuzz_seeds();
   for (const std::string& s : seeds) ASSERT_NO_THROW(parse_safetensors(as_bytes(s)));
 
-  ScratchDir dir;
+  const ScratchDir dir("attnkit_safetensors");
   const std::string path = dir.file("fuzz.safetensors");
   Mutator mutator(seed);
   int accepted = 0, round_tripped = 0;

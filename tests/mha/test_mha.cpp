@@ -35,6 +35,7 @@
 #include <utility>
 #include <vector>
 
+#include "support/scratch_dir.hpp"
 #include "support/testing.hpp"
 
 namespace attnkit {
@@ -43,6 +44,7 @@ namespace {
 namespace fs = std::filesystem;
 using std::int64_t;
 using testing::Rng;
+using testing::ScratchDir;
 using Vec = std::vector<double>;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -1215,34 +1217,11 @@ TEST(MultiHeadAttentionStateDict, BadStatesRaiseNamingTheParameterAndLeaveTheMod
   EXPECT_TRUE(same_state(cross_before, cross_module));
 }
 
-// A fresh directory under the system temporary directory, removed with everything in it at the end.
-class ScratchDir {
- public:
-  ScratchDir() {
-    static std::atomic<int> counter{0};
-    const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() / ("attnkit_mha_" + std::string(test ? test->name() : "x") + "_" +
-                                        std::to_string(std::random_device{}()) + "_" + std::to_string(counter++));
-    fs::create_directories(dir_);
-  }
-  ~ScratchDir() {
-    std::error_code ignored;
-    fs::remove_all(dir_, ignored);
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-
-  std::string file(const std::string& name) const { return (dir_ / name).string(); }
-  std::string path() const { return dir_.string(); }
-
- private:
-  fs::path dir_;
-};
 
 TEST(MultiHeadAttentionFiles, SaveThenLoadReproducesTheOutputBitwise) {
   ATTNKIT_TRACE_SEED();
   Rng rng(11);
-  ScratchDir dir;
+  const ScratchDir dir("attnkit_mha");
   for (const MultiHeadAttentionConfig& config :
        {MultiHeadAttentionConfig{.embed_dim = 8, .num_heads = 2},
         MultiHeadAttentionConfig{
@@ -1273,7 +1252,7 @@ TEST(MultiHeadAttentionFiles, LoadsADirectoryOfNpyFiles) {
   MultiHeadAttention saved(config, 1);
   randomize(saved, rng);
   {  // The packed form, one <name>.npy per parameter (out_proj.weight.npy, ...); other files are ignored.
-    ScratchDir dir;
+    const ScratchDir dir("attnkit_mha");
     for (const auto& [name, t] : saved.state_dict()) write_npy(dir.file(name + ".npy"), t);
     std::ofstream(dir.file("README.txt")) << "not a tensor";
     MultiHeadAttention loaded(config, 2);
@@ -1282,7 +1261,7 @@ TEST(MultiHeadAttentionFiles, LoadsADirectoryOfNpyFiles) {
     EXPECT_TRUE(same_outputs(saved, loaded, rng));
   }
   {  // The split form, in float64.
-    ScratchDir dir;
+    const ScratchDir dir("attnkit_mha");
     const Params p = params_from_state(saved.state_dict(), dims_of(config));
     write_npy(dir.file("q_proj_weight.npy"), tensor_of(p.wq, {8, 8}, DType::f64));
     write_npy(dir.file("k_proj_weight.npy"), tensor_of(p.wk, {8, 8}, DType::f64));
@@ -1295,7 +1274,7 @@ TEST(MultiHeadAttentionFiles, LoadsADirectoryOfNpyFiles) {
     EXPECT_TRUE(same_state(saved, loaded));
   }
   {  // A directory missing a parameter, and a path that does not exist.
-    ScratchDir dir;
+    const ScratchDir dir("attnkit_mha");
     for (const auto& [name, t] : saved.state_dict())
       if (name != "out_proj.bias") write_npy(dir.file(name + ".npy"), t);
     MultiHeadAttention loaded(config, 2);
@@ -1314,7 +1293,7 @@ double known_value(const std::string& name, int64_t index) {
 // torch's names in its order, float32, "__metadata__" {"format": "pt"}. Loaded unchanged, it gives
 // the float64 composition's output on the same weights.
 TEST(MultiHeadAttentionFiles, TorchLayoutSafetensorsFixtureGivesTheKnownOutput) {
-  ScratchDir dir;
+  const ScratchDir dir("attnkit_mha");
   const std::vector<std::tuple<std::string, MultiHeadAttentionConfig, bool>> cases = {
       {"packed", {.embed_dim = 6, .num_heads = 2, .batch_first = false}, true},
       {"split", {.embed_dim = 4, .num_heads = 2, .kdim = 5, .vdim = 3, .bias = false}, false},
@@ -1455,7 +1434,7 @@ TEST(MultiHeadAttentionTorch, MatchesTorchNnMultiheadAttention) {
   };
   for (const MhaCase& c : cases) {
     SCOPED_TRACE(c.name);
-    ScratchDir dir;
+    const ScratchDir dir("attnkit_mha");
     MultiHeadAttention module(c.config, 1);
     randomize(module, rng);
     const Dims dm = dims_of(c.config);
