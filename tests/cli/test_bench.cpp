@@ -10,6 +10,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdint>
+#include <fstream>
 #include <map>
 #include <sstream>
 #include <string>
@@ -132,6 +133,45 @@ TEST(BenchCeilings, BestFmaIsTheMaximumPerThreadCount) {
   attnkit::bench::take_best_fma({loops[2]}, 2, gflops, isa);  // nothing measured: no rate, no name
   EXPECT_EQ(gflops, (std::vector<double>{0, 0}));
   EXPECT_EQ(isa, (std::vector<std::string>{"", ""}));
+}
+
+// The CPU's flags as Linux lists them ("flags : fpu vme ..."), empty where there is no /proc/cpuinfo.
+std::vector<std::string> cpuinfo_flags() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("flags", 0) != 0) continue;
+    std::istringstream words(line.substr(line.find(':') + 1));
+    std::vector<std::string> flags;
+    for (std::string flag; words >> flag;) flags.push_back(flag);
+    return flags;
+  }
+  return {};
+}
+
+// The AMX ceiling is measured exactly on CPUs that Linux says have AMX-BF16 tiles (unless the kernel
+// refuses them, which the note must then say), and there it runs the tiles: far above the f32 FMA
+// loop, which one 16 × 16 × 32 tile product per cycle or two would not be without them.
+TEST(BenchCeilings, AmxTilePeakIsMeasuredWhereLinuxListsTheTiles) {
+  const std::vector<std::string> flags = cpuinfo_flags();
+  if (flags.empty()) GTEST_SKIP() << "no /proc/cpuinfo flags line: nothing to compare the AMX detection with";
+  const auto listed = [&](const char* flag) { return std::find(flags.begin(), flags.end(), flag) != flags.end(); };
+  std::string why_not;
+  const auto amx = attnkit::bench::measure_amx_bf16_peak({1}, 1, why_not);
+  if (!listed("amx_tile") || !listed("amx_bf16")) {
+    EXPECT_FALSE(amx.has_value());
+    EXPECT_NE(why_not.find("no AMX-BF16"), std::string::npos) << why_not;
+    return;
+  }
+  if (!amx) {
+    EXPECT_NE(why_not.find("arch_prctl"), std::string::npos) << "listed tiles not measured must say why: " << why_not;
+    return;
+  }
+  ASSERT_EQ(amx->gflops.size(), 1u);
+  std::vector<double> fma;
+  std::vector<std::string> isa;
+  attnkit::bench::take_best_fma(attnkit::bench::measure_fma_peaks({1}, 1), 1, fma, isa);
+  EXPECT_GT(amx->gflops[0], 2.0 * fma[0]) << "AMX " << amx->gflops[0] << " GFLOP/s, best FMA loop " << fma[0];
 }
 
 // ---- cases and FLOP counts ----
@@ -618,7 +658,7 @@ TEST(BenchCommand, JsonLinesCarryTheDocumentedKeys) {
   const JsonObject& ceilings = lines.front();
   EXPECT_EQ(text_of(ceilings, "kind"), "ceilings");
   for (const char* key : {"fma_isa", "fma_gflops", "fma_best_isa", "fma_avx2_gflops", "fma_avx512_gflops",
-                          "bf16_gflops", "copy_gbytes_per_s", "read_gbytes_per_s", "threads", "openblas_core", "cpu_avx2_fma",
+                          "bf16_gflops", "amx_bf16_gflops", "copy_gbytes_per_s", "read_gbytes_per_s", "threads", "openblas_core", "cpu_avx2_fma",
                           "cpu_avx512f", "blas_core", "blas_core_kind", "blas_core_generic", "blas_coretype_advice",
                           "blas_core_warning"}) {
     EXPECT_TRUE(ceilings.count(key)) << key;
@@ -907,6 +947,38 @@ TEST(BenchReport, GenericBlasCoreIsSaidInTextAndJson) {
   EXPECT_TRUE(is_null(fine, "blas_coretype_advice"));
 }
 
+TEST(BenchReport, AmxTilePeakIsSaidInTextAndJsonOrWhyNot) {
+  attnkit::bench::Ceilings c;
+  c.threads = {1, 2};
+  c.fma_loops = {{"avx512", "avx512f", std::vector<double>{170, 340}, ""}};
+  attnkit::bench::take_best_fma(c.fma_loops, 2, c.fma_gflops, c.fma_best_isa);
+  c.bf16_gflops = std::vector<double>{85, 170};
+  c.amx_bf16_gflops = std::vector<double>{2300, 4000};
+  c.copy_gbytes_per_s = {20, 30};
+  c.read_gbytes_per_s = {12, 24};
+  attnkit::bench::RunInfo info;
+  info.kernel = "fast";
+
+  std::ostringstream text, json;
+  attnkit::bench::Report(text, false).machine(info, c);
+  attnkit::bench::Report(json, true).machine(info, c);
+  EXPECT_NE(text.str().find("bf16 tile peak (AMX tdpbf16ps; attnkit has no AMX kernels"), std::string::npos) << text.str();
+  EXPECT_NE(text.str().find("1 thread 2300.0 GFLOP/s  2 threads 4000.0 GFLOP/s"), std::string::npos) << text.str();
+  EXPECT_EQ(numbers_of(json_lines(json.str()).at(0), "amx_bf16_gflops"), (std::vector<double>{2300, 4000}));
+
+  c.amx_bf16_gflops.reset();
+  c.amx_bf16_note = "this CPU has no AMX-BF16 tiles (amx-tile, amx-bf16)";
+  std::ostringstream without_text, without_json;
+  attnkit::bench::Report(without_text, false).machine(info, c);
+  attnkit::bench::Report(without_json, true).machine(info, c);
+  EXPECT_NE(without_text.str().find("bf16 tile peak (AMX): not available: this CPU has no AMX-BF16 tiles"),
+            std::string::npos)
+      << without_text.str();
+  const JsonObject o = json_lines(without_json.str()).at(0);
+  EXPECT_TRUE(is_null(o, "amx_bf16_gflops"));
+  EXPECT_EQ(text_of(o, "amx_bf16_note"), c.amx_bf16_note);
+}
+
 TEST(BenchCommand, FilterSelectsByName) {
   // (a substring: "decode_f32" alone would also select mha_decode_f32_m24_e1024_paged and _contiguous)
   const Result r = cli(tiny_run("1", {"--json", "--filter", "decode_f32_m24_d"}));
@@ -994,7 +1066,7 @@ TEST(BenchCommand, HelpListsFlagsAndAnExample) {
                            "mha_prefill_f32_n2048_e4096", "mha_decode_f32_m{4096,32768}_e4096_paged",
                            "mha_prefill_f32_n256_e1024", "tokens/s", "attn share", "tokens_per_second",
                            "attention_share", "fraction_of_bandwidth", "fraction_of_read_bandwidth", "read_gbytes_per_s", "of read", "1 - share", "fma_avx512_gflops",
-                           "blas_core_generic", "OPENBLAS_CORETYPE=SkylakeX", "Haswell", "target"}) {
+                           "amx_bf16_gflops", "blas_core_generic", "OPENBLAS_CORETYPE=SkylakeX", "Haswell", "target"}) {
     EXPECT_NE(r.out.find(part), std::string::npos) << part;
   }
   EXPECT_NE(cli({"--help"}).out.find("bench"), std::string::npos) << "listed among the commands";

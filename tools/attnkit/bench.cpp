@@ -54,8 +54,9 @@ case as ratios measured in the same run, since absolute times on a shared machin
   - the machine's ceilings, measured first: the f32 FMA rate of each x86 target's register-only
     loop (AVX2+FMA, and AVX-512F where the CPU has it; on 1 and all threads; each loop's fastest
     timed run) and the best of them, the "FMA peak" every "of peak" is a share of; peak bf16
-    dot-product rate (vdpbf16ps, only on CPUs with avx512_bf16) and memory bandwidth (a 2 x 256 MiB
-    copy, read + write bytes);
+    dot-product rate (vdpbf16ps, only on CPUs with avx512_bf16); the AMX bf16 tile rate
+    (tdpbf16ps, on CPUs with AMX-BF16: what bf16 could reach there; attnkit has no AMX kernels)
+    and memory bandwidth (a 2 x 256 MiB copy, read + write bytes);
   - two f32 forward baselines on the same shapes and threads: a naive kernel (scores materialised,
     plain loops) and the hand-written OpenBLAS composition sgemm(Q·Kᵀ) -> softmax -> sgemm(P·V).
 Cases: forward (fwd_*), batch 1, 8 heads, n = m in {512, 1024, 2048, 8192}, d in {64, 128}, causal
@@ -108,6 +109,7 @@ Flags:
                     1024 (varlen_f32_b16_short_d128)
   --json            one JSON object per line: "ceilings" (with "fma_avx2_gflops" and
                     "fma_avx512_gflops", null with a "_note" when not measured, "fma_best_isa",
+                    "amx_bf16_gflops" (null with "amx_bf16_note" without AMX tiles),
                     "blas_core_generic", "blas_coretype_advice", "copy_gbytes_per_s" and
                     "read_gbytes_per_s"), then one per case (with "direction":
                     "forward" or "backward", and "vs_forward" for the backward), then one per

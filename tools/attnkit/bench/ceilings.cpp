@@ -36,6 +36,7 @@ Ceilings measure_ceilings(const CeilingPlan& plan) {
   }
   for (const std::string& isa : distinct) c.fma_isa += (c.fma_isa.empty() ? "" : " / ") + isa;
   if (auto bf16 = measure_bf16_peak(plan.threads, plan.repeats, c.bf16_note)) c.bf16_gflops = bf16->gflops;
+  if (auto amx = measure_amx_bf16_peak(plan.threads, plan.repeats, c.amx_bf16_note)) c.amx_bf16_gflops = amx->gflops;
   c.copy_bytes = plan.copy_mib * kMiB;
   c.copy_gbytes_per_s = measure_copy_bandwidth(plan.threads, plan.repeats, c.copy_bytes);
   c.read_gbytes_per_s = measure_read_bandwidth(plan.threads, plan.repeats, c.copy_bytes);

@@ -1,7 +1,7 @@
 // The machine's own ceilings, measured in the same run as the kernels so that every figure can be
 // read as a fraction of what this machine, at this moment, can do (shared/DESIGN.md, "Performance
 // method"): the f32 FMA rate of each x86 target's loop (AVX2 + FMA, AVX-512F) and the best of them,
-// the bf16 dot-product rate where the CPU has one, the copy bandwidth and the read bandwidth.
+// the bf16 dot-product rate where the CPU has one, the AMX bf16 tile rate where it has tiles, the copy bandwidth and the read bandwidth.
 #pragma once
 
 #include <cstddef>
@@ -35,6 +35,10 @@ struct Ceilings {
   std::string fma_isa;                  // fma_best_isa's names, " / "-joined when they differ
   std::optional<std::vector<double>> bf16_gflops;  // vdpbf16ps rate, when the CPU has avx512_bf16
   std::string bf16_note;                // why bf16_gflops is absent
+  // AMX tdpbf16ps rate, when the CPU has AMX-BF16 and the OS grants the tiles: what bf16 inputs could
+  // reach on this CPU; attnkit has no AMX kernels, so no case is a fraction of it.
+  std::optional<std::vector<double>> amx_bf16_gflops;
+  std::string amx_bf16_note;            // why amx_bf16_gflops is absent
   std::size_t copy_bytes = 0;           // per buffer
   std::vector<double> copy_gbytes_per_s;  // read + write bytes per second, one per thread count
   std::vector<double> read_gbytes_per_s;  // bytes read per second from one buffer of copy_bytes, one per thread count
@@ -56,6 +60,7 @@ struct ComputePeak {
 };
 std::vector<FmaLoopPeak> measure_fma_peaks(const std::vector<int>& threads, int repeats);
 std::optional<ComputePeak> measure_bf16_peak(const std::vector<int>& threads, int repeats, std::string& why_not);
+std::optional<ComputePeak> measure_amx_bf16_peak(const std::vector<int>& threads, int repeats, std::string& why_not);
 std::vector<double> measure_copy_bandwidth(const std::vector<int>& threads, int repeats, std::size_t bytes);
 std::vector<double> measure_read_bandwidth(const std::vector<int>& threads, int repeats, std::size_t bytes);
 

@@ -6,6 +6,14 @@
 #include <string>
 #include <vector>
 
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#endif
+
 #include "bench/ceilings.hpp"
 #include "bench/peak_loops.hpp"
 #include "bench/thread_team.hpp"
@@ -33,6 +41,22 @@ constexpr double kGiga = 1e9;
 bool has_avx2_fma() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
 bool has_avx512f() { return __builtin_cpu_supports("avx512f"); }
 bool has_avx512_bf16() { return has_avx512f() && __builtin_cpu_supports("avx512bf16"); }
+bool has_amx_bf16() { return __builtin_cpu_supports("amx-tile") && __builtin_cpu_supports("amx-bf16"); }
+
+// Linux gives a process the AMX tile data (8 KiB of register state) only on request, once for all its
+// threads; without it the first tile instruction faults. True when granted; else `why` says why not.
+bool amx_tiles_permitted(std::string& why) {
+#if defined(__linux__)
+  constexpr int kRequestPermission = 0x1023;  // ARCH_REQ_XCOMP_PERM (asm/prctl.h, Linux 5.16)
+  constexpr int kTileData = 18;               // XFEATURE_XTILEDATA
+  if (syscall(SYS_arch_prctl, kRequestPermission, kTileData) == 0) return true;
+  why = std::string("the kernel did not grant the AMX tile data (arch_prctl ARCH_REQ_XCOMP_PERM: ") +
+        std::strerror(errno) + ")";
+#else
+  why = "AMX tiles are requested from Linux only (arch_prctl)";
+#endif
+  return false;
+}
 #endif
 
 constexpr const char* kGenericIsa = "generic 128-bit mul+add (no AVX2+FMA: a floor, not the peak)";
@@ -116,6 +140,21 @@ std::optional<ComputePeak> measure_bf16_peak(const std::vector<int>& threads, in
   why_not = "this CPU has no avx512_bf16 (no vdpbf16ps instruction); bf16 cases are compared with the f32 peak";
 #else
   why_not = "the bf16 dot-product loop exists for x86-64 (vdpbf16ps) only";
+#endif
+  (void)threads;
+  (void)repeats;
+  return std::nullopt;
+}
+
+std::optional<ComputePeak> measure_amx_bf16_peak(const std::vector<int>& threads, int repeats, std::string& why_not) {
+#if defined(ATTNKIT_BENCH_X86)
+  if (!has_amx_bf16()) {
+    why_not = "this CPU has no AMX-BF16 tiles (amx-tile, amx-bf16)";
+  } else if (amx_tiles_permitted(why_not)) {
+    return measure({"amx_bf16 (tdpbf16ps)", amx_bf16_loop}, threads, repeats);
+  }
+#else
+  why_not = "the AMX tile loop exists for x86-64 only";
 #endif
   (void)threads;
   (void)repeats;

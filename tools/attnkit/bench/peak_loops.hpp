@@ -14,6 +14,8 @@ double fma_loop_generic(std::int64_t iterations);  // any CPU: 128-bit vector mu
 double fma_loop_avx2(std::int64_t iterations);        // needs avx2 and fma
 double fma_loop_avx512(std::int64_t iterations);      // needs avx512f
 double bf16_dot_loop_avx512(std::int64_t iterations); // needs avx512f and avx512bf16 (vdpbf16ps)
+// Needs amx-tile and amx-bf16, and the OS's permission to use the tile data (amx_tiles_permitted).
+double amx_bf16_loop(std::int64_t iterations);
 #endif
 
 }  // namespace attnkit::bench

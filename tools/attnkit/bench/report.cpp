@@ -217,6 +217,12 @@ void Report::text_machine(const RunInfo& info) const {
   } else {
     out_ << "  bf16 dot peak: not available: " << c.bf16_note << '\n';
   }
+  if (c.amx_bf16_gflops) {
+    out_ << "  bf16 tile peak (AMX tdpbf16ps; attnkit has no AMX kernels, other libraries' bf16 may use them):"
+         << per_thread_count(c.threads, *c.amx_bf16_gflops, "GFLOP/s") << '\n';
+  } else {
+    out_ << "  bf16 tile peak (AMX): not available: " << c.amx_bf16_note << '\n';
+  }
   out_ << "  copy bandwidth (2 x " << format("%.0f", static_cast<double>(c.copy_bytes) / kMiB)
        << " MiB, read + write bytes):" << per_thread_count(c.threads, c.copy_gbytes_per_s, "GB/s") << '\n';
   out_ << "  read bandwidth (" << format("%.0f", static_cast<double>(c.copy_bytes) / kMiB)
@@ -253,6 +259,11 @@ void Report::json_machine(const RunInfo& info) const {
     line.numbers("bf16_gflops", *c.bf16_gflops);
   } else {
     line.null("bf16_gflops").text("bf16_note", c.bf16_note);
+  }
+  if (c.amx_bf16_gflops) {
+    line.numbers("amx_bf16_gflops", *c.amx_bf16_gflops);
+  } else {
+    line.null("amx_bf16_gflops").text("amx_bf16_note", c.amx_bf16_note);
   }
   line.integer("copy_bytes", static_cast<std::int64_t>(c.copy_bytes)).numbers("copy_gbytes_per_s", c.copy_gbytes_per_s);
   line.numbers("read_gbytes_per_s", c.read_gbytes_per_s);
