@@ -267,14 +267,16 @@ __attribute__((always_inline)) inline void dot_pairs_with_rows(const std::uint32
 }
 
 // The same scores read from the key rows as stored, without packing: for an item of a single tile
-// (decoding), where packing the keys would cost more than the arithmetic on them. A few keys per
+// (decoding), where packing the keys would cost more than the arithmetic on them. Key rows are
+// requested ahead of use up to `ahead_end` (keys from j0 the item reads, past this block). A few keys per
 // step (decode_keys_per_step): vectors along the feature dimension, one accumulator per row and key,
 // summed across lanes at the end. Only the tile's Rows live rows are computed (the rest are masked
 // whole by apply_bias_and_mask). With KeyPairs (bf16 keys of unit stride on a bf16-dot target, d_k
 // whole vectors of pairs), the products are bf16 dot products with the queries' pairs (ws.q_bf16).
 template <std::int64_t Rows, bool KeyPairs = false>
 void score_tile_from_key_rows(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordinates& item,
-                              std::int64_t j0, std::int64_t width, std::int64_t cols, float scale) {
+                              std::int64_t j0, std::int64_t width, std::int64_t cols, float scale,
+                              std::int64_t ahead_end) {
   constexpr std::int64_t kKeys = decode_keys_per_step(Rows);
   const detail::Problem& p = *plan.problem;
   const ConstTensorView& keys = p.k;
@@ -284,7 +286,6 @@ void score_tile_from_key_rows(const ForwardPlan& plan, ForwardWorkspace& ws, con
                        ws.d_k % kLanes == 0;
   const std::int64_t vector_end = ws.d_k / kLanes * kLanes;
   const RowPrefetcher prefetch_key(keys, item.kv_head), prefetch_value(p.v, item.kv_head);
-  const bool values_into_l2 = p.v.dtype() == DType::f32;
   // The key rows' dtype as the dot products read them (other rows are converted to f32 first),
   // chosen once for the block.
   with_stored_dtype(widened ? keys.dtype() : DType::f32, [&](auto stored) {
@@ -293,19 +294,13 @@ void score_tile_from_key_rows(const ForwardPlan& plan, ForwardWorkspace& ws, con
     auto key_row = [&](std::int64_t j, std::int64_t slot) -> const Element* {
       // Decoding streams K and V from memory once: ask for rows ahead of use, so that their latency
       // overlaps the arithmetic (the hardware prefetcher alone left single-thread decode latency-bound).
-      // Value row j is read only after the block's every score, up to a block (256 KiB at d = 128,
-      // f32) later: f32 rows are asked into L2. Into L1, those requests held the miss buffers the key
-      // rows needed (perf put 77% of this function's samples on them) for lines evicted before use.
-      // For bf16 and f16 rows, half the bytes, L1 requests measured as fast or faster (issue 15).
+      // Key rows a few ahead, across the end of the block; value row j now, read once the block's
+      // scores are done, a decode block (kDecodeKeyBlock) later.
       const StoredRow at = stored_row(p, item.batch, j0 + j);
-      if ((direct || widened) && j + kPrefetchRows < width) {
+      if ((direct || widened) && j + kPrefetchRows < ahead_end) {
         prefetch_key(stored_row(p, item.batch, j0 + j + kPrefetchRows));
       }
-      if (values_into_l2) {
-        prefetch_value.into_l2(at);
-      } else {
-        prefetch_value(at);
-      }
+      prefetch_value(at);
       if constexpr (stored() != DType::f32) {
         return keys.at<std::uint16_t>({at.outer, item.kv_head, at.row, 0});
       } else if (direct) {
@@ -865,7 +860,7 @@ void stream_key_blocks(const ForwardPlan& plan, ForwardWorkspace& ws, const Item
   const bool dropout = p.dropout_p > 0;
   const bool bf16_dot = uses_bf16_dot(p);
   // One tile (decoding): scores straight from the key rows, then the values, whose rows the score
-  // loop has already requested; only the tile's live rows are computed. Several tiles: keys and values
+  // loop has already requested, in blocks of kDecodeKeyBlock keys; only the tile's live rows are computed. Several tiles: keys and values
   // are packed once per block for all of them (as bf16 pairs on the bf16-dot path, falling back to
   // float32 values for a block holding NaN or ±inf), and the queries are taken as pairs.
   const bool single_tile = ws.rows == kTileRows;
@@ -876,11 +871,12 @@ void stream_key_blocks(const ForwardPlan& plan, ForwardWorkspace& ws, const Item
   const bool decode_pairs = bf16_dot && values_in_place && p.k.stride(3) == 1 && ws.d_k % (2 * kLanes) == 0;
   if (bf16_dot && (!single_tile || decode_pairs)) prepare_query_pairs(ws);
   float alpha[kTileRows];
-  // Blocks start at multiples of kKeyBlock from the split's start: the same blocks for any item.
-  for (std::int64_t j0 = keys.begin + (lo - keys.begin) / kKeyBlock * kKeyBlock; j0 <= hi; j0 += kKeyBlock) {
+  const std::int64_t block = single_tile ? kDecodeKeyBlock : kKeyBlock;
+  // Blocks start at multiples of `block` from the split's start: the same blocks for any item.
+  for (std::int64_t j0 = keys.begin + (lo - keys.begin) / block * block; j0 <= hi; j0 += block) {
     // Keys past the last one any row sees are neither packed nor computed: on the causal diagonal
     // an item's last block is seen only up to its last row.
-    const std::int64_t width = std::min(kKeyBlock, hi + 1 - j0);
+    const std::int64_t width = std::min(block, hi + 1 - j0);
     const std::int64_t cols = round_up(width, kTileCols);
     bool values_finite = true, value_pairs = false;
     if constexpr (Isa::kDotBf16) {
@@ -896,7 +892,7 @@ void stream_key_blocks(const ForwardPlan& plan, ForwardWorkspace& ws, const Item
     }
     // While this block's tiles compute, the next block's key and value rows are requested, a share
     // per tile, so that packing it finds them in cache rather than waiting on memory.
-    const std::int64_t next = j0 + kKeyBlock, next_width = std::min(kKeyBlock, std::min(keys.end, hi + 1) - next);
+    const std::int64_t next = j0 + block, next_width = std::min(block, std::min(keys.end, hi + 1) - next);
     const std::int64_t tiles = ws.rows / kTileRows, rows_per_tile = next_width > 0 ? (next_width + tiles - 1) / tiles : 0;
     const RowPrefetcher prefetch_key(p.k, item.kv_head), prefetch_value(p.v, item.kv_head);
     for (std::int64_t tile = 0; tile < ws.rows; tile += kTileRows) {
@@ -916,9 +912,9 @@ void stream_key_blocks(const ForwardPlan& plan, ForwardWorkspace& ws, const Item
       if (single_tile) {
         with_live_rows(live_rows, [&](auto rows) {
           if constexpr (Isa::kDotBf16) {
-            if (decode_pairs) return score_tile_from_key_rows<rows(), true>(plan, ws, item, j0, width, cols, p.f32.scale);
+            if (decode_pairs) return score_tile_from_key_rows<rows(), true>(plan, ws, item, j0, width, cols, p.f32.scale, hi + 1 - j0);
           }
-          score_tile_from_key_rows<rows()>(plan, ws, item, j0, width, cols, p.f32.scale);
+          score_tile_from_key_rows<rows()>(plan, ws, item, j0, width, cols, p.f32.scale, hi + 1 - j0);
         });
         if (!values_in_place) values_finite = pack_values(plan, ws, item, j0, width, cols);
       } else if (bf16_dot) {

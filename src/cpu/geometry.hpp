@@ -19,6 +19,7 @@ struct Geometry {
   int rows_per_item; // query rows (over a GQA group) per forward work item
   int long_rows_per_item;  // the same for long problems (item_rows)
   int backward_key_block;  // keys per backward step (K, V, dK, dV blocks stay in L2)
+  int decode_key_block;    // keys per step of a single-tile item (decoding): its value rows stay in L1
   constexpr int tile_cols() const { return lanes * tile_vectors; }
   // The backward pads a key block to whole tiles both ways (tile_at_b steps over keys by rows).
   constexpr int backward_key_pad() const { return std::lcm(tile_rows, tile_cols()); }
@@ -29,10 +30,10 @@ struct Geometry {
 // (1.02× typical) for n = m from 512 to 8192, d = 64 and 128, 1 and 2 threads, causal and not
 // (medians of 4–200 calls alternating in one process); only a single head of n = 1024 on 2 threads,
 // 3 items instead of 6, measured clearly less (0.94×).
-inline constexpr Geometry kAvx2Geometry{8, 6, 2, 128, 16, 384, 384, 96};
+inline constexpr Geometry kAvx2Geometry{8, 6, 2, 128, 16, 384, 384, 96, 128};
 // The scalar target runs the AVX2 geometry's tiles and key blocks over one-float vectors (and
 // items of 192 rows: its speed was never measured against anything).
-inline constexpr Geometry kScalarGeometry{1, 6, 2, 128, 16, 192, 192, 96};
+inline constexpr Geometry kScalarGeometry{1, 6, 2, 128, 16, 192, 192, 96, 128};
 // AVX-512: 32 vector registers; 8 × 2 accumulators of 16 floats, keys in blocks of 512 (the shapes a
 // FlashAttention-2 loop measured best on an AVX-512 Zen 5, issue 15; other AVX-512 CPUs may want
 // their own). Each key block is packed once per work item, so larger items pack less often: 384 rows
@@ -49,8 +50,13 @@ inline constexpr Geometry kScalarGeometry{1, 6, 2, 128, 16, 192, 192, 96};
 // On an Intel Xeon (family 6, model 207) the same shapes hold: a standalone 8 × 2 Q·Kᵀ tile from L2
 // ran at 0.97–1.0 of the FMA loop at d = 64 (12 × 2: 0.90), key blocks of 256 or 128 were no faster
 // (128 slower), and items of 512 or 1024 rows (n = 1024) or 1536 (long) were within the noise.
+// Decoding (an item of one tile) steps over 128 keys rather than 512: its value rows, requested
+// into L1 as the scores read the key rows, are still there when P·V reads them (64 KiB at d = 128,
+// f32, against 256 KiB, which went to L2). On that Xeon, f32 decoding from memory (m = 32768, 32
+// query heads over 8 KV heads) 1.11x on 1 and on 2 threads (medians of 5 alternating processes); bf16
+// and f16 caches within the noise (0.97-1.0x). The AVX2 and scalar targets' blocks were 128 already.
 // The emulated 16-lane targets use the same geometry.
-inline constexpr Geometry kAvx512Geometry{16, 8, 2, 512, 32, 384, 768, 192};
+inline constexpr Geometry kAvx512Geometry{16, 8, 2, 512, 32, 384, 768, 192, 128};
 
 inline constexpr Geometry kAllGeometries[] = {kScalarGeometry, kAvx2Geometry, kAvx512Geometry};
 
@@ -78,6 +84,8 @@ constexpr std::int64_t item_rows(const Geometry& g, std::int64_t group, std::int
 constexpr bool fits_every_plan(const Geometry& g) {
   return g.tile_rows <= kMaxTileRows && g.tile_cols() <= kMaxTileCols && g.key_block <= kMaxKeyBlock &&
          g.key_block % g.tile_cols() == 0 && kSplitKeys % g.key_block == 0 && g.rows_per_item % g.tile_rows == 0 &&
+         g.decode_key_block % g.tile_cols() == 0 && g.decode_key_block <= g.key_block &&
+         kSplitKeys % g.decode_key_block == 0 &&
          g.long_rows_per_item % g.tile_rows == 0 && g.long_rows_per_item >= g.rows_per_item &&
          kBackwardQueryBlock % g.tile_rows == 0 && g.backward_key_block % g.backward_key_pad() == 0 &&
          g.backward_key_block <= kMaxBackwardKeyBlock;

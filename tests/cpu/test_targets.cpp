@@ -100,6 +100,7 @@ TEST(Targets, EmulatedTargetsRunTheAvx512Geometry) {
     EXPECT_EQ(g.tile_rows, cpu::kAvx512Geometry.tile_rows);
     EXPECT_EQ(g.tile_vectors, cpu::kAvx512Geometry.tile_vectors);
     EXPECT_EQ(g.key_block, cpu::kAvx512Geometry.key_block);
+    EXPECT_EQ(g.decode_key_block, cpu::kAvx512Geometry.decode_key_block);
     EXPECT_EQ(cpu::backward_kernels(t).geometry.tile_cols(), cpu::kAvx512Geometry.tile_cols());
   }
   EXPECT_EQ(cpu::forward_kernels(Target::avx2).geometry.tile_cols(), cpu::kAvx2Geometry.tile_cols());
