@@ -286,6 +286,7 @@ void score_tile_from_key_rows(const ForwardPlan& plan, ForwardWorkspace& ws, con
                        ws.d_k % kLanes == 0;
   const std::int64_t vector_end = ws.d_k / kLanes * kLanes;
   const RowPrefetcher prefetch_key(keys, item.kv_head), prefetch_value(p.v, item.kv_head);
+  const bool values_into_l2 = !plan.short_decode_blocks && p.v.dtype() == DType::f32;
   // The key rows' dtype as the dot products read them (other rows are converted to f32 first),
   // chosen once for the block.
   with_stored_dtype(widened ? keys.dtype() : DType::f32, [&](auto stored) {
@@ -295,12 +296,19 @@ void score_tile_from_key_rows(const ForwardPlan& plan, ForwardWorkspace& ws, con
       // Decoding streams K and V from memory once: ask for rows ahead of use, so that their latency
       // overlaps the arithmetic (the hardware prefetcher alone left single-thread decode latency-bound).
       // Key rows a few ahead, across the end of the block; value row j now, read once the block's
-      // scores are done, a decode block (kDecodeKeyBlock) later.
+      // scores are done, a block later. With the forward's blocks (256 KiB of f32 values at d = 128
+      // on AVX-512), f32 value rows go to L2: into L1, on an AVX-512 Zen 4, they held the miss
+      // buffers the key rows needed (perf put 77% of this function's samples on them) for lines
+      // evicted before use. With short blocks (kDecodeKeyBlock, Intel) they go to L1.
       const StoredRow at = stored_row(p, item.batch, j0 + j);
       if ((direct || widened) && j + kPrefetchRows < ahead_end) {
         prefetch_key(stored_row(p, item.batch, j0 + j + kPrefetchRows));
       }
-      prefetch_value(at);
+      if (values_into_l2) {
+        prefetch_value.into_l2(at);
+      } else {
+        prefetch_value(at);
+      }
       if constexpr (stored() != DType::f32) {
         return keys.at<std::uint16_t>({at.outer, item.kv_head, at.row, 0});
       } else if (direct) {
@@ -860,7 +868,8 @@ void stream_key_blocks(const ForwardPlan& plan, ForwardWorkspace& ws, const Item
   const bool dropout = p.dropout_p > 0;
   const bool bf16_dot = uses_bf16_dot(p);
   // One tile (decoding): scores straight from the key rows, then the values, whose rows the score
-  // loop has already requested, in blocks of kDecodeKeyBlock keys; only the tile's live rows are computed. Several tiles: keys and values
+  // loop has already requested (in blocks of kDecodeKeyBlock keys where the plan says so, kernels.hpp);
+  // only the tile's live rows are computed. Several tiles: keys and values
   // are packed once per block for all of them (as bf16 pairs on the bf16-dot path, falling back to
   // float32 values for a block holding NaN or ±inf), and the queries are taken as pairs.
   const bool single_tile = ws.rows == kTileRows;
@@ -871,7 +880,7 @@ void stream_key_blocks(const ForwardPlan& plan, ForwardWorkspace& ws, const Item
   const bool decode_pairs = bf16_dot && values_in_place && p.k.stride(3) == 1 && ws.d_k % (2 * kLanes) == 0;
   if (bf16_dot && (!single_tile || decode_pairs)) prepare_query_pairs(ws);
   float alpha[kTileRows];
-  const std::int64_t block = single_tile ? kDecodeKeyBlock : kKeyBlock;
+  const std::int64_t block = single_tile && plan.short_decode_blocks ? kDecodeKeyBlock : kKeyBlock;
   // Blocks start at multiples of `block` from the split's start: the same blocks for any item.
   for (std::int64_t j0 = keys.begin + (lo - keys.begin) / block * block; j0 <= hi; j0 += block) {
     // Keys past the last one any row sees are neither packed nor computed: on the causal diagonal

@@ -46,6 +46,7 @@ ForwardPlan make_plan(const detail::Problem& p, const detail::ForwardOutputs& ou
   }
   plan.padded_rows = round_up(plan.group * plan.queries_per_item, geometry.tile_rows);
   plan.padded_d_v = round_up(s.d_v, geometry.tile_cols());
+  plan.short_decode_blocks = short_decode_blocks();
   return plan;
 }
 

@@ -31,6 +31,7 @@ struct ForwardPlan {
   const std::int64_t* sequence_items = nullptr;
   std::int64_t padded_rows = 0;       // rows of the largest item, in whole register tiles of the target
   std::int64_t padded_d_v = 0;        // d_v rounded up to the target's tile width
+  bool short_decode_blocks = false;   // decoding's key blocks and value requests (kernels.hpp)
 
   // The running target's bf16 rounding of output rows (ForwardKernels::round_to_bf16).
   void (*round_to_bf16)(const float* in, std::uint16_t* out, std::int64_t count) = nullptr;

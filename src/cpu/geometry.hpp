@@ -19,7 +19,7 @@ struct Geometry {
   int rows_per_item; // query rows (over a GQA group) per forward work item
   int long_rows_per_item;  // the same for long problems (item_rows)
   int backward_key_block;  // keys per backward step (K, V, dK, dV blocks stay in L2)
-  int decode_key_block;    // keys per step of a single-tile item (decoding): its value rows stay in L1
+  int decode_key_block;    // keys per step of a single-tile item (decoding) where short_decode_blocks()
   constexpr int tile_cols() const { return lanes * tile_vectors; }
   // The backward pads a key block to whole tiles both ways (tile_at_b steps over keys by rows).
   constexpr int backward_key_pad() const { return std::lcm(tile_rows, tile_cols()); }
@@ -50,11 +50,13 @@ inline constexpr Geometry kScalarGeometry{1, 6, 2, 128, 16, 192, 192, 96, 128};
 // On an Intel Xeon (family 6, model 207) the same shapes hold: a standalone 8 × 2 Q·Kᵀ tile from L2
 // ran at 0.97–1.0 of the FMA loop at d = 64 (12 × 2: 0.90), key blocks of 256 or 128 were no faster
 // (128 slower), and items of 512 or 1024 rows (n = 1024) or 1536 (long) were within the noise.
-// Decoding (an item of one tile) steps over 128 keys rather than 512: its value rows, requested
-// into L1 as the scores read the key rows, are still there when P·V reads them (64 KiB at d = 128,
-// f32, against 256 KiB, which went to L2). On that Xeon, f32 decoding from memory (m = 32768, 32
-// query heads over 8 KV heads) 1.11x on 1 and on 2 threads (medians of 5 alternating processes); bf16
-// and f16 caches within the noise (0.97-1.0x). The AVX2 and scalar targets' blocks were 128 already.
+// On Intel CPUs decoding (an item of one tile) steps over 128 keys rather than 512
+// (short_decode_blocks, kernels.hpp): its value rows, requested into L1 as the scores read the key
+// rows, wait there a block (64 KiB at d = 128, f32) rather than 256 KiB in L2. On that Xeon, f32
+// decoding from memory (m = 32768, 32 query heads over 8 KV heads) 1.11x on 1 and on 2 threads
+// (medians of 5 alternating processes); bf16 and f16 caches within the noise (0.97-1.0x). On an
+// AVX-512 Zen 4, blocks of 512 with f32 values into L2 had measured 1.27x over L1; short blocks were
+// not measured on AMD, which keeps them. The AVX2 and scalar targets' blocks are 128 either way.
 // The emulated 16-lane targets use the same geometry.
 inline constexpr Geometry kAvx512Geometry{16, 8, 2, 512, 32, 384, 768, 192, 128};
 

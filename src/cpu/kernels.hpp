@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "attnkit/targets.hpp"
 #include "core/softmax_partial.hpp"
@@ -34,6 +35,13 @@ struct BackwardKernels {
   // Computes one work item: dK and dV of its keys, and its chunk's share of dQ.
   void (*run_item)(const BackwardPlan& plan, std::int64_t item);
 };
+
+// Whether decoding (an item of one tile) steps over Geometry::decode_key_block keys, requesting its
+// value rows into L1, rather than over the forward's key blocks with f32 value rows requested into
+// L2: each was measured the faster on its vendor's CPUs (geometry.hpp), the short blocks on Intel.
+// Read once (cpuid); set_decode_blocks_for_testing(true or false) forces either, std::nullopt undoes it.
+bool short_decode_blocks();
+void set_decode_blocks_for_testing(std::optional<bool> short_blocks);
 
 // The kernels of a target, from the target table (target.cpp); the target must be compiled in.
 ForwardKernels forward_kernels(Target target);

@@ -132,9 +132,16 @@ bool detect_fast_bf16_dot() {
   const unsigned model = ((eax >> 4) & 0xF) | (((eax >> 16) & 0xF) << 4);
   return family >= 0x1A || (family == 0x19 && model >= 0x10);
 }
+
+bool detect_intel() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid(0, &eax, &ebx, &ecx, &edx) == 0) return false;
+  return ebx == 0x756e6547 && edx == 0x49656e69 && ecx == 0x6c65746e;  // "GenuineIntel"
+}
 #else
 std::uint32_t detect_features() { return 0; }
 bool detect_fast_bf16_dot() { return false; }
+bool detect_intel() { return false; }
 #endif
 
 // Both read once: every call resolves its target (default_target), and under a hypervisor each
@@ -144,6 +151,9 @@ bool bf16_dot_is_fast() {
   static const bool fast = detect_fast_bf16_dot();
   return fast;
 }
+
+// -1: as the CPU's vendor says; 0 or 1: forced by a test.
+std::atomic<int> g_short_decode_blocks{-1};
 
 std::uint32_t cpu_features() {
   static const std::uint32_t features = detect_features();
@@ -257,6 +267,15 @@ Target active_target() {
 }
 
 namespace cpu {
+
+bool short_decode_blocks() {
+  static const bool intel = detect_intel();
+  const int forced = g_short_decode_blocks.load(std::memory_order_relaxed);
+  return forced < 0 ? intel : forced == 1;
+}
+void set_decode_blocks_for_testing(std::optional<bool> short_blocks) {
+  g_short_decode_blocks.store(short_blocks ? (*short_blocks ? 1 : 0) : -1, std::memory_order_relaxed);
+}
 
 ForwardKernels forward_kernels(Target target) { return entry(target).forward(); }
 BackwardKernels backward_kernels(Target target) { return entry(target).backward(); }

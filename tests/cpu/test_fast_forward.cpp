@@ -9,6 +9,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -385,6 +386,31 @@ TEST(FastForward, DecodeTilesOfEveryLiveRowCount) {
     expect_accurate_on(Shape{1, 2 * group, 2, 1, 1101, 64, 40}, {}, DType::f32, Distribution::gaussian, 60 + group);
     expect_accurate_on(Shape{1, group, 1, 1, 301, 16, 16}, {}, DType::bf16, Distribution::gaussian, 50 + group);
   }
+}
+
+// Decoding's two block policies (kernels.hpp: short blocks with value rows requested into L1, taken
+// on Intel CPUs; the forward's blocks with f32 value rows requested into L2, elsewhere): whichever
+// this CPU takes, both are checked against the reference on every target, over key splits and odd
+// last blocks, f32, bf16 and f16; and they block the keys differently (else one was not run).
+TEST(FastForward, DecodeMeetsTheAccuracyRuleWithEitherBlockPolicy) {
+  ATTNKIT_TRACE_SEED();
+  struct Restore {
+    ~Restore() { cpu::set_decode_blocks_for_testing(std::nullopt); }
+  } restore;
+  AttentionOptions window;
+  window.causal = Causal::bottom_right;
+  window.window = {700, 0};
+  std::vector<Tensor> outputs;
+  const Inputs in = random_inputs(Shape{1, 8, 2, 1, 2500, 128, 128}, DType::f32, Distribution::gaussian, 70);
+  for (bool short_blocks : {false, true}) {
+    SCOPED_TRACE(short_blocks ? "short decode blocks" : "the forward's key blocks");
+    cpu::set_decode_blocks_for_testing(short_blocks);
+    expect_accurate(in.q, in.k, in.v, {});
+    expect_accurate_on(Shape{1, 4, 4, 2, 1101, 64, 64}, window, DType::bf16, Distribution::gaussian, 71);
+    expect_accurate_on(Shape{2, 3, 1, 1, 700, 67, 40}, {}, DType::f16, Distribution::gaussian, 72);
+    outputs.push_back(testing::run_forward(in.q, in.k, in.v, with_kernel({}, Kernel::fast), DType::f32).out);
+  }
+  EXPECT_FALSE(testing::bitwise_equal(outputs[0], outputs[1])) << "both policies gave the same bits";
 }
 
 // ---- guarantees ----
