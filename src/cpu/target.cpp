@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -92,6 +93,17 @@ const TargetEntry& entry(Target target) {
 }
 
 #if defined(__x86_64__) || defined(__i386__)
+// Whether cpuid's vendor string (leaf 0: EBX, EDX, ECX) is `name`, e.g. "GenuineIntel".
+bool vendor_is(std::string_view name) {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid(0, &eax, &ebx, &ecx, &edx) == 0) return false;
+  char vendor[12];
+  std::memcpy(vendor, &ebx, 4);
+  std::memcpy(vendor + 4, &edx, 4);
+  std::memcpy(vendor + 8, &ecx, 4);
+  return std::string_view(vendor, sizeof vendor) == name;
+}
+
 std::uint64_t read_xcr0() {
   std::uint32_t eax = 0, edx = 0;
   __asm__ volatile("xgetbv" : "=a"(eax), "=d"(edx) : "c"(0));  // _xgetbv would need -mxsave
@@ -125,23 +137,15 @@ std::uint32_t detect_features() {
 // Rapids) run it at half the FMA rate (issue 15's Xeon: 80 vs 167 GFLOP/s), so there f32 FMA wins.
 bool detect_fast_bf16_dot() {
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  if (__get_cpuid(0, &eax, &ebx, &ecx, &edx) == 0) return false;
-  const bool amd = ebx == 0x68747541 && edx == 0x69746e65 && ecx == 0x444d4163;  // "AuthenticAMD"
-  if (!amd || __get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return false;
+  if (!vendor_is("AuthenticAMD") || __get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return false;
   const unsigned family = ((eax >> 8) & 0xF) + ((eax >> 20) & 0xFF);
   const unsigned model = ((eax >> 4) & 0xF) | (((eax >> 16) & 0xF) << 4);
   return family >= 0x1A || (family == 0x19 && model >= 0x10);
 }
-
-bool detect_intel() {
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  if (__get_cpuid(0, &eax, &ebx, &ecx, &edx) == 0) return false;
-  return ebx == 0x756e6547 && edx == 0x49656e69 && ecx == 0x6c65746e;  // "GenuineIntel"
-}
 #else
+bool vendor_is(std::string_view) { return false; }
 std::uint32_t detect_features() { return 0; }
 bool detect_fast_bf16_dot() { return false; }
-bool detect_intel() { return false; }
 #endif
 
 // Both read once: every call resolves its target (default_target), and under a hypervisor each
@@ -269,7 +273,7 @@ Target active_target() {
 namespace cpu {
 
 bool short_decode_blocks() {
-  static const bool intel = detect_intel();
+  static const bool intel = vendor_is("GenuineIntel");
   const int forced = g_short_decode_blocks.load(std::memory_order_relaxed);
   return forced < 0 ? intel : forced == 1;
 }
