@@ -45,7 +45,9 @@ struct ScalarIsa {
   static Vec add(Vec a, Vec b) { return a + b; }
   static Vec sub(Vec a, Vec b) { return a - b; }
   static Vec mul(Vec a, Vec b) { return a * b; }
-  static Vec fma(Vec a, Vec b, Vec c) { return std::fma(a, b, c); }  // a·b + c
+  // a·b + c, rounded twice: the CPUs this target is for have no FMA instruction, and std::fma would
+  // be a library call (a software one there) on every product.
+  static Vec fma(Vec a, Vec b, Vec c) { return a * b + c; }
   // max(a, b) and min(a, b) return b when either is NaN, like x86's maxps/minps.
   static Vec max(Vec a, Vec b) { return a > b ? a : b; }
   static Vec min(Vec a, Vec b) { return a < b ? a : b; }
