@@ -6,11 +6,16 @@
 
 namespace attnkit::bench {
 
-std::uint64_t read_loop_avx2(const std::byte* begin, std::size_t bytes) {
+std::uint64_t read_loop_avx2(const std::byte* begin, std::size_t bytes, std::size_t ahead) {
   constexpr std::size_t kStep = 64;  // bytes per stream per step: a cache line as two vectors
-  const std::byte* second = begin + bytes / 2;
+  const std::size_t half = bytes / 2;
+  const std::byte* second = begin + half;
   __m256i sums[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
-  for (std::size_t at = 0; at + kStep <= bytes / 2; at += kStep) {
+  for (std::size_t at = 0; at + kStep <= half; at += kStep) {
+    if (ahead != 0 && at + ahead < half) {
+      _mm_prefetch(reinterpret_cast<const char*>(begin + at + ahead), _MM_HINT_T1);
+      _mm_prefetch(reinterpret_cast<const char*>(second + at + ahead), _MM_HINT_T1);
+    }
     for (int v = 0; v < 2; ++v) {
       sums[v] = _mm256_add_epi64(sums[v], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(begin + at + 32 * v)));
       sums[2 + v] = _mm256_add_epi64(sums[2 + v], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(second + at + 32 * v)));
