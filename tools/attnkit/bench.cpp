@@ -79,8 +79,8 @@ n = m = 65536, d = 64 call with the fast kernel.
 Columns: seconds (median), GFLOP/s (4·n·m·d per head, halved for causal; backward 2.5 times the
 forward's), of peak (share of the best f32 FMA rate at that thread count), GB/s, of bandw. and of read
 (decode: K and V bytes over the copy bandwidth, and over the read bandwidth, a read of one buffer, the
-faster of plain loads and loads with lines requested 2 KiB ahead: decoding only reads, and one core may read slower than a copy moves bytes; the caches are flushed
-before each decode call), vs fwd (backward:
+faster of plain loads and loads with lines requested 2 KiB ahead: decoding only reads, and one core
+may read slower than a copy moves bytes; the caches are flushed before each decode call), vs fwd (backward:
 its GFLOP/s over the forward's on the same case and threads, measured in this run; the forward is
 timed for it when --filter left it out), vs naive and vs BLAS (speed-up over each baseline; bf16
 cases against the f32 baselines; "-" for the backward, the baselines are forward-only), kernel

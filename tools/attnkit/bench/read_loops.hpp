@@ -1,9 +1,9 @@
 // Loops that read memory as fast as a core can, for the read-bandwidth ceiling (bench/bandwidth.cpp):
 // two streams at once (the two halves of the range, as decoding reads K and V), summed into
 // independent vector accumulators so that only the loads set the pace; with `ahead` > 0, each stream
-// also requests the line `ahead` bytes on into L2 (prefetcht1), as decoding requests its rows. As with the compute loops,
-// each ISA's loop lives in its own translation unit compiled with that ISA's -m flags; callers check
-// the CPU first. Each returns a sum of what it read, to be kept observable.
+// also requests the line `ahead` bytes on into L2 (prefetcht1), as decoding requests its rows. As
+// with the compute loops, each ISA's loop lives in its own translation unit compiled with that ISA's
+// -m flags; callers check the CPU first. Each returns a sum of what it read, to be kept observable.
 #pragma once
 
 #include <cstddef>
