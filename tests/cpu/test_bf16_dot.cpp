@@ -352,8 +352,8 @@ TEST(Bf16Dot, ForwardRoundsPAndMeetsTheAccuracyRule) {
       const double fast = error_of(out);
       EXPECT_LE(fast, 2 * naive_rounded + floor) << "RMS errors: fast " << fast << ", naive with P rounded " << naive_rounded;
       // Whether P was rounded: with one key block (m ≤ 512, or 128 when decoding in short blocks:
-      // geometry.hpp, kernels.hpp) the running max is the row's max, so the kernel rounds the very weights the naive kernel rounds,
-      // and its bf16 outputs equal that kernel's but where float32 sums in another order straddle a
+      // geometry.hpp, kernels.hpp) the running max is the row's max, so the kernel rounds the very
+      // weights the naive kernel rounds, and its bf16 outputs equal that kernel's but where float32 sums in another order straddle a
       // rounding boundary; without the rounding of P they would differ as often as the plain naive
       // kernel's do.
       const double differ_rounded = differing_fraction(out, rounded), differ_plain = differing_fraction(out, plain);
@@ -406,16 +406,10 @@ TEST(Bf16Dot, BackwardRoundsPAndDsAndMeetsTheAccuracyRule) {
     AttentionOptions fast_options = c.options, reference_options = c.options;
     fast_options.kernel = Kernel::fast;
     reference_options.kernel = Kernel::reference;
-    const testing::ForwardResult fwd = testing::run_forward(q, k, v, fast_options, DType::bf16);
     const testing::ForwardResult exact_fwd = testing::run_forward(wide(q), wide(k), wide(v), reference_options);
     Tensor exact[3] = {Tensor(DType::f64, q.shape()), Tensor(DType::f64, k.shape()), Tensor(DType::f64, v.shape())};
     backward(wide(q).view(), wide(k).view(), wide(v).view(), exact_fwd.out.view(), wide(d_out).view(), exact_fwd.lse.view(),
              exact[0].view(), exact[1].view(), exact[2].view(), reference_options);
-    const testing::NaiveGradients plain_f32 = testing::naive_f32_backward(q, k, v, fwd.out, d_out, fwd.lse, c.options);
-    const testing::NaiveGradients rounded_f32 =
-        testing::naive_f32_backward(q, k, v, fwd.out, d_out, fwd.lse, c.options, true);
-    const Tensor plain[3] = {narrow(plain_f32.dq), narrow(plain_f32.dk), narrow(plain_f32.dv)};
-    const Tensor rounded[3] = {narrow(rounded_f32.dq), narrow(rounded_f32.dk), narrow(rounded_f32.dv)};
 
     for (std::size_t ti = 0; ti < targets.size(); ++ti) {
       const Target t = targets[ti];
@@ -423,9 +417,17 @@ TEST(Bf16Dot, BackwardRoundsPAndDsAndMeetsTheAccuracyRule) {
       Tensor got[3] = {testing::poisoned(DType::bf16, q.shape()), testing::poisoned(DType::bf16, k.shape()),
                        testing::poisoned(DType::bf16, v.shape())};
       set_target(t);
+      // The target's own forward, as in use (test_fast_backward.cpp's expect_accurate says why); the
+      // naive backwards take its out and lse too.
+      const testing::ForwardResult fwd = testing::run_forward(q, k, v, fast_options, DType::bf16);
       backward(q.view(), k_view, v_view, fwd.out.view(), d_out.view(), fwd.lse.view(), got[0].view(), got[1].view(),
                got[2].view(), fast_options);
       reset_target();
+      const testing::NaiveGradients plain_f32 = testing::naive_f32_backward(q, k, v, fwd.out, d_out, fwd.lse, c.options);
+      const testing::NaiveGradients rounded_f32 =
+          testing::naive_f32_backward(q, k, v, fwd.out, d_out, fwd.lse, c.options, true);
+      const Tensor plain[3] = {narrow(plain_f32.dq), narrow(plain_f32.dk), narrow(plain_f32.dv)};
+      const Tensor rounded[3] = {narrow(rounded_f32.dq), narrow(rounded_f32.dk), narrow(rounded_f32.dv)};
       const char* names[3] = {"dq", "dk", "dv"};
       for (int g = 0; g < 3; ++g) {
         SCOPED_TRACE(names[g]);
