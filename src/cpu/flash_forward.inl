@@ -299,7 +299,7 @@ void score_tile_from_key_rows(const ForwardPlan& plan, ForwardWorkspace& ws, con
       // scores are done, a block later. With the forward's blocks (256 KiB of f32 values at d = 128
       // on AVX-512), f32 value rows go to L2: into L1, on an AVX-512 Zen 4, they held the miss
       // buffers the key rows needed (perf put 77% of this function's samples on them) for lines
-      // evicted before use. With short blocks (kDecodeKeyBlock, Intel) they go to L1.
+      // evicted before use. With short blocks (decode_key_block, Intel) they go to L1.
       const StoredRow at = stored_row(p, item.batch, j0 + j);
       if ((direct || widened) && j + kPrefetchRows < ahead_end) {
         prefetch_key(stored_row(p, item.batch, j0 + j + kPrefetchRows));
@@ -868,10 +868,10 @@ void stream_key_blocks(const ForwardPlan& plan, ForwardWorkspace& ws, const Item
   const bool dropout = p.dropout_p > 0;
   const bool bf16_dot = uses_bf16_dot(p);
   // One tile (decoding): scores straight from the key rows, then the values, whose rows the score
-  // loop has already requested (in blocks of kDecodeKeyBlock keys where the plan says so, kernels.hpp);
-  // only the tile's live rows are computed. Several tiles: keys and values
-  // are packed once per block for all of them (as bf16 pairs on the bf16-dot path, falling back to
-  // float32 values for a block holding NaN or ±inf), and the queries are taken as pairs.
+  // loop has already requested (in blocks of decode_key_block keys where the plan says so:
+  // forward_key_block, geometry.hpp); only the tile's live rows are computed. Several tiles: keys and
+  // values are packed once per block for all of them (as bf16 pairs on the bf16-dot path, falling
+  // back to float32 values for a block holding NaN or ±inf), and the queries are taken as pairs.
   const bool single_tile = ws.rows == kTileRows;
   const std::int64_t live_rows = plan.group * item.queries;  // of a single tile: the rest are padding
   const bool values_in_place = single_tile && value_rows_in_place(p, ws);
@@ -880,7 +880,7 @@ void stream_key_blocks(const ForwardPlan& plan, ForwardWorkspace& ws, const Item
   const bool decode_pairs = bf16_dot && values_in_place && p.k.stride(3) == 1 && ws.d_k % (2 * kLanes) == 0;
   if (bf16_dot && (!single_tile || decode_pairs)) prepare_query_pairs(ws);
   float alpha[kTileRows];
-  const std::int64_t block = single_tile && plan.short_decode_blocks ? kDecodeKeyBlock : kKeyBlock;
+  const std::int64_t block = forward_key_block(Isa::kGeometry, single_tile, plan.short_decode_blocks);
   // Blocks start at multiples of `block` from the split's start: the same blocks for any item.
   for (std::int64_t j0 = keys.begin + (lo - keys.begin) / block * block; j0 <= hi; j0 += block) {
     // Keys past the last one any row sees are neither packed nor computed: on the causal diagonal

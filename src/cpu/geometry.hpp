@@ -83,6 +83,12 @@ constexpr std::int64_t item_rows(const Geometry& g, std::int64_t group, std::int
   return n >= (kLongItemsFrom + group - 1) / group ? g.long_rows_per_item : g.rows_per_item;
 }
 
+// Keys per step of the forward's stream: decode_key_block for an item of one register tile (decoding)
+// where the plan takes short decode blocks (kernels.hpp's short_decode_blocks), else key_block.
+constexpr std::int64_t forward_key_block(const Geometry& g, bool one_tile, bool short_decode_blocks) {
+  return one_tile && short_decode_blocks ? g.decode_key_block : g.key_block;
+}
+
 constexpr bool fits_every_plan(const Geometry& g) {
   return g.tile_rows <= kMaxTileRows && g.tile_cols() <= kMaxTileCols && g.key_block <= kMaxKeyBlock &&
          g.key_block % g.tile_cols() == 0 && kSplitKeys % g.key_block == 0 && g.rows_per_item % g.tile_rows == 0 &&

@@ -8,7 +8,6 @@ constexpr std::int64_t kTileRows = Isa::kGeometry.tile_rows;
 constexpr std::int64_t kTileVectors = Isa::kGeometry.tile_vectors;
 constexpr std::int64_t kTileCols = Isa::kGeometry.tile_cols();
 constexpr std::int64_t kKeyBlock = Isa::kGeometry.key_block;
-constexpr std::int64_t kDecodeKeyBlock = Isa::kGeometry.decode_key_block;
 constexpr std::int64_t kBackwardKeyBlock = Isa::kGeometry.backward_key_block;
 constexpr std::int64_t kBackwardKeyPad = Isa::kGeometry.backward_key_pad();
 static_assert(kLanes == Isa::kGeometry.lanes, "the wrapper's vectors are the geometry's");

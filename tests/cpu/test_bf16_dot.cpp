@@ -337,11 +337,11 @@ TEST(Bf16Dot, ForwardRoundsPAndMeetsTheAccuracyRule) {
 
     AttentionOptions fast_options = c.options;
     fast_options.kernel = Kernel::fast;
-    // The keys of one block on every bf16-dot target (the AVX-512 geometry): a decoding item (one
-    // tile of query rows) takes short blocks where this CPU does.
+    // The keys of one block on every bf16-dot target (the AVX-512 geometry), by the kernel's own
+    // rule: a decoding item (one tile of query rows) takes short blocks where this CPU does.
     const cpu::Geometry& g = cpu::kAvx512Geometry;
     const bool one_tile = c.n * (c.H / c.Hkv) <= g.tile_rows;
-    const std::int64_t key_block = one_tile && cpu::short_decode_blocks() ? g.decode_key_block : g.key_block;
+    const std::int64_t key_block = cpu::forward_key_block(g, one_tile, cpu::short_decode_blocks());
     for (std::size_t ti = 0; ti < targets.size(); ++ti) {
       const Target t = targets[ti];
       SCOPED_TRACE(target_name(t));
