@@ -10,6 +10,7 @@
 #include "attnkit/mha.hpp"
 #include "attnkit/npy.hpp"
 #include "attnkit/options.hpp"
+#include "attnkit/quantized.hpp"
 #include "attnkit/safetensors.hpp"
 #include "attnkit/targets.hpp"
 #include "attnkit/tensor.hpp"

@@ -9,10 +9,13 @@ namespace attnkit {
 
 // Element types a tensor may hold. Q, K, V and gradients take the four floating types; masks take
 // boolean (keep-mask) or a floating type (additive bias); the integer types exist for .npy I/O.
-enum class DType : std::uint8_t { f64, f32, f16, bf16, boolean, i32, i64 };
+// int8 and int4 are not element types but the block-quantized row formats of a KV cache's storage
+// (attnkit/quantized.hpp): a view of them addresses rows in bytes (dtype_size 1, strides in bytes,
+// the last dimension's size the row's logical width), and only a KVCache makes and reads them.
+enum class DType : std::uint8_t { f64, f32, f16, bf16, boolean, i32, i64, int8, int4 };
 
-std::size_t dtype_size(DType dtype) noexcept;     // bytes per element
-std::string_view dtype_name(DType dtype) noexcept;  // "f64", "f32", "f16", "bf16", "bool", "i32", "i64"
+std::size_t dtype_size(DType dtype) noexcept;     // bytes per element (int8, int4: 1, the unit of their strides)
+std::string_view dtype_name(DType dtype) noexcept;  // "f64", "f32", "f16", "bf16", "bool", "i32", "i64", "int8", "int4"
 bool is_floating(DType dtype) noexcept;          // f64, f32, f16 or bf16
 
 // IEEE binary16 and bfloat16 storage types. Conversions from float round to nearest, ties to even;

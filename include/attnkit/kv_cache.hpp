@@ -39,7 +39,15 @@ struct KVCacheConfig {
   KVCacheLayout layout = KVCacheLayout::contiguous;
   std::int64_t block_size = 16;  // paged: tokens per block, a power of two
   std::int64_t num_blocks = 0;   // paged: blocks in the shared pool; 0: enough for every sequence at full length
-  DType dtype = DType::f32;      // storage: f32, f16 or bf16 (appended values are rounded to it)
+  // Storage: f32, f16 or bf16 (appended values are rounded to it), or the block-quantized int8 or
+  // int4 (attnkit/quantized.hpp: appended rows are quantised in blocks of 32 features, so head_dim,
+  // or value_dim, must be a multiple of 32).
+  DType dtype = DType::f32;
+  std::optional<DType> key_dtype = std::nullopt;    // the keys' storage, if not dtype (e.g. int8 keys, int4 values)
+  std::optional<DType> value_dtype = std::nullopt;  // the values' storage, if not dtype
+
+  DType keys_dtype() const { return key_dtype.value_or(dtype); }
+  DType values_dtype() const { return value_dtype.value_or(dtype); }
 };
 
 class KVCache {
@@ -72,13 +80,16 @@ class KVCache {
   void append(std::span<const SequenceId> sequences, ConstTensorView keys, ConstTensorView values);
 
   // Copies of a sequence's cached keys [Hkv, length, d_k] and values [Hkv, length, d_v], in the
-  // storage dtype (for inspection and tests; attend reads the cache in place).
+  // storage dtype, or for int8 and int4 storage the stored values exactly, as f64 (for inspection and
+  // tests; attend reads the cache in place).
   Tensor keys(SequenceId sequence) const;
   Tensor values(SequenceId sequence) const;
 
   // Where the kernels find the storage; see src/api/kv_cache.cpp.
   struct Storage {
-    ConstTensorView keys, values;  // [blocks, Hkv, block_size, d] (strided): a contiguous slot is one block
+    // [blocks, Hkv, block_size, d] (strided): a contiguous slot is one block. For int8 and int4
+    // storage the strides count bytes and each row is a record of quantized_row_bytes(dtype, d).
+    ConstTensorView keys, values;
     std::int64_t block_size = 0;
     std::int64_t blocks_per_sequence = 0;
   };

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "attnkit/error.hpp"
+#include "attnkit/quantized.hpp"
 #include "core/element_io.hpp"
 #include "core/memory.hpp"
 
@@ -46,8 +47,20 @@ void check_config(const KVCacheConfig& c) {
   positive("max_sequences", c.max_sequences);
   positive("max_sequence_length", c.max_sequence_length);
   if (c.value_dim < 0) fail(ErrorCode::invalid_argument, "KVCacheConfig.value_dim: must be >= 0 (0 = head_dim), got " + str(c.value_dim));
-  if (c.dtype != DType::f32 && c.dtype != DType::f16 && c.dtype != DType::bf16) {
-    fail(ErrorCode::invalid_dtype, "KVCacheConfig.dtype: " + std::string(dtype_name(c.dtype)) + "; the cache stores f32, f16 or bf16");
+  const std::int64_t value_dim = c.value_dim > 0 ? c.value_dim : c.head_dim;
+  for (auto [name, dtype, width, width_name] :
+       {std::tuple{c.key_dtype ? "key_dtype" : "dtype", c.keys_dtype(), c.head_dim, "head_dim"},
+        std::tuple{c.value_dtype ? "value_dtype" : "dtype", c.values_dtype(), value_dim, "value_dim"}}) {
+    if (dtype != DType::f32 && dtype != DType::f16 && dtype != DType::bf16 && !is_quantized(dtype)) {
+      fail(ErrorCode::invalid_dtype, std::string("KVCacheConfig.") + name + ": " + std::string(dtype_name(dtype)) +
+                                         "; the cache stores f32, f16, bf16, int8 or int4");
+    }
+    if (is_quantized(dtype) && width % kQuantBlock != 0) {
+      fail(ErrorCode::invalid_shape, std::string("KVCacheConfig.") + width_name + ": " + str(width) + " is not a multiple of " +
+                                         str(kQuantBlock) + ", the block of " + std::string(dtype_name(dtype)) +
+                                         " storage (" + name + "): each block of " + str(kQuantBlock) +
+                                         " features has its own scale");
+    }
   }
   if (c.layout != KVCacheLayout::contiguous && c.layout != KVCacheLayout::paged) {
     fail(ErrorCode::invalid_argument, "KVCacheConfig.layout: not a KVCacheLayout value");
@@ -89,7 +102,7 @@ void check_new_rows(const KVCacheConfig& c, std::int64_t count, ConstTensorView 
 // f32 → bf16 would round twice and can land one unit off).
 void copy_row(ConstTensorView src, std::array<std::int64_t, 3> from, TensorView dst, std::array<std::int64_t, 3> at) {
   const std::int64_t width = dst.size(3);
-  if (src.dtype() != DType::f64) {
+  if (src.dtype() != DType::f64 || is_quantized(dst.dtype())) {  // quantised from float32 (f64 rounded once first)
     thread_local std::vector<float> row;
     row.resize(static_cast<std::size_t>(width));
     detail::load_row(src, from[0], from[1], from[2], row.data(), width);
@@ -109,12 +122,36 @@ void copy_row(ConstTensorView src, std::array<std::int64_t, 3> from, TensorView 
 // d]: one head's blocks lie together, so a sequence whose blocks were taken in order reads each head
 // as one stream, as a contiguous cache does (block-major storage measured 1.1-1.4x slower at decode:
 // the hardware prefetchers ran into the other heads' rows past every block).
-TensorView pool(Tensor& t) { return t.view().permuted({1, 0, 2, 3}); }
-ConstTensorView pool(const Tensor& t) { return t.view().permuted({1, 0, 2, 3}); }
+// For int8 and int4 storage the tensor's last dimension is the row record's bytes, and the view's the
+// row's width (attnkit/quantized.hpp): strides in bytes, one row every record.
+template <class View, class T>
+View pool_of(T& t, std::int64_t width) {
+  if (!is_quantized(t.dtype())) return t.view().permuted({1, 0, 2, 3});
+  const std::int64_t heads = t.shape()[0], blocks = t.shape()[1], rows = t.shape()[2], record = t.shape()[3];
+  return View(t.raw(), t.dtype(), {blocks, heads, rows, width}, {rows * record, blocks * rows * record, record, 1});
+}
+TensorView pool(Tensor& t, std::int64_t width) { return pool_of<TensorView>(t, width); }
+ConstTensorView pool(const Tensor& t, std::int64_t width) { return pool_of<ConstTensorView>(t, width); }
+
+// Bytes of one stored row of `width` features (a whole number of blocks when quantized), or an error
+// naming what overflowed.
+std::int64_t row_bytes(DType dtype, std::int64_t width) {
+  if (!is_quantized(dtype)) return checked_product({width, static_cast<std::int64_t>(dtype_size(dtype))}, "a row's byte size");
+  return checked_product({width / kQuantBlock, quantized_row_bytes(dtype, kQuantBlock)}, "a row's byte size");
+}
 
 // A sequence's first `length` rows of a pool [blocks, Hkv, block_size, d], as [Hkv, length, d].
 Tensor gather(ConstTensorView pool, const std::int64_t* table, std::int64_t block_size, std::int64_t length) {
   const std::int64_t heads = pool.size(1), width = pool.size(3);
+  if (is_quantized(pool.dtype())) {  // the stored values exactly, in float64 (int4's need more than 24 bits)
+    Tensor out(DType::f64, {heads, length, width});
+    for (std::int64_t g = 0; g < heads; ++g)
+      for (std::int64_t j = 0; j < length; ++j) {
+        const std::byte* row = pool.at<std::byte>({table[j / block_size], g, j % block_size, 0});
+        dequantize_row(row, width, pool.dtype(), 0, width, out.data<double>() + (g * length + j) * width);
+      }
+    return out;
+  }
   Tensor out(pool.dtype(), {heads, length, width});
   std::vector<float> row(static_cast<std::size_t>(width));
   const TensorView dest = out.view4();
@@ -143,17 +180,22 @@ KVCache::KVCache(const KVCacheConfig& config) : config_(config) {
     // No sequence can hold more blocks than the pool has, whatever its length limit says.
     blocks_per_sequence_ = std::min(blocks_at_full_length, blocks_);
   }
-  const std::int64_t elem = static_cast<std::int64_t>(dtype_size(c.dtype));
-  const std::int64_t key_bytes = checked_product({blocks_, c.num_kv_heads, block_size_, c.head_dim, elem}, "the key pool's byte size");
-  const std::int64_t value_bytes = checked_product({blocks_, c.num_kv_heads, block_size_, c.value_dim, elem}, "the value pool's byte size");
+  const std::int64_t key_row = row_bytes(c.keys_dtype(), c.head_dim), value_row = row_bytes(c.values_dtype(), c.value_dim);
+  const std::int64_t key_bytes = checked_product({blocks_, c.num_kv_heads, block_size_, key_row}, "the key pool's byte size");
+  const std::int64_t value_bytes = checked_product({blocks_, c.num_kv_heads, block_size_, value_row}, "the value pool's byte size");
   const std::int64_t table_bytes = checked_product({c.max_sequences, blocks_per_sequence_, 8}, "the block table's byte size");
   // Both pools and the tables at once, before either pool is allocated.
   detail::require_memory(detail::ByteCount::of(key_bytes) + detail::ByteCount::of(value_bytes) + detail::ByteCount::of(table_bytes), [&] {
-    return "KVCache of " + str(blocks_) + " blocks × " + str(c.num_kv_heads) + " KV heads × " + str(block_size_) + " tokens × (" +
-           str(c.head_dim) + " + " + str(c.value_dim) + ") " + std::string(dtype_name(c.dtype)) + " features";
+    const std::string keys(dtype_name(c.keys_dtype())), values(dtype_name(c.values_dtype()));
+    return "KVCache of " + str(blocks_) + " blocks × " + str(c.num_kv_heads) + " KV heads × " + str(block_size_) + " tokens × " +
+           (keys == values ? "(" + str(c.head_dim) + " + " + str(c.value_dim) + ") " + keys
+                           : "(" + str(c.head_dim) + " " + keys + " + " + str(c.value_dim) + " " + values + ")") +
+           " features";
   });
-  keys_ = Tensor(c.dtype, {c.num_kv_heads, blocks_, block_size_, c.head_dim});
-  values_ = Tensor(c.dtype, {c.num_kv_heads, blocks_, block_size_, c.value_dim});
+  // Quantized pools hold row records: their last dimension counts bytes (pool() views them by width).
+  auto last_dim = [](DType dtype, std::int64_t width) { return is_quantized(dtype) ? row_bytes(dtype, width) : width; };
+  keys_ = Tensor(c.keys_dtype(), {c.num_kv_heads, blocks_, block_size_, last_dim(c.keys_dtype(), c.head_dim)});
+  values_ = Tensor(c.values_dtype(), {c.num_kv_heads, blocks_, block_size_, last_dim(c.values_dtype(), c.value_dim)});
   try {  // the bookkeeping, sized once: later pushes never exceed these sizes, so never reallocate
     tables_.assign(static_cast<std::size_t>(c.max_sequences * blocks_per_sequence_), -1);
     alive_.reserve(static_cast<std::size_t>(c.max_sequences));
@@ -267,7 +309,7 @@ void KVCache::append(std::span<const SequenceId> sequences, ConstTensorView keys
                                            " are free (KVCacheConfig.num_blocks); free a sequence first");
   }
 
-  TensorView key_pool = pool(keys_), value_pool = pool(values_);
+  TensorView key_pool = pool(keys_, config_.head_dim), value_pool = pool(values_, config_.value_dim);
   for (std::int64_t b = 0; b < count; ++b) {
     Sequence& s = *targets[static_cast<std::size_t>(b)];
     std::int64_t* table = tables_.data() + s.table_row * blocks_per_sequence_;
@@ -291,15 +333,17 @@ void KVCache::append(std::span<const SequenceId> sequences, ConstTensorView keys
 
 Tensor KVCache::keys(SequenceId sequence) const {
   const Sequence& s = find(sequence, "keys");
-  return gather(pool(keys_), tables_.data() + s.table_row * blocks_per_sequence_, block_size_, s.length);
+  return gather(pool(keys_, config_.head_dim), tables_.data() + s.table_row * blocks_per_sequence_, block_size_, s.length);
 }
 
 Tensor KVCache::values(SequenceId sequence) const {
   const Sequence& s = find(sequence, "values");
-  return gather(pool(values_), tables_.data() + s.table_row * blocks_per_sequence_, block_size_, s.length);
+  return gather(pool(values_, config_.value_dim), tables_.data() + s.table_row * blocks_per_sequence_, block_size_, s.length);
 }
 
-KVCache::Storage KVCache::storage() const { return Storage{pool(keys_), pool(values_), block_size_, blocks_per_sequence_}; }
+KVCache::Storage KVCache::storage() const {
+  return Storage{pool(keys_, config_.head_dim), pool(values_, config_.value_dim), block_size_, blocks_per_sequence_};
+}
 
 std::span<const std::int64_t> KVCache::block_table(SequenceId sequence) const {
   const Sequence& s = find(sequence, "block_table");

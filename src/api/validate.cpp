@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "attnkit/error.hpp"
+#include "attnkit/quantized.hpp"
 #include "core/option_checks.hpp"
 
 namespace attnkit::detail {
@@ -168,6 +169,8 @@ ByteSpan span_of(const char* name, ConstTensorView view) {
   const auto base = reinterpret_cast<std::uintptr_t>(view.data());
   span.begin = base + static_cast<std::uintptr_t>(low * elem);
   span.end = base + static_cast<std::uintptr_t>((high + 1) * elem);
+  // A quantized KV cache's last row record reaches past its last code: its scales follow.
+  if (is_quantized(view.dtype())) span.end += static_cast<std::uintptr_t>(quantized_row_bytes(view.dtype(), view.size(3)) - view.size(3));
   return span;
 }
 

@@ -4,6 +4,7 @@
 #include <bit>
 #include <cstring>
 
+#include "attnkit/quantized.hpp"
 #include "core/bf16_rounding.hpp"
 
 namespace attnkit::detail {
@@ -23,6 +24,10 @@ float bf16_bits_to_float(std::uint16_t bits) { return std::bit_cast<float>(std::
 void load_row_part(ConstTensorView t, std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t c0, float* out,
                    std::int64_t count) {
   if (count == 0) return;  // an empty row may have no storage at all (a null data pointer)
+  if (is_quantized(t.dtype())) {  // a row record, addressed by its start (attnkit/quantized.hpp)
+    dequantize_row(element_address(t, b, h, i, 0), t.size(3), t.dtype(), c0, count, out);
+    return;
+  }
   const auto* base = element_address(t, b, h, i, c0);
   const std::int64_t step = t.stride(3) * static_cast<std::int64_t>(dtype_size(t.dtype()));
   switch (t.dtype()) {
@@ -68,6 +73,10 @@ void load_row_part(ConstTensorView t, std::int64_t b, std::int64_t h, std::int64
 void store_row_part(const float* in, TensorView t, std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t c0,
                     std::int64_t count) {
   if (count == 0) return;  // an empty row may have no storage at all (a null data pointer)
+  if (is_quantized(t.dtype())) {  // whole rows only: each block's scale depends on all its values
+    quantize_row(in, count, t.dtype(), element_address(t, b, h, i, 0));
+    return;
+  }
   auto* base = element_address(t, b, h, i, c0);
   const std::int64_t step = t.stride(3) * static_cast<std::int64_t>(dtype_size(t.dtype()));
   switch (t.dtype()) {

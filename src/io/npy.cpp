@@ -8,6 +8,7 @@
 // The reader trusts nothing: every length is checked against the file size before anything is
 // allocated, and the header is parsed by a small strict parser rather than evaluated.
 #include "attnkit/npy.hpp"
+#include "attnkit/quantized.hpp"
 
 #include <algorithm>
 #include <array>
@@ -88,6 +89,7 @@ std::string_view descr_of(DType dtype) {
     case DType::boolean: return "|b1";
     case DType::i32: return "<i4";
     case DType::i64: return "<i8";
+    case DType::int8: case DType::int4: break;  // row formats (write_source refuses them)
   }
   return "?";
 }
@@ -432,6 +434,10 @@ std::string wrap_header(const std::string& dict, std::size_t rank, const std::st
 }
 
 void write_source(const std::string& path, const io::StridedElements& src) {
+  if (is_quantized(src.dtype)) {
+    fail(ErrorCode::invalid_dtype, path, "cannot write dtype " + std::string(dtype_name(src.dtype)) +
+                                             ": it is a KV cache's quantized row format, not an element type");
+  }
   data_bytes(src.sizes, file_dtype_of(src.dtype), path, ErrorCode::size_overflow);  // what read_npy would refuse
   const std::string header = wrap_header(header_dict(file_dtype_of(src.dtype), src.sizes), src.sizes.size(), path);
   OutputFile out(path);  // all or nothing: a failed write leaves the target as it was

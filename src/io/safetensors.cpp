@@ -12,6 +12,7 @@
 // tensors, sorted by offset, must tile the data buffer exactly, so every tensor is read from bytes
 // that exist and that no other tensor claims.
 #include "attnkit/safetensors.hpp"
+#include "attnkit/quantized.hpp"
 
 #include <algorithm>
 #include <array>
@@ -375,6 +376,10 @@ struct WriteItem {
 // of the products checked, so that nothing is written that the reader would refuse.
 std::uint64_t checked_nbytes(const WriteItem& item, const void* data, const std::string& path) {
   const std::string who = tensor_label(item.name) + " of shape " + shape_string(item.elements.sizes);
+  if (is_quantized(item.elements.dtype)) {
+    fail(ErrorCode::invalid_dtype, path, "cannot write " + who + ": dtype " + std::string(dtype_name(item.elements.dtype)) +
+                                             " is a KV cache's quantized row format, not an element type");
+  }
   constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
   std::int64_t count = 1;  // of the non-zero sizes
   bool empty = false;

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <limits>
 
+#include "attnkit/quantized.hpp"
 #include "core/philox.hpp"
 
 namespace attnkit::detail {
@@ -44,6 +45,10 @@ Matrix gather_keys(const Problem& p, ConstTensorView t, std::int64_t b, std::int
   Matrix m(p.sizes.m, t.size(3));
   for (std::int64_t j = 0; j < p.key_count(b); ++j) {
     const StoredRow at = stored_row(p, b, j);  // t[b, g, j], or its row of a KV cache's block
+    if (is_quantized(t.dtype())) {  // a quantized cache's row record: its stored values exactly
+      dequantize_row(element(t, at.outer, g, at.row, 0), m.cols, t.dtype(), 0, m.cols, &m(j, 0));
+      continue;
+    }
     for (std::int64_t col = 0; col < m.cols; ++col) m(j, col) = load_as_double(element(t, at.outer, g, at.row, col), t.dtype());
   }
   return m;

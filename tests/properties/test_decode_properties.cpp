@@ -8,6 +8,7 @@
 //     f16 and bf16 storage), then attend() with each sequence's last n tokens as queries, equal
 //     attnkit::forward on the cache's own keys and values with Causal::bottom_right, bitwise: the
 //     kernel reads the same numbers (converted to float32, or float64 for the reference) either way.
+//     The same for int8 and int4 storage (attnkit/quantized.hpp) against the stored values.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -142,64 +143,110 @@ std::vector<KVCache::SequenceId> fill_cache(KVCache& cache, const CacheProblem& 
   return ids;
 }
 
+// A sequence's cached keys (or values) as float64 [1, Hkv, length, d]: the stored numbers exactly
+// (keys() and values() give int8 and int4 storage's in float64).
+Tensor cached_rows(const KVCache& cache, KVCache::SequenceId id, bool keys) {
+  return Tensor::converted((keys ? cache.keys(id) : cache.values(id)).view().unsqueezed_to(4), DType::f64);
+}
+
+// attend() over a cache filled with p's sequences equals attnkit::forward with Causal::bottom_right on
+// the cache's own stored keys and values, bitwise: the kernel reads the same numbers (rounded once
+// to float32, or exactly in float64 for the reference) either way.
+void expect_attend_equals_forward(const Variant& kernel, const CacheProblem& p, KVCacheLayout layout, int64_t block_size,
+                                  DType key_storage, DType value_storage, Rng& rng) {
+  const int64_t sequences = static_cast<int64_t>(p.keys.size());
+  SCOPED_TRACE(std::string(layout == KVCacheLayout::paged ? "paged, blocks of " + std::to_string(block_size) : "contiguous") +
+               ", " + std::string(dtype_name(key_storage)) + " keys, " + std::string(dtype_name(value_storage)) + " values");
+  int64_t longest = 1;
+  for (const Tensor& k : p.keys) longest = std::max(longest, k.shape()[2]);
+  KVCacheConfig config{p.Hkv, p.d_k, p.d_v, sequences, longest, layout, block_size, 0, key_storage};
+  config.value_dtype = value_storage;
+  KVCache cache(config);
+  const std::vector<KVCache::SequenceId> ids = fill_cache(cache, p, rng);
+  // What the kernel computes in: float32 (float64 for the reference), except that a bf16-dot
+  // target takes bf16 queries over a bf16 cache as bf16, rounding P (targets.hpp).
+  const bool bf16_dot = kernel.fast() && target_uses_bf16_dot(kernel.target) && kernel.dtype == DType::bf16 &&
+                        key_storage == DType::bf16 && value_storage == DType::bf16;
+  const DType compute = !kernel.fast() ? DType::f64 : bf16_dot ? DType::bf16 : DType::f32;
+
+  const Stored q = store(p.q, kernel.dtype, p.q_layout);
+  Stored out = poisoned_output({sequences, p.Hq, p.n, p.d_v}, kernel.dtype, p.out_layout);
+  Tensor lse = testing::poisoned(DType::f32, {sequences, p.Hq, p.n});
+  CachedAttentionOptions cached = p.options;
+  cached.alibi_slopes = p.slopes;
+  cached.kernel = kernel.kernel;
+  cached.lse = lse.view();
+  attend(cache, ids, q.view, out.view, cached);
+  const Tensor decoded = Tensor::converted(out.view, DType::f64), decoded_lse = lse_as4(lse);
+
+  for (int64_t s = 0; s < sequences; ++s) {
+    SCOPED_TRACE("sequence " + std::to_string(s));
+    // The same kernel on the cache's own stored keys and values, converted (rounded once) to the
+    // dtype the kernel computes in; its output rounded to the variant's dtype as attend's is.
+    const KVCache::SequenceId id = ids[static_cast<std::size_t>(s)];
+    const Tensor k = Tensor::converted(cached_rows(cache, id, true).view(), compute);
+    const Tensor v = Tensor::converted(cached_rows(cache, id, false).view(), compute);
+    const Tensor qs = Tensor::converted(batch_entry(p.q, s).view(), compute);
+    Tensor want = testing::poisoned(compute, {1, p.Hq, p.n, p.d_v}), want_lse = testing::poisoned(DType::f32, {1, p.Hq, p.n});
+    AttentionOptions options;
+    options.scale = p.options.scale;
+    options.causal = Causal::bottom_right;
+    options.window = p.options.window;
+    options.alibi_slopes = p.slopes;
+    options.softcap = p.options.softcap;
+    options.kernel = kernel.kernel;
+    forward(qs.view(), k.view(), v.view(), want.view(), options, ForwardExtras{want_lse.view(), std::nullopt});
+    const Tensor want_out = Tensor::converted(Tensor::converted(want.view(), kernel.dtype).view(), DType::f64);
+    expect_bitwise("out", kernel, batch_entry(decoded, s), want_out);
+    expect_bitwise("lse", kernel, batch_entry(decoded_lse, s), lse_as4(want_lse));
+  }
+}
+
+std::string describe(const CacheProblem& p, int index) {
+  return "case " + std::to_string(index) + " (" + shape_name(shape_of_case(index)) + "): Hq=" + std::to_string(p.Hq) +
+         " Hkv=" + std::to_string(p.Hkv) + " d_k=" + std::to_string(p.d_k) + " d_v=" + std::to_string(p.d_v) +
+         " n=" + std::to_string(p.n) + " lengths " + std::to_string(p.keys[0].shape()[2]) + "," +
+         std::to_string(p.keys[1].shape()[2]) + "," + std::to_string(p.keys[2].shape()[2]);
+}
+
+int64_t random_block_size(Rng& rng) { return std::array{1, 4, 16, 64}[static_cast<std::size_t>(rng.integer(0, 3))]; }
+
 TEST_P(Properties, DecodingThroughTheKVCacheEqualsTheBottomRightForward) {
   ATTNKIT_TRACE_SEED();
   const Variant& kernel = variant();
   Rng rng(9);
   for (int index = 0; index < cases_per_test(); ++index) {
     const CacheProblem p = random_cache_problem(rng, kernel, shape_of_case(index));
-    const int64_t sequences = static_cast<int64_t>(p.keys.size());
-    SCOPED_TRACE("case " + std::to_string(index) + " (" + shape_name(shape_of_case(index)) + "): Hq=" + std::to_string(p.Hq) +
-                 " Hkv=" + std::to_string(p.Hkv) + " d_k=" + std::to_string(p.d_k) + " d_v=" + std::to_string(p.d_v) +
-                 " n=" + std::to_string(p.n) + " lengths " + std::to_string(p.keys[0].shape()[2]) + "," +
-                 std::to_string(p.keys[1].shape()[2]) + "," + std::to_string(p.keys[2].shape()[2]));
+    SCOPED_TRACE(describe(p, index));
     for (KVCacheLayout layout : {KVCacheLayout::contiguous, KVCacheLayout::paged})
       for (DType storage : {DType::f32, DType::f16, DType::bf16}) {
-        const int64_t block_size = std::array{1, 4, 16, 64}[static_cast<std::size_t>(rng.integer(0, 3))];
-        SCOPED_TRACE(std::string(layout == KVCacheLayout::paged ? "paged, blocks of " + std::to_string(block_size) : "contiguous") +
-                     ", " + std::string(dtype_name(storage)) + " storage");
-        int64_t longest = 1;
-        for (const Tensor& k : p.keys) longest = std::max(longest, k.shape()[2]);
-        KVCache cache(KVCacheConfig{p.Hkv, p.d_k, p.d_v, sequences, longest, layout, block_size, 0, storage});
-        const std::vector<KVCache::SequenceId> ids = fill_cache(cache, p, rng);
-        // What the kernel computes in: float32 (float64 for the reference), except that a bf16-dot
-        // target takes bf16 queries over a bf16 cache as bf16, rounding P (targets.hpp).
-        const bool bf16_dot = kernel.fast() && target_uses_bf16_dot(kernel.target) && kernel.dtype == DType::bf16 &&
-                              storage == DType::bf16;
-        const DType compute = !kernel.fast() ? DType::f64 : bf16_dot ? DType::bf16 : DType::f32;
-
-        const Stored q = store(p.q, kernel.dtype, p.q_layout);
-        Stored out = poisoned_output({sequences, p.Hq, p.n, p.d_v}, kernel.dtype, p.out_layout);
-        Tensor lse = testing::poisoned(DType::f32, {sequences, p.Hq, p.n});
-        CachedAttentionOptions cached = p.options;
-        cached.alibi_slopes = p.slopes;
-        cached.kernel = kernel.kernel;
-        cached.lse = lse.view();
-        attend(cache, ids, q.view, out.view, cached);
-        const Tensor decoded = Tensor::converted(out.view, DType::f64), decoded_lse = lse_as4(lse);
-
-        for (int64_t s = 0; s < sequences; ++s) {
-          SCOPED_TRACE("sequence " + std::to_string(s));
-          // The same kernel on the cache's own (rounded) keys and values, converted exactly to the
-          // dtype the kernel computes in; its output rounded to the variant's dtype as attend's is.
-          const Tensor k = Tensor::converted(cache.keys(ids[static_cast<std::size_t>(s)]).view().unsqueezed_to(4), compute);
-          const Tensor v = Tensor::converted(cache.values(ids[static_cast<std::size_t>(s)]).view().unsqueezed_to(4), compute);
-          const Tensor qs = Tensor::converted(batch_entry(p.q, s).view(), compute);
-          Tensor want = testing::poisoned(compute, {1, p.Hq, p.n, p.d_v}), want_lse = testing::poisoned(DType::f32, {1, p.Hq, p.n});
-          AttentionOptions options;
-          options.scale = p.options.scale;
-          options.causal = Causal::bottom_right;
-          options.window = p.options.window;
-          options.alibi_slopes = p.slopes;
-          options.softcap = p.options.softcap;
-          options.kernel = kernel.kernel;
-          forward(qs.view(), k.view(), v.view(), want.view(), options, ForwardExtras{want_lse.view(), std::nullopt});
-          const Tensor want_out = Tensor::converted(Tensor::converted(want.view(), kernel.dtype).view(), DType::f64);
-          expect_bitwise("out", kernel, batch_entry(decoded, s), want_out);
-          expect_bitwise("lse", kernel, batch_entry(decoded_lse, s), lse_as4(want_lse));
-        }
+        expect_attend_equals_forward(kernel, p, layout, random_block_size(rng), storage, storage, rng);
         if (::testing::Test::HasFailure()) return;
       }
+  }
+}
+
+// The same with int8 and int4 storage (attnkit/quantized.hpp), for keys and values alike and mixed
+// with each other and with bf16: widths of whole blocks of 32 features, the rest as above.
+TEST_P(Properties, DecodingThroughAQuantizedKVCacheEqualsTheForwardOnItsStoredValues) {
+  ATTNKIT_TRACE_SEED();
+  const Variant& kernel = variant();
+  Rng rng(19);
+  for (int index = 0; index < cases_per_test(); ++index) {
+    CacheProblem p = random_cache_problem(rng, kernel, shape_of_case(index));
+    p.d_k = kQuantBlock * rng.integer(1, 3);
+    p.d_v = rng.uniform() < 0.5 ? p.d_k : kQuantBlock * rng.integer(1, 3);
+    for (Tensor& k : p.keys) k = testing::random_tensor(rng, {1, p.Hkv, k.shape()[2], p.d_k}, DType::f64, Distribution::with_outliers);
+    for (Tensor& v : p.values) v = testing::random_tensor(rng, {1, p.Hkv, v.shape()[2], p.d_v});
+    p.q = random_values(rng, {static_cast<int64_t>(p.keys.size()), p.Hq, p.n, p.d_k}, kernel.dtype, Distribution::gaussian);
+    SCOPED_TRACE(describe(p, index));
+    const KVCacheLayout layout = rng.uniform() < 0.5 ? KVCacheLayout::contiguous : KVCacheLayout::paged;
+    for (auto [keys, values] : {std::pair{DType::int8, DType::int8}, std::pair{DType::int4, DType::int4},
+                                std::pair{DType::int8, DType::int4}, std::pair{DType::bf16, DType::int8},
+                                std::pair{DType::int4, DType::f16}}) {
+      expect_attend_equals_forward(kernel, p, layout, random_block_size(rng), keys, values, rng);
+      if (::testing::Test::HasFailure()) return;
+    }
   }
 }
 

@@ -1,0 +1,131 @@
+// The int8 and int4 row formats of attnkit/quantized.hpp: quantising on append, reading back for the
+// reference and for the kernels' converted rows. Plain loops: a cache row is quantised once.
+#include "attnkit/quantized.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace attnkit {
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+std::uint16_t load_u16(const std::byte* p) {
+  std::uint16_t x;
+  std::memcpy(&x, p, sizeof x);
+  return x;  // the formats are little-endian, as every target attnkit runs on
+}
+void store_u16(std::byte* p, std::uint16_t x) { std::memcpy(p, &x, sizeof x); }
+
+// x rounded to float16, or nullopt-like NaN bits when it does not fit (the block becomes NaN).
+float16 half_or_nan(double x) {
+  const float16 h = to_float16(static_cast<float>(x));
+  return std::isfinite(to_float(h)) ? h : to_float16(std::numeric_limits<float>::quiet_NaN());
+}
+
+// Nearest integer, ties to even (the default rounding mode; std::nearbyint honours it).
+double nearest_even(double x) { return std::nearbyint(x); }
+
+std::int64_t scales_offset(DType dtype, std::int64_t width) { return dtype == DType::int8 ? width : width / 2; }
+
+void quantize_int8_block(const float* x, std::byte* codes, std::byte* scale_at) {
+  double largest = 0;
+  bool finite = true;
+  for (std::int64_t i = 0; i < kQuantBlock; ++i) {
+    finite = finite && std::isfinite(x[i]);
+    largest = std::max(largest, std::fabs(static_cast<double>(x[i])));
+  }
+  const float16 scale = finite ? half_or_nan(largest / 127) : to_float16(std::numeric_limits<float>::quiet_NaN());
+  const double s = to_float(scale);
+  for (std::int64_t i = 0; i < kQuantBlock; ++i) {
+    const double code = s > 0 ? std::clamp(nearest_even(x[i] / s), -127.0, 127.0) : 0.0;  // 0 when s is 0 or NaN
+    codes[i] = static_cast<std::byte>(static_cast<std::int8_t>(code));
+  }
+  store_u16(scale_at, scale.bits);
+}
+
+void quantize_int4_block(const float* x, std::byte* codes, std::byte* scale_at) {
+  double low = 0, high = 0;
+  bool finite = true;
+  for (std::int64_t i = 0; i < kQuantBlock; ++i) {
+    finite = finite && std::isfinite(x[i]);
+    low = i == 0 ? x[i] : std::min(low, static_cast<double>(x[i]));
+    high = i == 0 ? x[i] : std::max(high, static_cast<double>(x[i]));
+  }
+  const float16 nan = to_float16(std::numeric_limits<float>::quiet_NaN());
+  float16 scale = nan, offset = nan;
+  if (finite) {
+    offset = half_or_nan(low);
+    // From the rounded offset, so that the largest value still maps into 0 … 15.
+    scale = half_or_nan((high - to_float(offset)) / 15);
+    if (!std::isfinite(to_float(offset))) scale = nan;
+  }
+  const double s = to_float(scale), o = to_float(offset);
+  std::uint8_t nibbles[kQuantBlock];
+  for (std::int64_t i = 0; i < kQuantBlock; ++i) {
+    const double code = s > 0 ? std::clamp(nearest_even((x[i] - o) / s), 0.0, 15.0) : 0.0;
+    nibbles[i] = static_cast<std::uint8_t>(code);
+  }
+  for (std::int64_t i = 0; i < kQuantBlock / 2; ++i) {
+    codes[i] = static_cast<std::byte>(nibbles[i] | (nibbles[i + kQuantBlock / 2] << 4));
+  }
+  store_u16(scale_at, scale.bits);
+  store_u16(scale_at + 2, offset.bits);
+}
+
+// The exact stored value c of a row, in double.
+template <class T>
+void dequantize(const std::byte* row, std::int64_t width, DType dtype, std::int64_t c0, std::int64_t count, T* out) {
+  const std::byte* scales = row + scales_offset(dtype, width);
+  for (std::int64_t k = 0; k < count; ++k) {
+    const std::int64_t c = c0 + k, block = c / kQuantBlock, i = c % kQuantBlock;
+    double value;
+    if (dtype == DType::int8) {
+      const double scale = to_float(float16{load_u16(scales + 2 * block)});
+      value = std::isnan(scale) ? kNaN : static_cast<double>(static_cast<std::int8_t>(row[c])) * scale;
+    } else {
+      const std::byte* at = scales + 4 * block;
+      const double scale = to_float(float16{load_u16(at)}), offset = to_float(float16{load_u16(at + 2)});
+      const auto byte = static_cast<std::uint8_t>(row[block * (kQuantBlock / 2) + i % (kQuantBlock / 2)]);
+      const int code = i < kQuantBlock / 2 ? (byte & 0xF) : (byte >> 4);
+      value = std::isnan(scale) ? kNaN : offset + code * scale;  // exact in double: 4 × 11 bits plus an f16
+    }
+    out[k] = static_cast<T>(value);
+  }
+}
+
+}  // namespace
+
+bool is_quantized(DType dtype) noexcept { return dtype == DType::int8 || dtype == DType::int4; }
+
+std::int64_t quantized_row_bytes(DType dtype, std::int64_t width) noexcept {
+  const std::int64_t blocks = width / kQuantBlock;
+  if (dtype == DType::int8) return width + 2 * blocks;
+  if (dtype == DType::int4) return width / 2 + 4 * blocks;
+  return 0;
+}
+
+void quantize_row(const float* in, std::int64_t width, DType dtype, std::byte* row) noexcept {
+  std::byte* scales = row + scales_offset(dtype, width);
+  for (std::int64_t b = 0; b < width / kQuantBlock; ++b) {
+    if (dtype == DType::int8) {
+      quantize_int8_block(in + b * kQuantBlock, row + b * kQuantBlock, scales + 2 * b);
+    } else if (dtype == DType::int4) {
+      quantize_int4_block(in + b * kQuantBlock, row + b * (kQuantBlock / 2), scales + 4 * b);
+    }
+  }
+}
+
+void dequantize_row(const std::byte* row, std::int64_t width, DType dtype, std::int64_t c0, std::int64_t count,
+                    float* out) noexcept {
+  dequantize(row, width, dtype, c0, count, out);
+}
+
+void dequantize_row(const std::byte* row, std::int64_t width, DType dtype, std::int64_t c0, std::int64_t count,
+                    double* out) noexcept {
+  dequantize(row, width, dtype, c0, count, out);
+}
+
+}  // namespace attnkit

@@ -1,0 +1,189 @@
+// The int8 and int4 row formats (attnkit/quantized.hpp): byte layout on hand-made rows, rounding to
+// nearest even, NaN and overflowing blocks, zero blocks, and the error bound on random rows.
+#include <gtest/gtest.h>
+
+#include <attnkit/attnkit.hpp>
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+namespace attnkit {
+namespace {
+
+std::vector<std::byte> quantized(const std::vector<float>& x, DType dtype) {
+  std::vector<std::byte> row(static_cast<std::size_t>(quantized_row_bytes(dtype, static_cast<std::int64_t>(x.size()))),
+                             std::byte{0xEE});
+  quantize_row(x.data(), static_cast<std::int64_t>(x.size()), dtype, row.data());
+  return row;
+}
+
+std::vector<double> read_back(const std::vector<std::byte>& row, std::int64_t width, DType dtype) {
+  std::vector<double> out(static_cast<std::size_t>(width));
+  dequantize_row(row.data(), width, dtype, 0, width, out.data());
+  return out;
+}
+
+std::uint16_t u16_at(const std::vector<std::byte>& row, std::size_t offset) {
+  std::uint16_t x;
+  std::memcpy(&x, row.data() + offset, sizeof x);
+  return x;
+}
+
+TEST(QuantizedRows, SizesAndWhichDtypesAreQuantized) {
+  EXPECT_EQ(quantized_row_bytes(DType::int8, 128), 128 + 2 * 4);
+  EXPECT_EQ(quantized_row_bytes(DType::int4, 128), 64 + 4 * 4);
+  EXPECT_EQ(quantized_row_bytes(DType::int8, 32), 34);
+  EXPECT_TRUE(is_quantized(DType::int8));
+  EXPECT_TRUE(is_quantized(DType::int4));
+  for (DType d : {DType::f32, DType::f16, DType::bf16, DType::f64, DType::boolean, DType::i32, DType::i64}) {
+    EXPECT_FALSE(is_quantized(d)) << dtype_name(d);
+  }
+  EXPECT_EQ(dtype_name(DType::int8), "int8");
+  EXPECT_EQ(dtype_name(DType::int4), "int4");
+}
+
+// A block whose largest magnitude is 127 has scale 1: the codes are the values rounded to nearest,
+// ties to even, and the bytes are exactly these.
+TEST(QuantizedRows, Int8LayoutAndTiesToEven) {
+  std::vector<float> x(64, 0.0f);
+  x[0] = 127, x[1] = -127, x[2] = 2.5f, x[3] = 3.5f, x[4] = -2.5f, x[5] = 0.49f, x[6] = -0.5f;
+  for (int i = 32; i < 64; ++i) x[static_cast<std::size_t>(i)] = 0.25f * static_cast<float>(i - 48);  // second block: −4 … 3.75
+  const std::vector<std::byte> row = quantized(x, DType::int8);
+  const std::int8_t want[] = {127, -127, 2, 4, -2, 0, 0};
+  for (std::size_t i = 0; i < std::size(want); ++i) EXPECT_EQ(static_cast<std::int8_t>(row[i]), want[i]) << "code " << i;
+  EXPECT_EQ(u16_at(row, 64), to_float16(1.0f).bits) << "the first block's scale";
+  const double scale2 = to_float(to_float16(4.0f / 127));  // the second block's: max |x| / 127 in float16
+  EXPECT_EQ(u16_at(row, 66), to_float16(4.0f / 127).bits);
+  const std::vector<double> back = read_back(row, 64, DType::int8);
+  EXPECT_EQ(back[0], 127.0);
+  EXPECT_EQ(back[3], 4.0);
+  for (int i = 32; i < 64; ++i) {
+    const auto k = static_cast<std::size_t>(i);
+    EXPECT_EQ(back[k], static_cast<std::int8_t>(row[k]) * scale2);
+    EXPECT_LE(std::fabs(back[k] - x[k]), scale2 / 2 * (1 + 1e-6)) << "value " << i;
+  }
+}
+
+// A block of the values 0 … 15 (twice) has offset 0 and scale 1: codes are the values, byte i holds
+// those of values i (low nibble) and i + 16 (high nibble).
+TEST(QuantizedRows, Int4LayoutAndTiesToEven) {
+  std::vector<float> x(32);
+  for (int i = 0; i < 32; ++i) x[static_cast<std::size_t>(i)] = static_cast<float>((i * 7) % 16);
+  x[5] = 0.5f, x[6] = 1.5f, x[7] = 14.5f;  // ties: to 0, 2 and 14
+  x[0] = 0, x[1] = 15;                     // keep the range 0 … 15
+  const std::vector<std::byte> row = quantized(x, DType::int4);
+  ASSERT_EQ(row.size(), 20u);
+  std::vector<int> codes(32);
+  for (int i = 0; i < 16; ++i) {
+    const auto byte = static_cast<std::uint8_t>(row[static_cast<std::size_t>(i)]);
+    codes[static_cast<std::size_t>(i)] = byte & 0xF;
+    codes[static_cast<std::size_t>(i + 16)] = byte >> 4;
+  }
+  for (int i = 0; i < 32; ++i) {
+    const float v = x[static_cast<std::size_t>(i)];
+    const int want = i == 5 ? 0 : i == 6 ? 2 : i == 7 ? 14 : static_cast<int>(v);
+    EXPECT_EQ(codes[static_cast<std::size_t>(i)], want) << "code " << i;
+  }
+  EXPECT_EQ(u16_at(row, 16), to_float16(1.0f).bits) << "scale";
+  EXPECT_EQ(u16_at(row, 18), to_float16(0.0f).bits) << "offset";
+  const std::vector<double> back = read_back(row, 32, DType::int4);
+  EXPECT_EQ(back[1], 15.0);
+  EXPECT_EQ(back[7], 14.0);
+}
+
+TEST(QuantizedRows, NonFiniteAndOverflowingBlocksReadBackAsNaNAndOtherBlocksAreUntouched) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  for (DType dtype : {DType::int8, DType::int4})
+    for (float bad : {nan, inf, -inf, 1e7f, -3e9f}) {
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + " with " + std::to_string(bad));
+      std::vector<float> x(96);
+      for (int i = 0; i < 96; ++i) x[static_cast<std::size_t>(i)] = 0.1f * static_cast<float>(i % 13) - 0.4f;
+      const std::vector<double> clean = read_back(quantized(x, dtype), 96, dtype);
+      x[40] = bad;  // the second block
+      const std::vector<double> back = read_back(quantized(x, dtype), 96, dtype);
+      for (int i = 0; i < 96; ++i) {
+        if (i >= 32 && i < 64) {
+          EXPECT_TRUE(std::isnan(back[static_cast<std::size_t>(i)])) << "value " << i;
+        } else {
+          EXPECT_EQ(back[static_cast<std::size_t>(i)], clean[static_cast<std::size_t>(i)]) << "value " << i;
+        }
+      }
+    }
+}
+
+// Zeros read back exactly; so does a constant block of int4 (scale 0, the value its offset).
+TEST(QuantizedRows, ZeroAndConstantBlocksReadBackExactly) {
+  for (DType dtype : {DType::int8, DType::int4}) {
+    std::vector<float> x(64, 0.0f);
+    if (dtype == DType::int4)
+      for (int i = 32; i < 64; ++i) x[static_cast<std::size_t>(i)] = -3.25f;  // exact in float16
+    const std::vector<double> back = read_back(quantized(x, dtype), 64, dtype);
+    for (int i = 0; i < 64; ++i) EXPECT_EQ(back[static_cast<std::size_t>(i)], x[static_cast<std::size_t>(i)]) << dtype_name(dtype) << " " << i;
+  }
+}
+
+// On random rows (normal, with a few channels 20× larger) every value is within half a step of its
+// block (plus the float16 rounding of int4's offset), and the float32 read-back is the exact value
+// rounded once.
+TEST(QuantizedRows, EveryValueIsWithinHalfAStepAndFloatReadsRoundTheExactValue) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal;
+  for (DType dtype : {DType::int8, DType::int4})
+    for (int trial = 0; trial < 200; ++trial) {
+      const std::int64_t width = kQuantBlock * (1 + trial % 4);
+      std::vector<float> x(static_cast<std::size_t>(width));
+      for (std::int64_t c = 0; c < width; ++c) x[static_cast<std::size_t>(c)] = normal(rng) * (c % 17 == 3 ? 20.0f : 1.0f);
+      const std::vector<std::byte> row = quantized(x, dtype);
+      const std::vector<double> back = read_back(row, width, dtype);
+      std::vector<float> as_float(static_cast<std::size_t>(width));
+      dequantize_row(row.data(), width, dtype, 0, width, as_float.data());
+      for (std::int64_t b = 0; b < width / kQuantBlock; ++b) {
+        double low = INFINITY, high = -INFINITY;
+        for (std::int64_t i = 0; i < kQuantBlock; ++i) {
+          low = std::min(low, static_cast<double>(x[static_cast<std::size_t>(b * kQuantBlock + i)]));
+          high = std::max(high, static_cast<double>(x[static_cast<std::size_t>(b * kQuantBlock + i)]));
+        }
+        const double step = dtype == DType::int8 ? std::max(-low, high) / 127 : (high - low) / 15;
+        const double slack = dtype == DType::int8 ? step * 2e-3 : step * 2e-3 + std::fabs(low) * 1e-3;  // float16 rounding
+        for (std::int64_t i = 0; i < kQuantBlock; ++i) {
+          const auto k = static_cast<std::size_t>(b * kQuantBlock + i);
+          ASSERT_LE(std::fabs(back[k] - x[k]), step / 2 + slack) << dtype_name(dtype) << " trial " << trial << " value " << k;
+          ASSERT_EQ(as_float[k], static_cast<float>(back[k]));
+        }
+      }
+      // A part of the row reads the same values as the whole.
+      std::vector<double> part(static_cast<std::size_t>(width - 5));
+      dequantize_row(row.data(), width, dtype, 5, width - 5, part.data());
+      for (std::int64_t c = 5; c < width; ++c) ASSERT_EQ(part[static_cast<std::size_t>(c - 5)], back[static_cast<std::size_t>(c)]);
+    }
+}
+
+TEST(QuantizedRows, QuantizedDtypesAreNotElementTypes) {
+  // As q (or any tensor attention reads), in a file, or converted: a clear error naming the argument.
+  std::vector<std::int8_t> bytes(4 * 32);
+  const ConstTensorView q8 = ConstTensorView::contiguous(bytes.data(), DType::int8, {1, 1, 4, 32});
+  Tensor k(DType::f32, {1, 1, 4, 32}), v(DType::f32, {1, 1, 4, 32}), out(DType::f32, {1, 1, 4, 32});
+  try {
+    forward(q8, k.view(), v.view(), out.view());
+    ADD_FAILURE() << "int8 q was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_dtype);
+    EXPECT_NE(std::string(e.what()).find("q"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(Tensor::converted(q8, DType::f32), Error);
+  Tensor t(DType::int4, {2, 8});
+  try {
+    write_npy("/nonexistent-dir/x.npy", t);
+    ADD_FAILURE() << "an int4 tensor was written";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_dtype) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace attnkit
