@@ -19,6 +19,7 @@ from .functional import _alibi_slopes, _float_arrays, _float_or_none, _type_name
 __all__ = ["KVCache", "attend"]
 
 _STORAGE_DTYPES = ("float32", "float16", "bfloat16")
+_QUANTIZED_DTYPES = ("int8", "int4")  # block-quantized storage, named by string only
 
 
 def _int(x, name):
@@ -30,10 +31,13 @@ def _int(x, name):
         raise TypeError(f"{name}: expected an int, got {_type_name(x)}") from None
 
 
-def _storage_dtype(dtype):
-    """"float32", "float16" or "bfloat16" from a name, a numpy dtype or a torch dtype."""
+def _storage_dtype(dtype, what="dtype"):
+    """"float32", "float16" or "bfloat16" from a name, a numpy dtype or a torch dtype; or the
+    strings "int8" and "int4" (block-quantized storage: a numpy or torch int8 is not that)."""
     torch = sys.modules.get("torch")
     if isinstance(dtype, str):
+        if dtype in _QUANTIZED_DTYPES:
+            return dtype
         name = dtype
     elif torch is not None and isinstance(dtype, torch.dtype):
         name = str(dtype).removeprefix("torch.")
@@ -41,9 +45,12 @@ def _storage_dtype(dtype):
         try:
             name = np.dtype(dtype).name
         except TypeError:
-            raise TypeError(f"dtype: expected a dtype name, numpy dtype or torch dtype, got {dtype!r}") from None
+            raise TypeError(f"{what}: expected a dtype name, numpy dtype or torch dtype, got {dtype!r}") from None
     if name not in _STORAGE_DTYPES:
-        raise TypeError(f"dtype: the cache stores {', '.join(_STORAGE_DTYPES)}; got {name}")
+        raise TypeError(
+            f"{what}: the cache stores {', '.join(_STORAGE_DTYPES)} (or, quantized, the strings "
+            f'"int8" and "int4"); got {name}'
+        )
     return name
 
 
@@ -90,7 +97,12 @@ class KVCache:
         in the decode loop.
 
     ``dtype`` is the storage: ``"float32"``, ``"float16"`` or ``"bfloat16"`` (or the numpy/torch
-    dtype). Appended keys and values, of any floating dtype, are rounded to it once.
+    dtype). Appended keys and values, of any floating dtype, are rounded to it once. ``"int8"`` and
+    ``"int4"`` store them block-quantized (blocks of 32 features with float16 scales; the widths
+    must be multiples of 32): decoding then reads 1.9x or 3.2x fewer bytes than bfloat16, at the
+    price of a quantisation error (the README lists it). ``key_dtype`` and ``value_dtype`` set the
+    keys' and values' storage apart (e.g. int8 keys, int4 values); ``keys(seq)`` and ``values(seq)``
+    of quantized storage give the stored values exactly, as float64.
 
     When full, an append (or ``add_sequence``) raises ``ValueError`` with
     ``.code == "capacity_exceeded"`` and leaves the cache exactly as it was: a batched append
@@ -113,6 +125,8 @@ class KVCache:
         block_size=None,
         num_blocks=None,
         dtype="float32",
+        key_dtype=None,
+        value_dtype=None,
     ):
         if layout not in ("contiguous", "paged"):
             raise ValueError(f'layout: expected "contiguous" or "paged", got {layout!r}')
@@ -135,6 +149,8 @@ class KVCache:
             block_size=16 if block_size is None else _int(block_size, "block_size"),
             num_blocks=0 if num_blocks is None else _int(num_blocks, "num_blocks"),
             dtype=_storage_dtype(dtype),
+            key_dtype=None if key_dtype is None else _storage_dtype(key_dtype, "key_dtype"),
+            value_dtype=None if value_dtype is None else _storage_dtype(value_dtype, "value_dtype"),
         )
 
     # ---- the configuration (read-only) ----
@@ -145,7 +161,11 @@ class KVCache:
     max_sequences = property(lambda self: self._core.max_sequences, doc="Sequences alive at once.")
     max_sequence_length = property(lambda self: self._core.max_sequence_length, doc="Tokens one sequence may hold.")
     layout = property(lambda self: self._core.layout, doc='"contiguous" or "paged".')
-    dtype = property(lambda self: self._core.dtype, doc='Storage dtype: "float32", "float16" or "bfloat16".')
+    dtype = property(
+        lambda self: self._core.dtype, doc='Storage dtype: "float32", "float16", "bfloat16", "int8" or "int4".'
+    )
+    key_dtype = property(lambda self: self._core.key_dtype, doc="The keys' storage dtype (dtype unless given).")
+    value_dtype = property(lambda self: self._core.value_dtype, doc="The values' storage dtype (dtype unless given).")
 
     @property
     def block_size(self):
@@ -194,10 +214,13 @@ class KVCache:
 
     def __repr__(self):
         paged = f", block_size={self.block_size}, num_blocks={self.num_blocks}" if self.layout == "paged" else ""
+        mixed = "".join(
+            f", {name}={getattr(self, name)!r}" for name in ("key_dtype", "value_dtype") if getattr(self, name) != self.dtype
+        )
         return (
             f"attnkit.KVCache(num_kv_heads={self.num_kv_heads}, head_dim={self.head_dim}, "
             f"value_dim={self.value_dim}, max_sequence_length={self.max_sequence_length}, "
-            f"max_sequences={self.max_sequences}, layout={self.layout!r}{paged}, dtype={self.dtype!r}, "
+            f"max_sequences={self.max_sequences}, layout={self.layout!r}{paged}, dtype={self.dtype!r}{mixed}, "
             f"sequences={self.sequences})"
         )
 

@@ -47,25 +47,30 @@ KVCacheLayout layout_of(const std::string& layout) {
   throw Error(ErrorCode::invalid_argument, "layout: expected \"contiguous\" or \"paged\", got \"" + layout + "\"");
 }
 
-DType storage_dtype_of(const std::string& dtype) {
+DType storage_dtype_of(const std::string& dtype, const char* name = "dtype") {
   if (dtype == "float32") return DType::f32;
   if (dtype == "float16") return DType::f16;
   if (dtype == "bfloat16") return DType::bf16;
+  if (dtype == "int8") return DType::int8;  // block-quantized (attnkit/quantized.hpp)
+  if (dtype == "int4") return DType::int4;
   throw Error(ErrorCode::invalid_dtype,
-              "dtype: the cache stores float32, float16 or bfloat16, got \"" + dtype + "\"");
+              std::string(name) + ": the cache stores float32, float16, bfloat16, int8 or int4, got \"" + dtype + "\"");
 }
 
 const char* storage_dtype_name(DType dtype) {
   switch (dtype) {
     case DType::f16: return "float16";
     case DType::bf16: return "bfloat16";
+    case DType::int8: return "int8";
+    case DType::int4: return "int4";
     default: return "float32";
   }
 }
 
 void init_cache(PyKVCache* self, std::int64_t num_kv_heads, std::int64_t head_dim, std::int64_t max_sequence_length,
                 std::int64_t value_dim, std::int64_t max_sequences, const std::string& layout, std::int64_t block_size,
-                std::int64_t num_blocks, const std::string& dtype) {
+                std::int64_t num_blocks, const std::string& dtype, const std::optional<std::string>& key_dtype,
+                const std::optional<std::string>& value_dtype) {
   KVCacheConfig config;
   config.num_kv_heads = num_kv_heads;
   config.head_dim = head_dim;
@@ -76,6 +81,8 @@ void init_cache(PyKVCache* self, std::int64_t num_kv_heads, std::int64_t head_di
   config.block_size = block_size;
   config.num_blocks = num_blocks;
   config.dtype = storage_dtype_of(dtype);
+  if (key_dtype) config.key_dtype = storage_dtype_of(*key_dtype, "key_dtype");
+  if (value_dtype) config.value_dtype = storage_dtype_of(*value_dtype, "value_dtype");
   new (self) PyKVCache(config);  // nanobind's in-place construction; a throw leaves no object
 }
 
@@ -135,7 +142,7 @@ void bind_kv_cache(nb::module_& m) {
       .def("__init__", &init_cache,
            "num_kv_heads"_a, "head_dim"_a, "max_sequence_length"_a, nb::kw_only(), "value_dim"_a = 0,
            "max_sequences"_a = 1, "layout"_a = "contiguous", "block_size"_a = 16, "num_blocks"_a = 0,
-           "dtype"_a = "float32")
+           "dtype"_a = "float32", "key_dtype"_a = nb::none(), "value_dtype"_a = nb::none())
       // The configuration, as the cache resolved it (value_dim 0 becomes head_dim).
       .def_prop_ro("num_kv_heads", [](const PyKVCache& c) { return c.cache.config().num_kv_heads; })
       .def_prop_ro("head_dim", [](const PyKVCache& c) { return c.cache.config().head_dim; })
@@ -146,6 +153,9 @@ void bind_kv_cache(nb::module_& m) {
         return std::string(c.cache.config().layout == KVCacheLayout::paged ? "paged" : "contiguous");
       })
       .def_prop_ro("dtype", [](const PyKVCache& c) { return std::string(storage_dtype_name(c.cache.config().dtype)); })
+      .def_prop_ro("key_dtype", [](const PyKVCache& c) { return std::string(storage_dtype_name(c.cache.config().keys_dtype())); })
+      .def_prop_ro("value_dtype",
+                   [](const PyKVCache& c) { return std::string(storage_dtype_name(c.cache.config().values_dtype())); })
       // Paged: tokens per block and the pool's size (num_blocks = 0 resolved); a contiguous cache
       // has one slot of max_sequence_length rows per sequence instead.
       .def_prop_ro("block_size", [](const PyKVCache& c) { return c.cache.storage().block_size; })

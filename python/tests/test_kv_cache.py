@@ -194,6 +194,45 @@ def test_decode_loop_matches_attention_on_the_full_keys(rng, layout, storage, qu
 
 
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))
+@pytest.mark.parametrize(("key_dtype", "value_dtype"), [("int8", "int8"), ("int4", "int4"), ("int8", "int4"), ("int4", "float16")])
+def test_quantized_storage_holds_values_within_half_a_step_and_attends_over_them(rng, layout, key_dtype, value_dtype):
+    Hkv, Hq, d, dv = 2, 6, 64, 32  # widths of whole blocks of 32 features
+    cache = attnkit.KVCache(Hkv, d, 48, value_dim=dv, max_sequences=2, layout=layout, dtype=key_dtype,
+                            value_dtype=value_dtype, **LAYOUTS[layout])  # fmt: skip
+    assert (cache.dtype, cache.key_dtype, cache.value_dtype) == (key_dtype, key_dtype, value_dtype)
+    assert f"dtype={key_dtype!r}" in repr(cache) and ("value_dtype" in repr(cache)) == (value_dtype != key_dtype)
+    s = cache.add_sequence()
+    k, v = gaussian(rng, (Hkv, 7, d)), gaussian(rng, (Hkv, 7, dv))
+    cache.append(s, k, v)
+    cache.append([s], gaussian(rng, (1, Hkv, 2, d)), gaussian(rng, (1, Hkv, 2, dv)))
+    stored_k, stored_v = cache.keys(s), cache.values(s)
+    assert stored_k.dtype == np.float64 and stored_k.shape == (Hkv, 9, d)
+    for stored, x, dtype in ((stored_k, k, key_dtype), (stored_v, v, value_dtype)):
+        blocks = x.reshape(Hkv, 7, -1, 32).astype(np.float64)
+        if dtype == "int8":
+            step = np.abs(blocks).max(axis=-1, keepdims=True) / 127
+        elif dtype == "int4":
+            step = np.ptp(blocks, axis=-1, keepdims=True) / 15
+        else:
+            step = np.abs(blocks) * 2.0**-11
+        got = np.asarray(stored[:, :7], np.float64).reshape(blocks.shape)
+        assert np.all(np.abs(got - blocks) <= step / 2 * 1.01 + 1e-3 * np.abs(blocks)), dtype
+    # attend over the stored values, by the accuracy rule; prefill (n = 9) and a decode step (n = 1).
+    for n in (9, 1):
+        q = gaussian(rng, (Hq, n, d))
+        out, lse = attnkit.attend(cache, s, q, return_lse=True)
+        check_entry(out, lse, q.astype(np.float64), stored_k, np.asarray(stored_v, np.float64), "float32", f"n = {n}")
+
+
+def test_quantized_storage_needs_whole_blocks_and_string_names():
+    expect(lambda: attnkit.KVCache(1, 48, 8, dtype="int8"), ValueError, "head_dim: 48 is not a multiple of 32")
+    expect(lambda: attnkit.KVCache(1, 64, 8, value_dim=16, value_dtype="int4"), ValueError,
+           "value_dim: 16 is not a multiple of 32")  # fmt: skip
+    expect(lambda: attnkit.KVCache(1, 64, 8, key_dtype="int2"), TypeError, "key_dtype: the cache stores .* got int2")
+    expect(lambda: attnkit.KVCache(1, 64, 8, dtype=np.int8), TypeError, "dtype: .* got int8")  # a numpy int8 is not int8 storage
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
 def test_options_scale_window_alibi_softcap(rng, layout):
     Hkv, Hq, d = 2, 4, 16
     cache = attnkit.KVCache(Hkv, d, 64, max_sequences=2, layout=layout, **LAYOUTS[layout])
@@ -369,7 +408,7 @@ def test_bad_configurations_name_the_argument():
     expect(lambda: K(1, 8.0, 16), TypeError, "head_dim: expected an int, got float")
     expect(lambda: K(1, 8, 16, layout="ring"), ValueError, """layout: expected "contiguous" or "paged", got 'ring'""")
     expect(lambda: K(1, 8, 16, dtype="float64"), TypeError,
-           "dtype: the cache stores float32, float16, bfloat16; got float64")
+           "dtype: the cache stores float32, float16, bfloat16 .*; got float64")
     expect(lambda: K(1, 8, 16, dtype=np.int8), TypeError, "dtype: .* got int8")
     expect(lambda: K(1, 8, 16, dtype=object()), TypeError, "dtype: expected a dtype name")
     expect(lambda: K(1, 8, 16, block_size=8), ValueError, 'block_size: applies to layout="paged" only')
