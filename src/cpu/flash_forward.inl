@@ -33,6 +33,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "attnkit/quantized.hpp"
 #include "core/bf16_rounding.hpp"
 #include "core/element_io.hpp"
 #include "core/philox.hpp"
@@ -70,7 +71,7 @@ constexpr std::int64_t kCacheLine = 64;
 
 // Bytes per element of the dtypes the fast kernels read (inline: decoding asks for every row).
 inline std::int64_t element_bytes(DType dtype) {
-  if (dtype == DType::f32) return 4;
+  if (dtype == DType::f32) return 4;  // (int8 and int4 rows: 1, their strides count bytes)
   return dtype == DType::bf16 || dtype == DType::f16 ? 2 : static_cast<std::int64_t>(dtype_size(dtype));
 }
 
@@ -85,6 +86,18 @@ class RowPrefetcher {
   // The same into the second-level cache only (prefetcht1): for rows read long after the request,
   // which in L1 would only evict lines in use and hold its miss buffers meanwhile.
   void into_l2(StoredRow at) const { request<2>(at); }
+  // The same for the rows of a quantized dtype: records of any byte length, one after the other in
+  // a block. The lines from the first that starts inside the row to the one holding its last byte:
+  // a line the row shares with the row before it came with that row's request. (Asked for line by
+  // line from the row's start, int8 and int4 rows made up to twice as many requests as lines.)
+  template <int Locality = 3>
+  void records(StoredRow at) const {
+    const auto begin = reinterpret_cast<std::uintptr_t>(row_begin(at));
+    const std::uintptr_t first = (begin + kCacheLine - 1) / kCacheLine * kCacheLine;
+    const std::uintptr_t last = (begin + static_cast<std::uintptr_t>(bytes_) - 1) / kCacheLine * kCacheLine;
+    for (std::uintptr_t line = first; bytes_ > 0 && line <= last; line += kCacheLine)
+      __builtin_prefetch(reinterpret_cast<const char*>(line), 0, Locality);
+  }
   const char* row_begin(StoredRow at) const { return head_ + at.outer * outer_stride_ + at.row * row_stride_; }
   std::int64_t row_bytes() const { return bytes_; }  // 0: rows not requested
 
@@ -99,7 +112,9 @@ class RowPrefetcher {
       : head_(static_cast<const char*>(t.data()) + kv_head * t.stride(1) * element),
         outer_stride_(t.stride(0) * element),
         row_stride_(t.stride(2) * element),
-        bytes_(t.stride(3) == 1 ? t.size(3) * element : 0) {}
+        bytes_(t.stride(3) != 1        ? 0
+               : is_quantized(t.dtype()) ? quantized_row_bytes(t.dtype(), t.size(3))  // the codes and their scales
+                                         : t.size(3) * element) {}
 
   const char* head_;
   std::int64_t outer_stride_, row_stride_, bytes_;
@@ -149,16 +164,26 @@ class SpreadRowPrefetch {
   const RowPrefetcher &keys_, &values_;
 };
 
-// Rows the kernels read where they are stored: f32, or bf16 and f16 widened in registers.
+// Rows the kernels read where they are stored: f32, bf16 and f16 widened in registers, and the
+// quantized int8 and int4 rows of a KV cache (quantized_loads.inl), addressed by their first byte.
 template <DType Stored>
-using StoredElement = std::conditional_t<Stored == DType::f32, float, std::uint16_t>;
+using StoredElement = std::conditional_t<Stored == DType::f32, float,
+                                         std::conditional_t<Stored == DType::int8 || Stored == DType::int4, std::byte, std::uint16_t>>;
 
-// kLanes elements of such a row, as floats.
+// kLanes elements of a float row, as floats.
 template <DType Stored>
 Vec load_stored(const StoredElement<Stored>* x) {
   if constexpr (Stored == DType::f32) return Isa::load(x);
   else if constexpr (Stored == DType::bf16) return Isa::load_bf16(x);
   else return Isa::load_f16(x);
+}
+
+// Elements c .. c + kLanes of a stored row of `width` values, as floats: for float rows the elements
+// at x + c, for quantized rows dequantised from the row's record.
+template <DType Stored>
+Vec load_row_vector(const StoredElement<Stored>* row, std::int64_t width, std::int64_t c) {
+  if constexpr (Stored == DType::int8 || Stored == DType::int4) return load_quantized<Stored>(row, width, c);
+  else return load_stored<Stored>(row + c);
 }
 
 // f(std::integral_constant<DType, dtype>{}) for a dtype read in place (f32, bf16 or f16): the loops
@@ -169,16 +194,18 @@ void with_stored_dtype(DType dtype, F&& f) {
   switch (dtype) {
     case DType::f32: f(std::integral_constant<DType, DType::f32>{}); break;
     case DType::bf16: f(std::integral_constant<DType, DType::bf16>{}); break;
+    case DType::int8: f(std::integral_constant<DType, DType::int8>{}); break;
+    case DType::int4: f(std::integral_constant<DType, DType::int4>{}); break;
     default: f(std::integral_constant<DType, DType::f16>{}); break;  // f16: the only other one read in place
   }
 }
 
 // Whether the value rows are read where they are stored: unit stride, d_v already whole tiles, and
-// a dtype load_stored widens.
+// a dtype load_row_vector reads.
 bool value_rows_in_place(const detail::Problem& p, const ForwardWorkspace& ws) {
   const DType dtype = p.v.dtype();
   return p.v.stride(3) == 1 && p.sizes.d_v == ws.d_v &&
-         (dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16);
+         (dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16 || is_quantized(dtype));
 }
 
 // How many keys decoding's score loop takes per step for a tile of `rows` live rows: enough
@@ -238,9 +265,26 @@ __attribute__((always_inline)) inline void dot_with_rows(const float* q, std::in
                                                          const StoredElement<Stored>* const* k, Vec (&acc)[Keys][Rows]) {
   for (auto& key : acc)
     for (Vec& a : key) a = Isa::zero();
+  if constexpr (Stored == DType::int8 || Stored == DType::int4) {
+    // Quantized rows (whole blocks): each key's block scale once per block, then its vectors in
+    // the same order as below.
+    for (std::int64_t c0 = 0; c0 < count; c0 += kQuantBlock) {
+      BlockScale scale[Keys];
+      for (std::int64_t t = 0; t < Keys; ++t) scale[t] = block_scale<Stored>(k[t], d_k, c0 / kQuantBlock);
+      for (std::int64_t c = c0; c < c0 + kQuantBlock; c += kLanes) {
+        Vec kc[Keys];
+        for (std::int64_t t = 0; t < Keys; ++t) kc[t] = load_quantized<Stored>(k[t], c, scale[t]);
+        for (std::int64_t r = 0; r < Rows; ++r) {
+          const Vec qr = Isa::load(q + r * d_k + c);
+          for (std::int64_t t = 0; t < Keys; ++t) acc[t][r] = Isa::fma(qr, kc[t], acc[t][r]);
+        }
+      }
+    }
+    return;
+  }
   for (std::int64_t c = 0; c < count; c += kLanes) {
     Vec kc[Keys];
-    for (std::int64_t t = 0; t < Keys; ++t) kc[t] = load_stored<Stored>(k[t] + c);
+    for (std::int64_t t = 0; t < Keys; ++t) kc[t] = load_row_vector<Stored>(k[t], d_k, c);
     for (std::int64_t r = 0; r < Rows; ++r) {
       const Vec qr = Isa::load(q + r * d_k + c);
       for (std::int64_t t = 0; t < Keys; ++t) acc[t][r] = Isa::fma(qr, kc[t], acc[t][r]);
@@ -281,12 +325,14 @@ void score_tile_from_key_rows(const ForwardPlan& plan, ForwardWorkspace& ws, con
   const detail::Problem& p = *plan.problem;
   const ConstTensorView& keys = p.k;
   const bool direct = keys.dtype() == DType::f32 && keys.stride(3) == 1;
-  // bf16 and f16 rows of whole vectors are widened in registers, without a converted copy.
-  const bool widened = (keys.dtype() == DType::bf16 || keys.dtype() == DType::f16) && keys.stride(3) == 1 &&
-                       ws.d_k % kLanes == 0;
+  // bf16 and f16 rows of whole vectors are widened in registers, without a converted copy; int8 and
+  // int4 rows (whole blocks) dequantised in registers.
+  const bool widened = (keys.dtype() == DType::bf16 || keys.dtype() == DType::f16 || is_quantized(keys.dtype())) &&
+                       keys.stride(3) == 1 && ws.d_k % kLanes == 0 && ws.d_k == p.sizes.d_k;
   const std::int64_t vector_end = ws.d_k / kLanes * kLanes;
   const RowPrefetcher prefetch_key(keys, item.kv_head), prefetch_value(p.v, item.kv_head);
   const bool values_into_l2 = !plan.short_decode_blocks && p.v.dtype() == DType::f32;
+  const bool value_records = is_quantized(p.v.dtype());
   // The key rows' dtype as the dot products read them (other rows are converted to f32 first),
   // chosen once for the block.
   with_stored_dtype(widened ? keys.dtype() : DType::f32, [&](auto stored) {
@@ -302,15 +348,21 @@ void score_tile_from_key_rows(const ForwardPlan& plan, ForwardWorkspace& ws, con
       // evicted before use. With short blocks (decode_key_block, Intel) they go to L1.
       const StoredRow at = stored_row(p, item.batch, j0 + j);
       if ((direct || widened) && j + kPrefetchRows < ahead_end) {
-        prefetch_key(stored_row(p, item.batch, j0 + j + kPrefetchRows));
+        if constexpr (stored() == DType::int8 || stored() == DType::int4) {
+          prefetch_key.records(stored_row(p, item.batch, j0 + j + kPrefetchRows));
+        } else {
+          prefetch_key(stored_row(p, item.batch, j0 + j + kPrefetchRows));
+        }
       }
       if (values_into_l2) {
         prefetch_value.into_l2(at);
+      } else if (value_records) {
+        prefetch_value.records(at);
       } else {
         prefetch_value(at);
       }
       if constexpr (stored() != DType::f32) {
-        return keys.at<std::uint16_t>({at.outer, item.kv_head, at.row, 0});
+        return keys.at<Element>({at.outer, item.kv_head, at.row, 0});
       } else if (direct) {
         return keys.at<float>({at.outer, item.kv_head, at.row, 0});
       } else {
@@ -393,7 +445,13 @@ bool accumulate_pv_from_value_rows(const ForwardPlan& plan, ForwardWorkspace& ws
     }
     for (std::int64_t j = 0; j < width; ++j) {
       Vec bv[kTileVectors];
-      for (std::int64_t v = 0; v < kTileVectors; ++v) bv[v] = load_stored<Stored>(rows[j] + c0 + v * kLanes);
+      if constexpr (Stored == DType::int8 || Stored == DType::int4) {  // a tile's columns lie in one block
+        static_assert(kQuantBlock % kTileCols == 0);
+        const BlockScale scale = block_scale<Stored>(rows[j], ws.d_v, c0 / kQuantBlock);
+        for (std::int64_t v = 0; v < kTileVectors; ++v) bv[v] = load_quantized<Stored>(rows[j], c0 + v * kLanes, scale);
+      } else {
+        for (std::int64_t v = 0; v < kTileVectors; ++v) bv[v] = load_stored<Stored>(rows[j] + c0 + v * kLanes);
+      }
       for (std::int64_t r = 0; r < Rows; ++r) {
         const Vec pr = Isa::set1(ws.scores[r * kKeyBlock + j]);
         for (std::int64_t v = 0; v < kTileVectors; ++v) acc[r][v] = Isa::fma(pr, bv[v], acc[r][v]);
@@ -589,7 +647,7 @@ bool pack_values(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordi
     with_stored_dtype(row_dtype, [&](auto stored) {
       const auto* x = static_cast<const StoredElement<stored()>*>(row);
       for (std::int64_t c0 = 0; c0 < padded_d_v; c0 += kLanes) {
-        const Vec v = load_stored<stored()>(x + c0);
+        const Vec v = load_row_vector<stored()>(x, padded_d_v, c0);
         Isa::store(out + c0, v);
         differences = Isa::add(differences, Isa::sub(v, v));  // x − x is NaN exactly for ±inf and NaN
       }

@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "attnkit/dtype.hpp"
+#include "attnkit/quantized.hpp"
 #include "core/element_io.hpp"
 #include "core/philox.hpp"
 #include "core/softmax_partial.hpp"

@@ -14,12 +14,23 @@ static_assert(kLanes == Isa::kGeometry.lanes, "the wrapper's vectors are the geo
 static_assert(fits_every_plan(Isa::kGeometry), "the target's tiles fit the plans and workspaces");
 constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
 
+#include "cpu/quantized_loads.inl"
+
 std::int64_t round_up(std::int64_t x, std::int64_t to) { return (x + to - 1) / to * to; }
 
-// out[c] = t[b, h, i, c] as float32: rows of unit stride are widened here with vector loads; any
-// other layout goes through the generic element reader.
+// out[c] = t[b, h, i, c] as float32: rows of unit stride are widened here with vector loads (whole
+// quantized rows dequantised in registers); any other layout goes through the generic element reader.
 void load_row_f32(const ConstTensorView& t, std::int64_t b, std::int64_t h, std::int64_t i, float* out,
                   std::int64_t count) {
+  if (is_quantized(t.dtype()) && t.stride(3) == 1 && count == t.size(3) && count % kLanes == 0) {
+    const std::byte* row = t.at<std::byte>({b, h, i, 0});
+    if (t.dtype() == DType::int8) {
+      dequantize_row_into<DType::int8>(row, count, out);
+    } else {
+      dequantize_row_into<DType::int4>(row, count, out);
+    }
+    return;
+  }
   if (t.stride(3) != 1 || (t.dtype() != DType::bf16 && t.dtype() != DType::f16)) {
     load_row(t, b, h, i, out, count);
     return;

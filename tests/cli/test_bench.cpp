@@ -14,6 +14,7 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <variant>
 #include <vector>
 
@@ -181,14 +182,16 @@ TEST(BenchCases, FullListIsTheIssuesShapes) {
   sel.threads = {1, 2};
   const auto cases = attnkit::bench::select_cases(sel);
   // forward and backward: each 4 sizes × 2 dims × causal or not × 2 thread counts × 2 dtypes;
-  // decode: 2 sizes × 2 thread counts × 3 cache dtypes (f32, bf16, f16)
-  EXPECT_EQ(cases.size(), std::size_t{2 * (4 * 2 * 2 * 2 * 2) + 2 * 2 * 3});
+  // decode: 2 sizes × 2 thread counts × 5 cache dtypes (f32, bf16, f16, and the quantized int8, int4)
+  EXPECT_EQ(cases.size(), std::size_t{2 * (4 * 2 * 2 * 2 * 2) + 2 * 2 * 5});
   std::map<std::string, int> names;
   for (const auto& c : cases) ++names[c.name];
   EXPECT_EQ(names["fwd_f32_n8192_d128_causal"], 2);  // once per thread count
   EXPECT_EQ(names["bwd_bf16_n512_d64"], 2);
   EXPECT_EQ(names["decode_bf16_m32768_d128"], 2);
   EXPECT_EQ(names["decode_f16_m32768_d128"], 2);
+  EXPECT_EQ(names["decode_int8_m32768_d128"], 2);
+  EXPECT_EQ(names["decode_int4_m4096_d128"], 2);
   int backward = 0;
   for (const auto& c : cases) {
     if (c.kind == attnkit::bench::CaseKind::backward) {
@@ -651,7 +654,7 @@ TEST(BenchCommand, JsonLinesCarryTheDocumentedKeys) {
   ASSERT_EQ(r.code, kOk) << r.err;
   const std::vector<JsonObject> lines = json_lines(r.out);
   // ceilings + forward (2 causal × 2 threads × 2 dtypes) + backward (--quick: f32, not causal, 2 threads)
-  // + decode (2 threads × 3 cache dtypes) + module (prefill and 2 decode layouts, --sizes 24, × 2
+  // + decode (2 threads × 3 cache dtypes: no int8 or int4 at d = 8, not a whole block) + module (prefill and 2 decode layouts, --sizes 24, × 2
   // threads) + varlen (2 causal × 2 threads) + peak memory
   ASSERT_EQ(lines.size(), 1u + 8u + 2u + 6u + 6u + 4u + 1u) << r.out;
 
@@ -986,6 +989,24 @@ TEST(BenchCommand, FilterSelectsByName) {
   const std::vector<JsonObject> lines = json_lines(r.out);
   ASSERT_EQ(lines.size(), 2u) << r.out;  // ceilings and one decode case; peak memory is not selected
   EXPECT_EQ(text_of(lines[1], "name"), "decode_f32_m24_d8");
+}
+
+// int8 and int4 caches (d a whole block of 32): read through a KV cache, their bytes those of the
+// quantized rows (codes and float16 scales), so GB/s × seconds is 8 KV heads × 24 tokens × 2 rows of
+// 34 bytes (int8) or 20 bytes (int4).
+TEST(BenchCommand, QuantizedDecodeCasesCountTheRowsBytes) {
+  std::vector<std::string> args = tiny_run("1", {"--json", "--filter", "decode_int"});
+  args[5] = "32";  // --dims 32
+  const Result r = cli(args);
+  ASSERT_EQ(r.code, kOk) << r.err;
+  const std::vector<JsonObject> lines = json_lines(r.out);
+  ASSERT_EQ(lines.size(), 3u) << r.out;
+  for (const auto& [line, name, record] : {std::tuple{1, "decode_int8_m24_d32", 34.0}, std::tuple{2, "decode_int4_m24_d32", 20.0}}) {
+    const JsonObject& o = lines[static_cast<std::size_t>(line)];
+    EXPECT_EQ(text_of(o, "name"), name);
+    EXPECT_EQ(text_of(o, "kernel"), "fast");
+    EXPECT_NEAR(number_of(o, "gbytes_per_s") * 1e9 * number_of(o, "seconds") / (8 * 24 * 2 * record), 1.0, 1e-3) << name;
+  }
 }
 
 TEST(BenchCommand, DecodeRowsGiveBothBandwidthFractions) {

@@ -27,6 +27,19 @@ struct Avx2Isa {
     return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
   }
   static Vec load_f16(const void* p) { return _mm256_cvtph_ps(_mm_loadu_si128(static_cast<const __m128i*>(p))); }
+  // Eight codes of a quantized KV cache row (attnkit/quantized.hpp) as floats: signed bytes (int8),
+  // or the low or high nibbles of eight bytes (int4). And one float16 scale.
+  static Vec load_i8(const void* p) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(static_cast<const __m128i*>(p))));
+  }
+  static Vec load_u4_low(const void* p) {
+    const __m256i bytes = _mm256_cvtepu8_epi32(_mm_loadl_epi64(static_cast<const __m128i*>(p)));
+    return _mm256_cvtepi32_ps(_mm256_and_si256(bytes, _mm256_set1_epi32(0xF)));
+  }
+  static Vec load_u4_high(const void* p) {
+    return _mm256_cvtepi32_ps(_mm256_srli_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64(static_cast<const __m128i*>(p))), 4));
+  }
+  static float f16_to_float(std::uint16_t bits) { return _cvtsh_ss(bits); }
   static void store(float* p, Vec v) { _mm256_storeu_ps(p, v); }
   // As ScalarIsa::store_bf16, for 8 lanes: bits + 0x7FFF + the lowest kept bit, truncated; NaN
   // (unordered with itself) keeps its top bits with the quiet bit set.

@@ -29,6 +29,18 @@ struct Avx512Isa {
     return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
   }
   static Vec load_f16(const void* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(static_cast<const __m256i*>(p))); }
+  // Sixteen codes of a quantized KV cache row as floats (avx2.hpp's, on 16 bytes), and one scale.
+  static Vec load_i8(const void* p) {
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(static_cast<const __m128i*>(p))));
+  }
+  static Vec load_u4_low(const void* p) {
+    const __m512i bytes = _mm512_cvtepu8_epi32(_mm_loadu_si128(static_cast<const __m128i*>(p)));
+    return _mm512_cvtepi32_ps(_mm512_and_si512(bytes, _mm512_set1_epi32(0xF)));
+  }
+  static Vec load_u4_high(const void* p) {
+    return _mm512_cvtepi32_ps(_mm512_srli_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128(static_cast<const __m128i*>(p))), 4));
+  }
+  static float f16_to_float(std::uint16_t bits) { return _cvtsh_ss(bits); }
   static void store(float* p, Vec v) { _mm512_storeu_ps(p, v); }
   // As ScalarIsa::store_bf16, for 16 lanes (avx2.hpp says how), narrowed by one vpmovdw.
   static void store_bf16(std::uint16_t* p, Vec v) {

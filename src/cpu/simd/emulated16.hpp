@@ -31,6 +31,16 @@ struct Emulated16Isa {
   static Vec load_f16(const void* p) {
     return {Avx2Isa::load_f16(p), Avx2Isa::load_f16(static_cast<const std::uint16_t*>(p) + 8)};
   }
+  static Vec load_i8(const void* p) {
+    return {Avx2Isa::load_i8(p), Avx2Isa::load_i8(static_cast<const std::uint8_t*>(p) + 8)};
+  }
+  static Vec load_u4_low(const void* p) {
+    return {Avx2Isa::load_u4_low(p), Avx2Isa::load_u4_low(static_cast<const std::uint8_t*>(p) + 8)};
+  }
+  static Vec load_u4_high(const void* p) {
+    return {Avx2Isa::load_u4_high(p), Avx2Isa::load_u4_high(static_cast<const std::uint8_t*>(p) + 8)};
+  }
+  static float f16_to_float(std::uint16_t bits) { return Avx2Isa::f16_to_float(bits); }
   static void store(float* p, Vec v) {
     Avx2Isa::store(p, v.lo);
     Avx2Isa::store(p + 8, v.hi);

@@ -38,6 +38,11 @@ struct ScalarIsa {
     std::memcpy(&h.bits, p, sizeof h.bits);
     return to_float(h);
   }
+  // One code of a quantized KV cache row (attnkit/quantized.hpp) as a float, and one float16 scale.
+  static Vec load_i8(const void* p) { return static_cast<float>(*static_cast<const std::int8_t*>(p)); }
+  static Vec load_u4_low(const void* p) { return static_cast<float>(*static_cast<const std::uint8_t*>(p) & 0xF); }
+  static Vec load_u4_high(const void* p) { return static_cast<float>(*static_cast<const std::uint8_t*>(p) >> 4); }
+  static float f16_to_float(std::uint16_t bits) { return to_float(float16{bits}); }
   static void store(float* p, Vec v) { *p = v; }
   // kLanes floats rounded to bf16, to nearest even, NaN made quiet (core/bf16_rounding.hpp's
   // bf16_bits_nearest_even, lane by lane; nothing flushed): the output rows of bf16 calls.

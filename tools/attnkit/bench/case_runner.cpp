@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "attnkit/attention.hpp"
+#include "attnkit/kv_cache.hpp"
+#include "attnkit/quantized.hpp"
 #include "attnkit/tensor.hpp"
 #include "bench/attnkit_threads.hpp"
 #include "bench/blas_attention.hpp"
@@ -74,8 +76,36 @@ const CaseRunner::Baselines& CaseRunner::baselines(const BenchCase& c, const Inp
   return cache_.emplace(key, std::move(b)).first->second;
 }
 
+// attnkit::attend over a contiguous KV cache holding K and V in a quantized dtype (int8, int4): the
+// decode cases of those dtypes, as an engine runs them. One sequence per batch entry, its last key
+// the query's position, so every key is seen as in the plain decode cases.
+Timing CaseRunner::time_quantized_decode(const BenchCase& c, const Inputs& in) {
+  const AttentionShape& s = c.shape;
+  KVCacheConfig config;
+  config.num_kv_heads = s.kv_heads;
+  config.head_dim = s.d_k;
+  config.value_dim = s.d_v;
+  config.max_sequences = s.batch;
+  config.max_sequence_length = s.m;
+  config.dtype = c.dtype;
+  KVCache cache(config);
+  std::vector<KVCache::SequenceId> ids;
+  for (std::int64_t b = 0; b < s.batch; ++b) {
+    ids.push_back(cache.add_sequence());
+    const ConstTensorView k = in.k.view(), v = in.v.view();
+    cache.append(ids.back(), ConstTensorView(k.at<float>({b, 0, 0, 0}), DType::f32, {s.kv_heads, s.m, s.d_k}, {k.stride(1), k.stride(2), k.stride(3)}),
+                 ConstTensorView(v.at<float>({b, 0, 0, 0}), DType::f32, {s.kv_heads, s.m, s.d_v}, {v.stride(1), v.stride(2), v.stride(3)}));
+  }
+  Tensor out(DType::f32, in.out_shape);
+  CachedAttentionOptions options;
+  options.kernel = options_.kernel;
+  const AttnkitThreads threads(c.threads);
+  return time_calls(options_.timing, [&] { attend(cache, ids, in.q.view(), out.view(), options); }, before_each_call(c));
+}
+
 // attnkit::forward on the case's dtype: bf16 cases read the same numbers rounded to bf16.
 Timing CaseRunner::time_forward(const BenchCase& c, const Inputs& in) {
+  if (is_quantized(c.dtype)) return time_quantized_decode(c, in);
   const Tensor q = Tensor::converted(in.q.view(), c.dtype);
   const Tensor k = Tensor::converted(in.k.view(), c.dtype);
   const Tensor v = Tensor::converted(in.v.view(), c.dtype);

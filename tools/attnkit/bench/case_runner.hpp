@@ -50,6 +50,7 @@ class CaseRunner {
   const Baselines& baselines(const BenchCase& c, const Inputs& in);
   std::function<void()> before_each_call(const BenchCase& c);  // empty, or the cache eviction
   Timing time_forward(const BenchCase& c, const Inputs& in);
+  Timing time_quantized_decode(const BenchCase& c, const Inputs& in);
   Timing time_backward(const BenchCase& c, const Inputs& in);
   const Timing& forward_timing(const BenchCase& backward_case, const Inputs& in);  // timed now if not yet
 

@@ -1,6 +1,8 @@
 // The case lists of issues 3 and 4 and their quick subset.
 #include "bench/cases.hpp"
 
+#include "attnkit/quantized.hpp"
+
 #include <algorithm>
 
 namespace attnkit::bench {
@@ -27,7 +29,9 @@ const std::vector<std::int64_t> kDecodeDims = {128};
 constexpr DType kDTypes[] = {DType::f32, DType::bf16};
 // Decoding reads the cache where it is stored, in each of the dtypes a cache may hold (issue 15's
 // bandwidth target names all three).
-constexpr DType kDecodeDTypes[] = {DType::f32, DType::bf16, DType::f16};
+// int8 and int4: a KV cache of that storage (attnkit/quantized.hpp), read by attnkit::attend (for
+// head dimensions of whole blocks of 32 only).
+constexpr DType kDecodeDTypes[] = {DType::f32, DType::bf16, DType::f16, DType::int8, DType::int4};
 constexpr double kCausalFlopFraction = 0.5;  // top-left causal with n = m computes about half the scores
 // The backward recomputes the scores (Q·Kᵀ) and forms dV = Pᵀ·dO, dP = dO·Vᵀ, dQ = dS·K and dK = dSᵀ·Q:
 // five n·m·d products against the forward's two, the 2.5× of shared/DESIGN.md.
@@ -91,6 +95,7 @@ void add_decode_cases(std::vector<BenchCase>& cases, const CaseSelection& sel) {
     for (std::int64_t d : pick(sel.dims, kDecodeDims, kDecodeDims, sel.quick)) {
       for (int threads : sel.threads) {
         for (DType dtype : kDecodeDTypes) {
+          if (is_quantized(dtype) && d % kQuantBlock != 0) continue;  // quantized rows are whole blocks
           const AttentionShape shape{1, kDecodeHeads, kDecodeKvHeads, kDecodeQueries, m, d, d, false};
           add_if_selected(cases, sel, {decode_name(dtype, shape), CaseKind::decode, dtype, shape, threads});
         }
@@ -115,7 +120,9 @@ BenchCase BenchCase::forward_counterpart() const {
 
 double BenchCase::kv_bytes() const {
   const AttentionShape& s = shape;
-  return static_cast<double>(s.batch * s.kv_heads * s.m * (s.d_k + s.d_v)) * static_cast<double>(dtype_size(dtype));
+  const double rows = static_cast<double>(s.batch * s.kv_heads * s.m);
+  if (is_quantized(dtype)) return rows * static_cast<double>(quantized_row_bytes(dtype, s.d_k) + quantized_row_bytes(dtype, s.d_v));
+  return rows * static_cast<double>(s.d_k + s.d_v) * static_cast<double>(dtype_size(dtype));
 }
 
 std::string BenchCase::baseline_key() const {

@@ -1,0 +1,60 @@
+// Vectors of block-quantized rows (attnkit/quantized.hpp: a KV cache's int8 and int4 storage),
+// dequantised in registers: decoding's dot products and the packing of key and value blocks read
+// them this way, never through a float copy of the row. Each lane is the stored value rounded once
+// to float32 (int8: code · scale, exact; int4: offset + code · scale in one fused multiply-add), as
+// dequantize_row gives it, so a kernel computes exactly what it would on that float row. Included
+// inside the target's namespace (packing.inl, after the geometry); no include guard on purpose.
+
+static_assert(kQuantBlock % kLanes == 0 && kQuantBlock % 2 == 0, "a vector of a quantized row lies in one block");
+
+// The float16 at byte p of a row (the formats are little-endian, as every target is).
+inline float row_f16(const std::byte* p) {
+  std::uint16_t bits;
+  std::memcpy(&bits, p, sizeof bits);
+  return Isa::f16_to_float(bits);
+}
+
+// What dequantises one block of a quantized row: value = code · scale (int8), or code · scale +
+// offset (int4), each broadcast to every lane. Worked out once per block and key, not per vector.
+struct BlockScale {
+  Vec scale, offset;
+};
+
+template <DType Stored>
+BlockScale block_scale(const std::byte* row, std::int64_t width, std::int64_t block) {
+  static_assert(Stored == DType::int8 || Stored == DType::int4);
+  if constexpr (Stored == DType::int8) {
+    return {Isa::set1(row_f16(row + width + 2 * block)), Isa::zero()};
+  } else {
+    const std::byte* at = row + width / 2 + 4 * block;  // (scale, offset)
+    return {Isa::set1(row_f16(at)), Isa::set1(row_f16(at + 2))};
+  }
+}
+
+// Elements c .. c + kLanes of the row (c a multiple of kLanes, in the block `s` belongs to).
+template <DType Stored>
+Vec load_quantized(const std::byte* row, std::int64_t c, const BlockScale& s) {
+  if constexpr (Stored == DType::int8) {
+    return Isa::mul(Isa::load_i8(row + c), s.scale);
+  } else {
+    // Byte i of a block's kQuantBlock / 2 holds the codes of its values i (low nibble) and
+    // i + kQuantBlock / 2 (high nibble).
+    constexpr std::int64_t kHalf = kQuantBlock / 2;
+    const std::int64_t lane = c % kQuantBlock;
+    const std::byte* codes = row + c / kQuantBlock * kHalf;
+    const Vec code = lane < kHalf ? Isa::load_u4_low(codes + lane) : Isa::load_u4_high(codes + lane - kHalf);
+    return Isa::fma(code, s.scale, s.offset);
+  }
+}
+
+// The same for a row of `width` values, c anywhere.
+template <DType Stored>
+Vec load_quantized(const std::byte* row, std::int64_t width, std::int64_t c) {
+  return load_quantized<Stored>(row, c, block_scale<Stored>(row, width, c / kQuantBlock));
+}
+
+// out[0 .. width) = the row's values as floats.
+template <DType Stored>
+void dequantize_row_into(const std::byte* row, std::int64_t width, float* out) {
+  for (std::int64_t c = 0; c < width; c += kLanes) Isa::store(out + c, load_quantized<Stored>(row, width, c));
+}
