@@ -266,8 +266,9 @@ TEST(BenchModuleCases, FullListIsTheIssuesLayer) {
   attnkit::bench::CaseSelection sel;
   sel.threads = {1, 2};
   const auto cases = attnkit::bench::select_module_cases(sel);
-  // prefill n = 2048; decode m in {4096, 32768} × {paged, contiguous}; each on 2 thread counts
-  ASSERT_EQ(cases.size(), std::size_t{(1 + 2 * 2) * 2});
+  // prefill n = 2048; decode m in {4096, 32768} × {paged, contiguous}, and paged over int8 and int4
+  // caches (issue 19); each on 2 thread counts
+  ASSERT_EQ(cases.size(), std::size_t{(1 + 2 * 2 + 2 * 2) * 2});
   std::map<std::string, int> names;
   for (const auto& c : cases) {
     ++names[c.name];
@@ -286,7 +287,11 @@ TEST(BenchModuleCases, FullListIsTheIssuesLayer) {
                                                {"mha_decode_f32_m4096_e4096_paged", 2},
                                                {"mha_decode_f32_m4096_e4096_contiguous", 2},
                                                {"mha_decode_f32_m32768_e4096_paged", 2},
-                                               {"mha_decode_f32_m32768_e4096_contiguous", 2}}));
+                                               {"mha_decode_f32_m32768_e4096_contiguous", 2},
+                                               {"mha_decode_int8_m4096_e4096_paged", 2},
+                                               {"mha_decode_int4_m4096_e4096_paged", 2},
+                                               {"mha_decode_int8_m32768_e4096_paged", 2},
+                                               {"mha_decode_int4_m32768_e4096_paged", 2}}));
   EXPECT_EQ(cases.front().kind, attnkit::bench::ModuleKind::prefill) << "prefill first, then decode";
 }
 

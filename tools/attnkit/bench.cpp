@@ -62,13 +62,15 @@ case as ratios measured in the same run, since absolute times on a shared machin
 Cases: forward (fwd_*), batch 1, 8 heads, n = m in {512, 1024, 2048, 8192}, d in {64, 128}, causal
 and not, f32 and bf16; backward (bwd_*) on the same shapes, timing attnkit::backward alone (one
 forward call before it gives out and lse); decode, 1 query, 32 query heads over 8 KV heads,
-m in {4096, 32768}, d = 128, caches of f32, bf16 and f16. Module cases (mha_*): one
+m in {4096, 32768}, d = 128, caches of f32, bf16 and f16 (attnkit::forward), and int8 and int4
+(quantized: a KVCache read by attnkit::attend; GB/s counts the rows' bytes). Module cases (mha_*): one
 MultiHeadAttention layer through forward_cached and a KVCache, as an inference engine runs it, with
 E = 4096, 32 heads over 8 KV heads, d = 128, f32 weights, no bias, RoPE (Llama-like):
   mha_prefill_f32_n2048_e4096                    2048 new tokens into an empty sequence
                                                  (contiguous cache), each timed call on a fresh one
   mha_decode_f32_m{4096,32768}_e4096_paged       one new token after m cached tokens (paged:
   mha_decode_f32_m{4096,32768}_e4096_contiguous  blocks of 16), the caches flushed before each step
+  mha_decode_{int8,int4}_m{4096,32768}_e4096_paged  the same over an int8 or int4 cache (not in --quick)
 each also timing attnkit::attend alone on the same cache, shapes and threads. Packed variable-length
 cases (varlen_*): 16 sequences of mixed lengths (queries = keys, drawn from 64 to 4096 with a fixed
 seed, printed), 8 heads, d = 128, causal and not, in one attnkit::varlen_forward call, also timing

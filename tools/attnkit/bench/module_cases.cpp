@@ -1,6 +1,8 @@
 // The module cases of issue 5 and their quick subset.
 #include "bench/module_cases.hpp"
 
+#include "attnkit/quantized.hpp"
+
 namespace attnkit::bench {
 
 namespace {
@@ -50,8 +52,10 @@ double ModuleCase::attention_flops() const {
 
 double ModuleCase::bytes() const {
   if (kind == ModuleKind::prefill) return 0;
-  const double kv_values = static_cast<double>(context) * static_cast<double>(layer.kv_width()) * 2.0;
-  return (static_cast<double>(layer.weight_elements()) + kv_values) * static_cast<double>(sizeof(float));
+  const double weights = static_cast<double>(layer.weight_elements()) * static_cast<double>(sizeof(float));
+  const double rows = static_cast<double>(context) * static_cast<double>(layer.num_kv_heads) * 2.0;  // keys and values
+  if (is_quantized(cache_dtype)) return weights + rows * static_cast<double>(quantized_row_bytes(cache_dtype, layer.head_dim));
+  return weights + rows * static_cast<double>(layer.head_dim) * static_cast<double>(sizeof(float));
 }
 
 std::vector<ModuleCase> select_module_cases(const CaseSelection& sel) {
@@ -73,6 +77,16 @@ std::vector<ModuleCase> select_module_cases(const CaseSelection& sel) {
         add_if_selected(cases, sel, {name, ModuleKind::decode, layer, 1, m, layout, threads});
       }
     }
+  }
+  // The same step over an int8 or int4 cache (f32 weights), paged, in the full list.
+  if (!sel.quick) {
+    for (std::int64_t m : contexts)
+      for (DType cache : {DType::int8, DType::int4})
+        for (int threads : sel.threads) {
+          const std::string name = "mha_decode_" + std::string(dtype_name(cache)) + "_m" + std::to_string(m) +
+                                   embed_suffix(layer) + "_paged";
+          add_if_selected(cases, sel, {name, ModuleKind::decode, layer, 1, m, KVCacheLayout::paged, threads, cache});
+        }
   }
   return cases;
 }

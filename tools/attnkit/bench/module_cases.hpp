@@ -41,6 +41,7 @@ struct ModuleCase {
   std::int64_t context = 0;  // tokens already cached before the call: 0 for a prefill, m for decode
   KVCacheLayout layout = KVCacheLayout::contiguous;
   int threads = 1;
+  DType cache_dtype = DType::f32;  // the KV cache's storage: f32, or int8 / int4 (attnkit/quantized.hpp)
 
   // Floating-point operations of one call (shared/DESIGN.md's rules): the projections
   // 2·t·E·(H·d + 2·Hkv·d) + 2·t·(H·d)·E, plus attention_flops().
@@ -49,7 +50,7 @@ struct ModuleCase {
   // Decode: 1 query over m keys, 4·m·d per query head.
   double attention_flops() const;
   // Decode: the bytes one step must read at least once, the f32 weights and K and V of the m cached
-  // tokens (m·Hkv·d·2 values). A prefill is compute-bound: 0.
+  // tokens (m·Hkv·d·2 values, or their quantized rows' bytes). A prefill is compute-bound: 0.
   double bytes() const;
 };
 

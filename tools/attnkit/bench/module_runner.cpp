@@ -43,7 +43,7 @@ KVCacheConfig cache_config(const ModuleCase& c, std::int64_t max_tokens) {
   k.max_sequence_length = max_tokens;
   k.layout = c.layout;
   k.block_size = kPagedBlockSize;
-  k.dtype = DType::f32;
+  k.dtype = c.cache_dtype;
   return k;
 }
 

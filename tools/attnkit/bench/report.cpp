@@ -394,7 +394,7 @@ void Report::json_module_result(const ModuleResult& r, const ModuleFigures& f) c
   line.integer("batch", 1).integer("embed_dim", l.embed_dim).integer("heads", l.num_heads);
   line.integer("kv_heads", l.num_kv_heads).integer("d", l.head_dim);
   line.integer("n", c.tokens).integer("m", decode ? c.context : c.tokens).boolean("causal", true);
-  line.text("dtype", "f32").text("layout", layout_name(c.layout));
+  line.text("dtype", dtype_name(c.cache_dtype)).text("layout", layout_name(c.layout));
   if (c.layout == KVCacheLayout::paged) line.integer("block_size", kPagedBlockSize);
   line.integer("threads", c.threads);
   line.number("seconds", r.timing.median_seconds).integer("runs", static_cast<std::int64_t>(r.timing.samples.size()));
