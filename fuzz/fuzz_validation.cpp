@@ -19,8 +19,10 @@
 //                    the options (decode_options), the views (FuzzView::decode: q, k, v, out, then for
 //                    the forward an extras byte and lse, probs; for the backward d_out, lse, dq, dk,
 //                    dv), an aliasing byte (plant_alias) and a values byte (plant_special)
-//   attend           the cache (decode_cache), a seed for the contents, its sequences (fill_cache), the
-//                    sequence ids, Hq/Hkv, n, the options, q, out, an lse byte and lse, an aliasing
+//   attend           the cache (decode_cache; the top bit of its head_dim and value_dim bytes picks
+//                    32 or 64 features, whole blocks for int8 and int4 storage), a seed for the
+//                    contents, its sequences (fill_cache), the sequence ids, Hq/Hkv, n, the options,
+//                    q, out, an lse byte and lse, an aliasing
 //                    byte and a values byte
 #include <algorithm>
 #include <cmath>
@@ -39,6 +41,7 @@
 #include "attnkit/error.hpp"
 #include "attnkit/kv_cache.hpp"
 #include "attnkit/options.hpp"
+#include "attnkit/quantized.hpp"
 #include "attnkit/tensor.hpp"
 #include "fuzz_support.hpp"
 #include "fuzz_views.hpp"
@@ -368,14 +371,17 @@ void fuzz_backward(ByteReader& in, DType dtype, Kernel kernel) {
 constexpr std::array<std::int64_t, 8> kConfigCounts = {1, 1, 2, 3, 0, -1, 2, fuzz::kInt64Max};
 constexpr std::array<std::int64_t, 8> kConfigLengths = {1, 5, 9, 16, 0, -3, std::int64_t{1} << 62, fuzz::kInt64Max};
 constexpr std::array<std::int64_t, 8> kConfigBlockSizes = {1, 2, 4, 8, 16, 0, 3, -4};
-constexpr std::array<DType, 8> kConfigDtypes = {DType::f32, DType::f32, DType::f16, DType::bf16,
-                                                DType::f32, DType::f16, DType::f64, DType::boolean};
+constexpr std::array<DType, 10> kConfigDtypes = {DType::f32, DType::f32, DType::f16,  DType::bf16, DType::f32,
+                                                 DType::f16, DType::f64, DType::boolean, DType::int8, DType::int4};
 
 KVCacheConfig decode_cache(ByteReader& in) {
   KVCacheConfig c;
   c.num_kv_heads = in.pick(kConfigCounts);
-  c.head_dim = 1 + in.byte() % 8;
-  c.value_dim = in.byte() % 9;
+  // Small widths, or with the byte's top bit whole quantisation blocks (32, 64) for int8 and int4
+  // storage.
+  const std::uint8_t head_dim = in.byte(), value_dim = in.byte();
+  c.head_dim = head_dim & 0x80 ? 32 * (1 + (head_dim & 1)) : 1 + head_dim % 8;
+  c.value_dim = value_dim & 0x80 ? 32 : value_dim % 9;
   c.max_sequences = in.pick(kConfigCounts);
   c.max_sequence_length = in.pick(kConfigLengths);
   c.layout = in.flag() ? KVCacheLayout::paged : KVCacheLayout::contiguous;
@@ -401,8 +407,10 @@ double cache_bytes(const KVCacheConfig& c) {
 bool valid_config_fields(const KVCacheConfig& c) {
   const bool paged_ok = c.layout == KVCacheLayout::contiguous ||
                         (c.block_size > 0 && (c.block_size & (c.block_size - 1)) == 0);
+  const std::int64_t value_dim = c.value_dim > 0 ? c.value_dim : c.head_dim;
+  const bool quantized_ok = is_quantized(c.dtype) && c.head_dim % kQuantBlock == 0 && value_dim % kQuantBlock == 0;
   return c.num_kv_heads > 0 && c.max_sequences > 0 && c.max_sequence_length > 0 && paged_ok &&
-         (c.dtype == DType::f32 || c.dtype == DType::f16 || c.dtype == DType::bf16);
+         (c.dtype == DType::f32 || c.dtype == DType::f16 || c.dtype == DType::bf16 || quantized_ok);
 }
 
 // A few sequences, appended to and perhaps one freed, from the input.

@@ -213,6 +213,9 @@ def validation_seeds():
                                     options(causal=0, window=(WINDOW_2, WINDOW_UNBOUNDED), slopes=[1, 0]),
                                     dtype="bf16"),
         "attend_unknown_sequence": attend([0, 3, 0, 0, 0, 0, 0, 0, 0], [1, 4, 0, 0], [0xF1], [0, 1]),
+        # head_dim and value_dim bytes with the top bit set: 32 or 64 features (whole quantisation blocks)
+        "attend_paged_int8": attend([1, 0x80, 0, 3, 3, 1, 2, 6, 8], [3, 9, 2, 4, 1, 11, 0, 0], [2, 0], [2, 2]),
+        "attend_contiguous_int4": attend([2, 0x81, 0x80, 2, 3, 0, 0, 0, 9], [2, 5, 0, 7, 0, 0], [0, 1], [1, 1]),
     }
 
 
