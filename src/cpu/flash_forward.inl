@@ -327,8 +327,9 @@ void score_tile_from_key_rows(const ForwardPlan& plan, ForwardWorkspace& ws, con
   const bool direct = keys.dtype() == DType::f32 && keys.stride(3) == 1;
   // bf16 and f16 rows of whole vectors are widened in registers, without a converted copy; int8 and
   // int4 rows (whole blocks) dequantised in registers.
-  const bool widened = (keys.dtype() == DType::bf16 || keys.dtype() == DType::f16 || is_quantized(keys.dtype())) &&
-                       keys.stride(3) == 1 && ws.d_k % kLanes == 0 && ws.d_k == p.sizes.d_k;
+  const bool widened = keys.stride(3) == 1 && ws.d_k % kLanes == 0 &&
+                       (keys.dtype() == DType::bf16 || keys.dtype() == DType::f16 ||
+                        (is_quantized(keys.dtype()) && ws.d_k == p.sizes.d_k));
   const std::int64_t vector_end = ws.d_k / kLanes * kLanes;
   const RowPrefetcher prefetch_key(keys, item.kv_head), prefetch_value(p.v, item.kv_head);
   const bool values_into_l2 = !plan.short_decode_blocks && p.v.dtype() == DType::f32;
