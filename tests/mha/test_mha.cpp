@@ -1881,6 +1881,64 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<DecodeCase>& info) { return info.param.name; });
 // clang-format on
 
+// forward_cached over int8 and int4 caches (issue 19): a prefill then single-token steps, the same
+// tokens through an f32 cache alongside. The quantized cache must hold the f32 cache's rows (the
+// projected, rotated keys and the values) within half a quantisation step of their block, and the
+// outputs stay within the quantisation's error of the f32 cache's (attend itself is checked bit for
+// bit against the stored values in test_decode_properties.cpp).
+TEST(MultiHeadAttentionDecode, QuantizedCachesHoldTheRowsAndStayCloseToAnF32Cache) {
+  ATTNKIT_TRACE_SEED();
+  Rng rng(77);
+  const MultiHeadAttentionConfig config{.embed_dim = 128, .num_heads = 4, .num_kv_heads = 2, .rope = RopeConfig{}};
+  MultiHeadAttention module(config, 5);
+  randomize(module, rng);
+  const int64_t E = 128, prompt = 40, total = 48;
+  const Vec tokens = random_values(rng, total * E, 1.0, DType::f32);
+  const InputLayout layout = layout_of(config, false);
+  auto run = [&](DType storage, Vec& outputs) {
+    KVCache cache({.num_kv_heads = 2, .head_dim = 32, .max_sequence_length = total, .layout = KVCacheLayout::paged,
+                   .block_size = 16, .dtype = storage});
+    const KVCache::SequenceId id = cache.add_sequence();
+    Tensor y = module.forward_cached(to_caller(slice(tokens, 0, prompt * E), 1, prompt, E, layout, DType::f32).view(), cache,
+                                     std::span(&id, 1));
+    outputs = from_caller(y, 1, prompt, E, layout);
+    for (int64_t j = prompt; j < total; ++j) {
+      y = module.forward_cached(to_caller(slice(tokens, j * E, E), 1, 1, E, layout, DType::f32).view(), cache, std::span(&id, 1));
+      const Vec row = from_caller(y, 1, 1, E, layout);
+      outputs.insert(outputs.end(), row.begin(), row.end());
+    }
+    return std::pair{Tensor::converted(cache.keys(id).view(), DType::f64), Tensor::converted(cache.values(id).view(), DType::f64)};
+  };
+  Vec exact;
+  const auto [k32, v32] = run(DType::f32, exact);
+  double exact_rms = 0;
+  for (double x : exact) exact_rms += x * x;
+  exact_rms = std::sqrt(exact_rms / static_cast<double>(exact.size()));
+  for (auto [storage, bound] : {std::pair{DType::int8, 0.02}, std::pair{DType::int4, 0.3}}) {
+    SCOPED_TRACE(dtype_name(storage));
+    Vec got;
+    const auto [kq, vq] = run(storage, got);
+    for (const auto& [stored, want] : {std::pair{&kq, &k32}, std::pair{&vq, &v32}}) {
+      const double* s = stored->data<double>();
+      const double* w = want->data<double>();
+      ASSERT_EQ(stored->numel(), want->numel());
+      for (int64_t b = 0; b < want->numel() / 32; ++b) {  // blocks of 32 features of one row
+        double low = INFINITY, high = -INFINITY;
+        for (int64_t i = 0; i < 32; ++i) low = std::min(low, w[b * 32 + i]), high = std::max(high, w[b * 32 + i]);
+        const double step = storage == DType::int8 ? std::max(-low, high) / 127 : (high - low) / 15;
+        for (int64_t i = 0; i < 32; ++i) {
+          ASSERT_LE(std::fabs(s[b * 32 + i] - w[b * 32 + i]), step / 2 * 1.01 + 2e-3 * std::fabs(low)) << "block " << b;
+        }
+      }
+    }
+    double error = 0;
+    for (std::size_t i = 0; i < got.size(); ++i) error += (got[i] - exact[i]) * (got[i] - exact[i]);
+    error = std::sqrt(error / static_cast<double>(got.size())) / exact_rms;
+    EXPECT_LT(error, bound) << "relative RMS error of the outputs";
+    EXPECT_GT(error, 0.0) << "the quantized cache gave the f32 cache's outputs exactly: was it quantized?";
+  }
+}
+
 TEST(MultiHeadAttentionDecodeErrors, RaiseNamingTheArgumentAndLeaveTheCacheUnchanged) {
   ATTNKIT_TRACE_SEED();
   Rng rng(31);
