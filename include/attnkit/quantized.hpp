@@ -30,6 +30,13 @@ namespace attnkit {
 
 inline constexpr std::int64_t kQuantBlock = 32;  // values per scale
 
+// The byte offset, within a row record of `width` values, of block `block`'s float16 parameters:
+// its scale (int8), or its scale then offset (int4). The one definition of where they lie, for the
+// quantiser and the kernels alike.
+constexpr std::int64_t quantized_block_params_at(DType dtype, std::int64_t width, std::int64_t block) {
+  return dtype == DType::int8 ? width + 2 * block : width / 2 + 4 * block;
+}
+
 // Whether `dtype` is one of the block-quantized row formats (int8, int4).
 bool is_quantized(DType dtype) noexcept;
 

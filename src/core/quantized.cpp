@@ -28,8 +28,6 @@ float16 half_or_nan(double x) {
 // Nearest integer, ties to even (the default rounding mode; std::nearbyint honours it).
 double nearest_even(double x) { return std::nearbyint(x); }
 
-std::int64_t scales_offset(DType dtype, std::int64_t width) { return dtype == DType::int8 ? width : width / 2; }
-
 void quantize_int8_block(const float* x, std::byte* codes, std::byte* scale_at) {
   double largest = 0;
   bool finite = true;
@@ -78,16 +76,15 @@ void quantize_int4_block(const float* x, std::byte* codes, std::byte* scale_at) 
 // The exact stored value c of a row, in double.
 template <class T>
 void dequantize(const std::byte* row, std::int64_t width, DType dtype, std::int64_t c0, std::int64_t count, T* out) {
-  const std::byte* scales = row + scales_offset(dtype, width);
   for (std::int64_t k = 0; k < count; ++k) {
     const std::int64_t c = c0 + k, block = c / kQuantBlock, i = c % kQuantBlock;
+    const std::byte* params = row + quantized_block_params_at(dtype, width, block);
     double value;
     if (dtype == DType::int8) {
-      const double scale = to_float(float16{load_u16(scales + 2 * block)});
+      const double scale = to_float(float16{load_u16(params)});
       value = std::isnan(scale) ? kNaN : static_cast<double>(static_cast<std::int8_t>(row[c])) * scale;
     } else {
-      const std::byte* at = scales + 4 * block;
-      const double scale = to_float(float16{load_u16(at)}), offset = to_float(float16{load_u16(at + 2)});
+      const double scale = to_float(float16{load_u16(params)}), offset = to_float(float16{load_u16(params + 2)});
       const auto byte = static_cast<std::uint8_t>(row[block * (kQuantBlock / 2) + i % (kQuantBlock / 2)]);
       const int code = i < kQuantBlock / 2 ? (byte & 0xF) : (byte >> 4);
       value = std::isnan(scale) ? kNaN : offset + code * scale;  // exact in double: 4 × 11 bits plus an f16
@@ -101,19 +98,17 @@ void dequantize(const std::byte* row, std::int64_t width, DType dtype, std::int6
 bool is_quantized(DType dtype) noexcept { return dtype == DType::int8 || dtype == DType::int4; }
 
 std::int64_t quantized_row_bytes(DType dtype, std::int64_t width) noexcept {
-  const std::int64_t blocks = width / kQuantBlock;
-  if (dtype == DType::int8) return width + 2 * blocks;
-  if (dtype == DType::int4) return width / 2 + 4 * blocks;
-  return 0;
+  // The record ends where a block past the last one would have its parameters.
+  return is_quantized(dtype) ? quantized_block_params_at(dtype, width, width / kQuantBlock) : 0;
 }
 
 void quantize_row(const float* in, std::int64_t width, DType dtype, std::byte* row) noexcept {
-  std::byte* scales = row + scales_offset(dtype, width);
   for (std::int64_t b = 0; b < width / kQuantBlock; ++b) {
+    std::byte* params = row + quantized_block_params_at(dtype, width, b);
     if (dtype == DType::int8) {
-      quantize_int8_block(in + b * kQuantBlock, row + b * kQuantBlock, scales + 2 * b);
+      quantize_int8_block(in + b * kQuantBlock, row + b * kQuantBlock, params);
     } else if (dtype == DType::int4) {
-      quantize_int4_block(in + b * kQuantBlock, row + b * (kQuantBlock / 2), scales + 4 * b);
+      quantize_int4_block(in + b * kQuantBlock, row + b * (kQuantBlock / 2), params);
     }
   }
 }

@@ -24,9 +24,9 @@ template <DType Stored>
 BlockScale block_scale(const std::byte* row, std::int64_t width, std::int64_t block) {
   static_assert(Stored == DType::int8 || Stored == DType::int4);
   if constexpr (Stored == DType::int8) {
-    return {Isa::set1(row_f16(row + width + 2 * block)), Isa::zero()};
+    return {Isa::set1(row_f16(row + quantized_block_params_at(Stored, width, block))), Isa::zero()};
   } else {
-    const std::byte* at = row + width / 2 + 4 * block;  // (scale, offset)
+    const std::byte* at = row + quantized_block_params_at(Stored, width, block);  // (scale, offset)
     return {Isa::set1(row_f16(at)), Isa::set1(row_f16(at + 2))};
   }
 }
