@@ -266,17 +266,24 @@ __attribute__((always_inline)) inline void dot_with_rows(const float* q, std::in
   for (auto& key : acc)
     for (Vec& a : key) a = Isa::zero();
   if constexpr (Stored == DType::int8 || Stored == DType::int4) {
-    // Quantized rows (whole blocks): each key's block scale once per block, then its vectors in
-    // the same order as below.
-    for (std::int64_t c0 = 0; c0 < count; c0 += kQuantBlock) {
-      BlockScale scale[Keys];
-      for (std::int64_t t = 0; t < Keys; ++t) scale[t] = block_scale<Stored>(k[t], d_k, c0 / kQuantBlock);
-      for (std::int64_t c = c0; c < c0 + kQuantBlock; c += kLanes) {
-        Vec kc[Keys];
-        for (std::int64_t t = 0; t < Keys; ++t) kc[t] = load_quantized<Stored>(k[t], c, scale[t]);
-        for (std::int64_t r = 0; r < Rows; ++r) {
-          const Vec qr = Isa::load(q + r * d_k + c);
-          for (std::int64_t t = 0; t < Keys; ++t) acc[t][r] = Isa::fma(qr, kc[t], acc[t][r]);
+    // Quantized rows (whole blocks): each key's block parameters converted a group of blocks at a
+    // time, then each block's vectors in the same order as below.
+    constexpr std::int64_t kGroupBlocks = 4, kPerBlock = kParamsPerBlock<Stored>;
+    for (std::int64_t g0 = 0; g0 < count; g0 += kGroupBlocks * kQuantBlock) {
+      const std::int64_t blocks = std::min(kGroupBlocks, (count - g0) / kQuantBlock);
+      float params[Keys][kGroupBlocks * kPerBlock];
+      for (std::int64_t t = 0; t < Keys; ++t)
+        block_params_to_float<Stored>(k[t], d_k, g0 / kQuantBlock, blocks * kPerBlock, params[t]);
+      for (std::int64_t b = 0; b < blocks; ++b) {
+        BlockScale scale[Keys];
+        for (std::int64_t t = 0; t < Keys; ++t) scale[t] = block_scale<Stored>(params[t] + b * kPerBlock);
+        for (std::int64_t c = g0 + b * kQuantBlock; c < g0 + (b + 1) * kQuantBlock; c += kLanes) {
+          Vec kc[Keys];
+          for (std::int64_t t = 0; t < Keys; ++t) kc[t] = load_quantized<Stored>(k[t], c, scale[t]);
+          for (std::int64_t r = 0; r < Rows; ++r) {
+            const Vec qr = Isa::load(q + r * d_k + c);
+            for (std::int64_t t = 0; t < Keys; ++t) acc[t][r] = Isa::fma(qr, kc[t], acc[t][r]);
+          }
         }
       }
     }
@@ -336,6 +343,15 @@ void score_tile_from_key_rows(const ForwardPlan& plan, ForwardWorkspace& ws, con
   const bool value_records = is_quantized(p.v.dtype());
   // The key rows' dtype as the dot products read them (other rows are converted to f32 first),
   // chosen once for the block.
+  // Where each key's rows lie (stored_row looks a cached key up in its block table), worked out once
+  // for the block's keys and the few past it whose key rows are requested ahead: looked up at each
+  // use (the key row, its request ahead, the value row's request), the addressing was a third of
+  // the int8 score loop's samples (perf, Xeon).
+  const std::int64_t ahead = std::clamp<std::int64_t>(ahead_end, width, width + kPrefetchRows);
+  StoredRow at[kMaxKeyBlock + kPrefetchRows];
+  for (std::int64_t j = 0; j < ahead; ++j) at[j] = stored_row(p, item.batch, j0 + j);
+  // The key rows' dtype as the dot products read them (other rows are converted to f32 first),
+  // chosen once for the block.
   with_stored_dtype(widened ? keys.dtype() : DType::f32, [&](auto stored) {
     using Element = StoredElement<stored()>;
     // Key row j as the dot products read it; `slot` picks the converted copy's buffer.
@@ -347,28 +363,27 @@ void score_tile_from_key_rows(const ForwardPlan& plan, ForwardWorkspace& ws, con
       // on AVX-512), f32 value rows go to L2: into L1, on an AVX-512 Zen 4, they held the miss
       // buffers the key rows needed (perf put 77% of this function's samples on them) for lines
       // evicted before use. With short blocks (decode_key_block, Intel) they go to L1.
-      const StoredRow at = stored_row(p, item.batch, j0 + j);
-      if ((direct || widened) && j + kPrefetchRows < ahead_end) {
+      if ((direct || widened) && j + kPrefetchRows < ahead) {
         if constexpr (stored() == DType::int8 || stored() == DType::int4) {
-          prefetch_key.records(stored_row(p, item.batch, j0 + j + kPrefetchRows));
+          prefetch_key.records(at[j + kPrefetchRows]);
         } else {
-          prefetch_key(stored_row(p, item.batch, j0 + j + kPrefetchRows));
+          prefetch_key(at[j + kPrefetchRows]);
         }
       }
       if (values_into_l2) {
-        prefetch_value.into_l2(at);
+        prefetch_value.into_l2(at[j]);
       } else if (value_records) {
-        prefetch_value.records(at);
+        prefetch_value.records(at[j]);
       } else {
-        prefetch_value(at);
+        prefetch_value(at[j]);
       }
       if constexpr (stored() != DType::f32) {
-        return keys.at<Element>({at.outer, item.kv_head, at.row, 0});
+        return reinterpret_cast<const Element*>(prefetch_key.row_begin(at[j]));
       } else if (direct) {
-        return keys.at<float>({at.outer, item.kv_head, at.row, 0});
+        return reinterpret_cast<const float*>(prefetch_key.row_begin(at[j]));
       } else {
         float* row = ws.key_rows + slot * ws.d_k;
-        load_row_f32(keys, at.outer, item.kv_head, at.row, row, ws.d_k);
+        load_row_f32(keys, at[j].outer, item.kv_head, at[j].row, row, ws.d_k);
         return row;
       }
     };
@@ -431,6 +446,16 @@ bool accumulate_pv_from_value_rows(const ForwardPlan& plan, ForwardWorkspace& ws
   }
   // acc as it was, kept in the (here unused) packed-value buffer in case a value is not finite.
   std::copy(ws.acc, ws.acc + Rows * ws.d_v, ws.v);
+  // Quantized rows: every row's block parameters as floats, after the copy of acc in the same buffer
+  // (kMaxKeyBlock rows of d_v floats hold kMaxTileRows of them, and a block's parameters, at most
+  // 2 · d_v / 32 floats per key).
+  static_assert(kMaxTileRows + kMaxKeyBlock * 2 / kQuantBlock <= kMaxKeyBlock, "acc's copy and the parameters fit ws.v");
+  [[maybe_unused]] float* const params = ws.v + kMaxTileRows * ws.d_v;
+  [[maybe_unused]] std::int64_t params_per_row = 0;
+  if constexpr (Stored == DType::int8 || Stored == DType::int4) {
+    params_per_row = ws.d_v / kQuantBlock * kParamsPerBlock<Stored>;
+    for (std::int64_t j = 0; j < width; ++j) block_params_to_float<Stored>(rows[j], ws.d_v, 0, params_per_row, params + j * params_per_row);
+  }
   // Whether a value is NaN or ±inf is read off the sums rather than the values: every one of the
   // `width` values enters every sum of its column with a finite p >= 0 (p · ±inf is ±inf, 0 · ±inf
   // and p · NaN are NaN), so a sum is finite only if its values are. A sum that is not finite for
@@ -448,7 +473,7 @@ bool accumulate_pv_from_value_rows(const ForwardPlan& plan, ForwardWorkspace& ws
       Vec bv[kTileVectors];
       if constexpr (Stored == DType::int8 || Stored == DType::int4) {  // a tile's columns lie in one block
         static_assert(kQuantBlock % kTileCols == 0);
-        const BlockScale scale = block_scale<Stored>(rows[j], ws.d_v, c0 / kQuantBlock);
+        const BlockScale scale = block_scale<Stored>(params + j * params_per_row + c0 / kQuantBlock * kParamsPerBlock<Stored>);
         for (std::int64_t v = 0; v < kTileVectors; ++v) bv[v] = load_quantized<Stored>(rows[j], c0 + v * kLanes, scale);
       } else {
         for (std::int64_t v = 0; v < kTileVectors; ++v) bv[v] = load_stored<Stored>(rows[j] + c0 + v * kLanes);

@@ -31,6 +31,29 @@ BlockScale block_scale(const std::byte* row, std::int64_t width, std::int64_t bl
   }
 }
 
+// Float16 parameters per block: int8 its scale, int4 its scale and offset.
+template <DType Stored>
+inline constexpr std::int64_t kParamsPerBlock = Stored == DType::int8 ? 1 : 2;
+
+// out[0 .. n) = the row's float16 block parameters as floats, from block `first` on (n parameters,
+// kParamsPerBlock per block): four at a time where the target converts them together, so that the
+// loops over a block take each parameter as a float from memory (converted one at a time and
+// broadcast, they were a tenth of the int8 score loop's samples).
+template <DType Stored>
+void block_params_to_float(const std::byte* row, std::int64_t width, std::int64_t first, std::int64_t n, float* out) {
+  const std::byte* at = row + quantized_block_params_at(Stored, width, first);
+  std::int64_t i = 0;
+  for (; i + 4 <= n; i += 4) Isa::f16x4_to_float(at + 2 * i, out + i);
+  for (; i < n; ++i) out[i] = row_f16(at + 2 * i);
+}
+
+// The same block's BlockScale from its parameters as block_params_to_float gives them.
+template <DType Stored>
+BlockScale block_scale(const float* params) {
+  if constexpr (Stored == DType::int8) return {Isa::set1(params[0]), Isa::zero()};
+  else return {Isa::set1(params[0]), Isa::set1(params[1])};
+}
+
 // Elements c .. c + kLanes of the row (c a multiple of kLanes, in the block `s` belongs to).
 template <DType Stored>
 Vec load_quantized(const std::byte* row, std::int64_t c, const BlockScale& s) {

@@ -40,6 +40,11 @@ struct Avx2Isa {
     return _mm256_cvtepi32_ps(_mm256_srli_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64(static_cast<const __m128i*>(p))), 4));
   }
   static float f16_to_float(std::uint16_t bits) { return _cvtsh_ss(bits); }
+  // The 4 float16 at p (8 bytes, little-endian) as floats into out[0 .. 4): a quantized row's block
+  // parameters, converted together.
+  static void f16x4_to_float(const void* p, float* out) {
+    _mm_storeu_ps(out, _mm_cvtph_ps(_mm_loadl_epi64(static_cast<const __m128i*>(p))));
+  }
   static void store(float* p, Vec v) { _mm256_storeu_ps(p, v); }
   // As ScalarIsa::store_bf16, for 8 lanes: bits + 0x7FFF + the lowest kept bit, truncated; NaN
   // (unordered with itself) keeps its top bits with the quiet bit set.

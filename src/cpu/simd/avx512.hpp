@@ -41,6 +41,10 @@ struct Avx512Isa {
     return _mm512_cvtepi32_ps(_mm512_srli_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128(static_cast<const __m128i*>(p))), 4));
   }
   static float f16_to_float(std::uint16_t bits) { return _cvtsh_ss(bits); }
+  // As Avx2Isa::f16x4_to_float.
+  static void f16x4_to_float(const void* p, float* out) {
+    _mm_storeu_ps(out, _mm_cvtph_ps(_mm_loadl_epi64(static_cast<const __m128i*>(p))));
+  }
   static void store(float* p, Vec v) { _mm512_storeu_ps(p, v); }
   // As ScalarIsa::store_bf16, for 16 lanes (avx2.hpp says how), narrowed by one vpmovdw.
   static void store_bf16(std::uint16_t* p, Vec v) {

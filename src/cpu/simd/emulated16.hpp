@@ -41,6 +41,7 @@ struct Emulated16Isa {
     return {Avx2Isa::load_u4_high(p), Avx2Isa::load_u4_high(static_cast<const std::uint8_t*>(p) + 8)};
   }
   static float f16_to_float(std::uint16_t bits) { return Avx2Isa::f16_to_float(bits); }
+  static void f16x4_to_float(const void* p, float* out) { Avx2Isa::f16x4_to_float(p, out); }
   static void store(float* p, Vec v) {
     Avx2Isa::store(p, v.lo);
     Avx2Isa::store(p + 8, v.hi);

@@ -43,6 +43,13 @@ struct ScalarIsa {
   static Vec load_u4_low(const void* p) { return static_cast<float>(*static_cast<const std::uint8_t*>(p) & 0xF); }
   static Vec load_u4_high(const void* p) { return static_cast<float>(*static_cast<const std::uint8_t*>(p) >> 4); }
   static float f16_to_float(std::uint16_t bits) { return to_float(float16{bits}); }
+  static void f16x4_to_float(const void* p, float* out) {
+    for (int i = 0; i < 4; ++i) {
+      std::uint16_t bits;
+      std::memcpy(&bits, static_cast<const unsigned char*>(p) + 2 * i, sizeof bits);
+      out[i] = f16_to_float(bits);
+    }
+  }
   static void store(float* p, Vec v) { *p = v; }
   // kLanes floats rounded to bf16, to nearest even, NaN made quiet (core/bf16_rounding.hpp's
   // bf16_bits_nearest_even, lane by lane; nothing flushed): the output rows of bf16 calls.
