@@ -82,17 +82,18 @@ class RowPrefetcher {
  public:
   RowPrefetcher(const ConstTensorView& t, std::int64_t kv_head)
       : RowPrefetcher(t, kv_head, element_bytes(t.dtype())) {}
-  void operator()(StoredRow at) const { request<3>(at); }
+  void operator()(StoredRow at) const { request<3>(row_begin(at)); }
+  void operator()(const char* row) const { request<3>(row); }
   // The same into the second-level cache only (prefetcht1): for rows read long after the request,
   // which in L1 would only evict lines in use and hold its miss buffers meanwhile.
-  void into_l2(StoredRow at) const { request<2>(at); }
+  void into_l2(const char* row) const { request<2>(row); }
   // The same for the rows of a quantized dtype: records of any byte length, one after the other in
   // a block. The lines from the first that starts inside the row to the one holding its last byte:
   // a line the row shares with the row before it came with that row's request. (Asked for line by
   // line from the row's start, int8 and int4 rows made up to twice as many requests as lines.)
   template <int Locality = 3>
-  void records(StoredRow at) const {
-    const auto begin = reinterpret_cast<std::uintptr_t>(row_begin(at));
+  void records(const char* row) const {
+    const auto begin = reinterpret_cast<std::uintptr_t>(row);
     const std::uintptr_t first = (begin + kCacheLine - 1) / kCacheLine * kCacheLine;
     const std::uintptr_t last = (begin + static_cast<std::uintptr_t>(bytes_) - 1) / kCacheLine * kCacheLine;
     for (std::uintptr_t line = first; bytes_ > 0 && line <= last; line += kCacheLine)
@@ -104,8 +105,7 @@ class RowPrefetcher {
  private:
   // Every cache line of the row, with __builtin_prefetch's locality (3: into L1, 2: into L2).
   template <int Locality>
-  void request(StoredRow at) const {
-    const char* begin = row_begin(at);
+  void request(const char* begin) const {
     for (std::int64_t offset = 0; offset < bytes_; offset += kCacheLine) __builtin_prefetch(begin + offset, 0, Locality);
   }
   RowPrefetcher(const ConstTensorView& t, std::int64_t kv_head, std::int64_t element)
@@ -348,8 +348,13 @@ void score_tile_from_key_rows(const ForwardPlan& plan, ForwardWorkspace& ws, con
   // use (the key row, its request ahead, the value row's request), the addressing was a third of
   // the int8 score loop's samples (perf, Xeon).
   const std::int64_t ahead = std::clamp<std::int64_t>(ahead_end, width, width + kPrefetchRows);
-  StoredRow at[kMaxKeyBlock + kPrefetchRows];
-  for (std::int64_t j = 0; j < ahead; ++j) at[j] = stored_row(p, item.batch, j0 + j);
+  const char* key_at[kMaxKeyBlock + kPrefetchRows];
+  const char* value_at[kMaxKeyBlock];
+  for (std::int64_t j = 0; j < ahead; ++j) {
+    const StoredRow at = stored_row(p, item.batch, j0 + j);
+    key_at[j] = prefetch_key.row_begin(at);
+    if (j < width) value_at[j] = prefetch_value.row_begin(at);
+  }
   // The key rows' dtype as the dot products read them (other rows are converted to f32 first),
   // chosen once for the block.
   with_stored_dtype(widened ? keys.dtype() : DType::f32, [&](auto stored) {
@@ -365,25 +370,26 @@ void score_tile_from_key_rows(const ForwardPlan& plan, ForwardWorkspace& ws, con
       // evicted before use. With short blocks (decode_key_block, Intel) they go to L1.
       if ((direct || widened) && j + kPrefetchRows < ahead) {
         if constexpr (stored() == DType::int8 || stored() == DType::int4) {
-          prefetch_key.records(at[j + kPrefetchRows]);
+          prefetch_key.records(key_at[j + kPrefetchRows]);
         } else {
-          prefetch_key(at[j + kPrefetchRows]);
+          prefetch_key(key_at[j + kPrefetchRows]);
         }
       }
       if (values_into_l2) {
-        prefetch_value.into_l2(at[j]);
+        prefetch_value.into_l2(value_at[j]);
       } else if (value_records) {
-        prefetch_value.records(at[j]);
+        prefetch_value.records(value_at[j]);
       } else {
-        prefetch_value(at[j]);
+        prefetch_value(value_at[j]);
       }
       if constexpr (stored() != DType::f32) {
-        return reinterpret_cast<const Element*>(prefetch_key.row_begin(at[j]));
+        return reinterpret_cast<const Element*>(key_at[j]);
       } else if (direct) {
-        return reinterpret_cast<const float*>(prefetch_key.row_begin(at[j]));
+        return reinterpret_cast<const float*>(key_at[j]);
       } else {
         float* row = ws.key_rows + slot * ws.d_k;
-        load_row_f32(keys, at[j].outer, item.kv_head, at[j].row, row, ws.d_k);
+        const StoredRow at = stored_row(p, item.batch, j0 + j);
+        load_row_f32(keys, at.outer, item.kv_head, at.row, row, ws.d_k);
         return row;
       }
     };
