@@ -40,6 +40,17 @@ struct Avx512Isa {
   static Vec load_u4_high(const void* p) {
     return _mm512_cvtepi32_ps(_mm512_srli_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128(static_cast<const __m128i*>(p))), 4));
   }
+  // The 4-bit codes in the low (high) nibbles of the 16 bytes at p, each replaced by table[code]:
+  // an int4 block's values, offset + code · scale, worked out once per block as a table of 16, so
+  // that a vector costs a widening and a vpermps (which reads only each index's low 4 bits) in place
+  // of a mask or shift, a conversion and a multiply-add.
+  static Vec lookup_u4_low(Vec table, const void* p) {
+    return _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(static_cast<const __m128i*>(p))), table);
+  }
+  static Vec lookup_u4_high(Vec table, const void* p) {
+    const __m512i bytes = _mm512_cvtepu8_epi32(_mm_loadu_si128(static_cast<const __m128i*>(p)));
+    return _mm512_permutexvar_ps(_mm512_srli_epi32(bytes, 4), table);
+  }
   static float f16_to_float(std::uint16_t bits) { return _cvtsh_ss(bits); }
   // As Avx2Isa::f16x4_to_float.
   static void f16x4_to_float(const void* p, float* out) {

@@ -40,6 +40,16 @@ struct Emulated16Isa {
   static Vec load_u4_high(const void* p) {
     return {Avx2Isa::load_u4_high(p), Avx2Isa::load_u4_high(static_cast<const std::uint8_t*>(p) + 8)};
   }
+  // As Avx512Isa's table lookups, 8 lanes at a time: each lane's code picks from the table's low
+  // or high half by its bit 3 (moved to the sign bit for the blend).
+  static Vec lookup_u4_low(Vec table, const void* p) {
+    const auto* bytes = static_cast<const std::uint8_t*>(p);
+    return {lookup(table, codes_of(bytes)), lookup(table, codes_of(bytes + 8))};
+  }
+  static Vec lookup_u4_high(Vec table, const void* p) {
+    const auto* bytes = static_cast<const std::uint8_t*>(p);
+    return {lookup(table, _mm256_srli_epi32(codes_of(bytes), 4)), lookup(table, _mm256_srli_epi32(codes_of(bytes + 8), 4))};
+  }
   static float f16_to_float(std::uint16_t bits) { return Avx2Isa::f16_to_float(bits); }
   static void f16x4_to_float(const void* p, float* out) { Avx2Isa::f16x4_to_float(p, out); }
   static void store(float* p, Vec v) {
@@ -78,6 +88,13 @@ struct Emulated16Isa {
   }
   static Vec or_nan(Vec flags, Vec v) { return {Avx2Isa::or_nan(flags.lo, v.lo), Avx2Isa::or_nan(flags.hi, v.hi)}; }
   static bool any_set(Vec flags) { return Avx2Isa::any_set(flags.lo) || Avx2Isa::any_set(flags.hi); }
+
+ private:
+  static __m256i codes_of(const std::uint8_t* p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
+  static __m256 lookup(Vec table, __m256i index) {
+    const __m256 low = _mm256_permutevar8x32_ps(table.lo, index), high = _mm256_permutevar8x32_ps(table.hi, index);
+    return _mm256_blendv_ps(low, high, _mm256_castsi256_ps(_mm256_slli_epi32(index, 28)));
+  }
 };
 
 }  // namespace attnkit::cpu
