@@ -130,6 +130,80 @@ class MultiheadAttention(torch.nn.MultiheadAttention):
                 weights = weights.mean(dim=1)
         return out, weights
 
+    # ---- decoding over a KV cache ----
+
+    def make_cache(self, max_sequence_length, *, max_sequences=1, dtype="float32", **options):
+        """An ``attnkit.KVCache`` shaped for this module's ``forward_cached``: ``num_heads`` KV
+        heads of ``head_dim`` features. ``dtype`` is its storage: ``"float32"``, ``"float16"``,
+        ``"bfloat16"``, or the quantized ``"int8"`` and ``"int4"`` (``head_dim`` a multiple of 32);
+        ``options`` are KVCache's others (``layout``, ``block_size``, ``num_blocks``,
+        ``key_dtype``, ``value_dtype``)."""
+        from .kv_cache import KVCache
+
+        return KVCache(self.num_heads, self.head_dim, max_sequence_length, max_sequences=max_sequences,
+                       dtype=dtype, **options)  # fmt: skip
+
+    def forward_cached(self, x, cache, sequences):
+        """Self-attention of new tokens over what a KV cache holds: one decoding step, or a prefill.
+
+        ``x`` holds each sequence's t new tokens, [N, t, E] with ``batch_first`` (else [t, N, E]),
+        or [t, E] with one sequence id. Their keys and values are projected and appended to
+        ``cache`` (``make_cache``, any storage dtype, int8 and int4 included), then each new token
+        attends causally over its sequence's cached tokens, itself included: the output, shaped
+        like ``x``, is ``forward(x, x, x, is_causal=True)``'s rows for those tokens computed over
+        the whole sequence so far, without recomputing the earlier tokens' keys and values.
+        ``sequences`` is an id from ``cache.add_sequence()`` for [t, E], else a list of N ids.
+
+        Decoding is inference: no dropout, and no gradient (the output does not require grad).
+        Not for modules with ``add_bias_kv``, ``add_zero_attn`` or ``kdim``/``vdim`` other than
+        ``embed_dim`` (their keys are not the tokens'). Raises ValueError naming the argument.
+        """
+        from .kv_cache import KVCache, attend
+
+        if not isinstance(x, torch.Tensor):
+            raise TypeError(f"x: expected a torch.Tensor, got {type(x).__name__}")
+        if not isinstance(cache, KVCache):
+            raise TypeError(f"cache: expected an attnkit.KVCache, got {type(cache).__name__}")
+        if self.bias_k is not None or self.add_zero_attn or not self._qkv_same_embed_dim:
+            raise ValueError(
+                "forward_cached: self-attention only; this module has "
+                + ("add_bias_kv" if self.bias_k is not None else "add_zero_attn" if self.add_zero_attn else
+                   f"kdim {self.kdim} / vdim {self.vdim} != embed_dim {self.embed_dim}")  # fmt: skip
+            )
+        H, d = self.num_heads, self.head_dim
+        if (cache.num_kv_heads, cache.head_dim, cache.value_dim) != (H, d, d):
+            raise ValueError(
+                f"cache: holds {cache.num_kv_heads} heads of head_dim {cache.head_dim}, value_dim {cache.value_dim}; "
+                f"this module needs {H} heads of {d} (make_cache makes one)"
+            )
+        single = x.dim() == 2
+        if x.dim() not in (2, 3) or x.shape[-1] != self.embed_dim:
+            raise ValueError(
+                f"x: expected [N, t, E] (batch_first), [t, N, E] or [t, E] with E = embed_dim {self.embed_dim}, "
+                f"got {list(x.shape)}"
+            )
+        if single:
+            if isinstance(sequences, (list, tuple)):
+                raise ValueError("sequences: one id for x of [t, E] (a list goes with [N, t, E] or [t, N, E])")
+            xb = x.unsqueeze(0)
+        else:
+            if not isinstance(sequences, (list, tuple)):
+                raise ValueError(f"sequences: a list of {x.shape[0 if self.batch_first else 1]} ids for x of {list(x.shape)}")
+            xb = x if self.batch_first else x.transpose(0, 1)
+            if xb.shape[0] != len(sequences):
+                raise ValueError(f"sequences: {len(sequences)} ids for a batch of {xb.shape[0]} (x {list(x.shape)})")
+        with torch.no_grad():
+            q, k, v = self._project(xb, xb, xb)
+            # [N, t, H·d] → [N, H, t, d] views: the cache and attend read any strides.
+            q4, k4, v4 = (y.unflatten(-1, (H, d)).transpose(1, 2) for y in (q, k, v))
+            ids = [sequences] if single else list(sequences)
+            cache.append(ids, k4, v4)
+            attn = attend(cache, ids, q4)
+            out = F.linear(attn.transpose(1, 2).flatten(2), self.out_proj.weight, self.out_proj.bias)
+        if single:
+            return out.squeeze(0)
+        return out if self.batch_first else out.transpose(0, 1)
+
     def _project(self, query, key, value):
         """The in-projections, as torch computes them (one matmul for self-attention)."""
         E = self.embed_dim
