@@ -12,6 +12,8 @@
 #include <random>
 #include <vector>
 
+#include "support/quantisation.hpp"
+
 namespace attnkit {
 namespace {
 
@@ -142,17 +144,12 @@ TEST(QuantizedRows, EveryValueIsWithinHalfAStepAndFloatReadsRoundTheExactValue) 
       const std::vector<double> back = read_back(row, width, dtype);
       std::vector<float> as_float(static_cast<std::size_t>(width));
       dequantize_row(row.data(), width, dtype, 0, width, as_float.data());
+      const std::vector<double> exact(x.begin(), x.end());
       for (std::int64_t b = 0; b < width / kQuantBlock; ++b) {
-        double low = INFINITY, high = -INFINITY;
-        for (std::int64_t i = 0; i < kQuantBlock; ++i) {
-          low = std::min(low, static_cast<double>(x[static_cast<std::size_t>(b * kQuantBlock + i)]));
-          high = std::max(high, static_cast<double>(x[static_cast<std::size_t>(b * kQuantBlock + i)]));
-        }
-        const double step = dtype == DType::int8 ? std::max(-low, high) / 127 : (high - low) / 15;
-        const double slack = dtype == DType::int8 ? step * 2e-3 : step * 2e-3 + std::fabs(low) * 1e-3;  // float16 rounding
+        const double bound = testing::quantisation_bound(dtype, exact.data() + b * kQuantBlock);
         for (std::int64_t i = 0; i < kQuantBlock; ++i) {
           const auto k = static_cast<std::size_t>(b * kQuantBlock + i);
-          ASSERT_LE(std::fabs(back[k] - x[k]), step / 2 + slack) << dtype_name(dtype) << " trial " << trial << " value " << k;
+          ASSERT_LE(std::fabs(back[k] - x[k]), bound) << dtype_name(dtype) << " trial " << trial << " value " << k;
           ASSERT_EQ(as_float[k], static_cast<float>(back[k]));
         }
       }

@@ -35,6 +35,7 @@
 #include <utility>
 #include <vector>
 
+#include "support/quantisation.hpp"
 #include "support/scratch_dir.hpp"
 #include "support/testing.hpp"
 
@@ -1922,12 +1923,10 @@ TEST(MultiHeadAttentionDecode, QuantizedCachesHoldTheRowsAndStayCloseToAnF32Cach
       const double* s = stored->data<double>();
       const double* w = want->data<double>();
       ASSERT_EQ(stored->numel(), want->numel());
-      for (int64_t b = 0; b < want->numel() / 32; ++b) {  // blocks of 32 features of one row
-        double low = INFINITY, high = -INFINITY;
-        for (int64_t i = 0; i < 32; ++i) low = std::min(low, w[b * 32 + i]), high = std::max(high, w[b * 32 + i]);
-        const double step = storage == DType::int8 ? std::max(-low, high) / 127 : (high - low) / 15;
-        for (int64_t i = 0; i < 32; ++i) {
-          ASSERT_LE(std::fabs(s[b * 32 + i] - w[b * 32 + i]), step / 2 * 1.01 + 2e-3 * std::fabs(low)) << "block " << b;
+      for (int64_t b = 0; b < want->numel() / kQuantBlock; ++b) {  // blocks of 32 features of one row
+        const double bound = testing::quantisation_bound(storage, w + b * kQuantBlock);
+        for (int64_t i = 0; i < kQuantBlock; ++i) {
+          ASSERT_LE(std::fabs(s[b * kQuantBlock + i] - w[b * kQuantBlock + i]), bound) << "block " << b;
         }
       }
     }
