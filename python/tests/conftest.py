@@ -66,3 +66,25 @@ def peer_libraries():
             if PEERS_REQUIRED:
                 pytest.fail(f"{why}; ATTNKIT_TEST_PEERS=1 requires it", pytrace=False)
             pytest.skip(f"{why}; python -m attnkit.bench --peers is tested where it is installed")
+
+
+TRANSFORMERS_REQUIRED = os.environ.get("ATTNKIT_TEST_TRANSFORMERS") == "1"
+
+
+def import_transformers():
+    """transformers (5 or newer) with torch, or a skip that says why not; a failure instead when
+    ATTNKIT_TEST_TRANSFORMERS=1 (CI) requires it. Usable at module level."""
+    import_torch()
+    try:
+        import transformers
+    except Exception as error:
+        why = f"transformers failed to import ({type(error).__name__}: {error})"
+        if TRANSFORMERS_REQUIRED:
+            pytest.fail(f"{why}; ATTNKIT_TEST_TRANSFORMERS=1 requires it", pytrace=False)
+        pytest.skip(f"{why}; the transformers integration is tested where it is installed", allow_module_level=True)
+    if int(transformers.__version__.split(".")[0]) < 5:
+        why = f"transformers {transformers.__version__} is older than 5"
+        if TRANSFORMERS_REQUIRED:
+            pytest.fail(f"{why}; ATTNKIT_TEST_TRANSFORMERS=1 requires 5 or newer", pytrace=False)
+        pytest.skip(f"{why}; the integration needs 5", allow_module_level=True)
+    return transformers

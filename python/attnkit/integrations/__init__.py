@@ -1,0 +1,1 @@
+"""attnkit inside other libraries: ``attnkit.integrations.transformers`` (Hugging Face)."""
