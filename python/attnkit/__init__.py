@@ -7,7 +7,7 @@ the log-sum-exp); with torch tensors that require grad, ``backward()`` runs attn
 kernel. ``attnkit.varlen_attention`` takes packed variable-length batches (FlashAttention's varlen
 API). ``attnkit.KVCache`` and ``attnkit.attend`` are the decoding API, ``attnkit.nn`` holds
 ``MultiheadAttention`` (a drop-in for torch's), ``python -m attnkit.bench`` times attnkit against
-torch.
+torch. ``attnkit.read_safetensors`` reads .safetensors files with attnkit's own reader.
 
 torch is optional: importing attnkit never imports it. ``attnkit.torch`` and ``attnkit.nn`` do,
 when first used.
@@ -16,6 +16,7 @@ when first used.
 import operator
 
 from . import _core
+from .files import read_safetensors
 from .functional import scaled_dot_product_attention
 from .kv_cache import KVCache, attend
 from .varlen import varlen_attention
@@ -56,8 +57,8 @@ def available_memory() -> int:
     return _core.available_memory()
 
 
-__all__ = ["scaled_dot_product_attention", "varlen_attention", "KVCache", "attend", "set_num_threads", "get_num_threads",
-           "set_memory_limit", "available_memory", "__version__"]
+__all__ = ["scaled_dot_product_attention", "varlen_attention", "KVCache", "attend", "read_safetensors", "set_num_threads",
+           "get_num_threads", "set_memory_limit", "available_memory", "__version__"]
 
 
 def __getattr__(name):

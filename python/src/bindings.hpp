@@ -9,5 +9,6 @@ void bind_runtime(nanobind::module_& m);   // runtime.cpp: error translation, th
 void bind_sdpa(nanobind::module_& m);      // sdpa.cpp: the attention call, forward and backward
 void bind_kv_cache(nanobind::module_& m);  // kv_cache.cpp: the KV cache and attention over it
 void bind_varlen(nanobind::module_& m);    // varlen.cpp: packed variable-length batches
+void bind_files(nanobind::module_& m);     // files.cpp: the .safetensors reader
 
 }  // namespace attnkit::python

@@ -18,6 +18,7 @@ os.environ["HF_HUB_OFFLINE"] = "1"  # nothing here may reach the network: the re
 transformers = import_transformers()
 import torch  # noqa: E402
 
+import attnkit  # noqa: E402
 import attnkit.integrations.transformers as attnkit_hf  # noqa: E402
 
 
@@ -249,3 +250,20 @@ def test_minilm_embeddings_match_sdpa():
     # The sentences are told apart: the model works, not merely agrees with itself.
     similarity = a @ a.T
     assert float(similarity[0, 1]) < 0.5
+
+
+def test_attnkit_reads_the_real_model_safetensors_as_the_safetensors_package_does():
+    """A file nobody here wrote: every tensor's name, dtype, shape and values through attnkit's
+    reader agree with the safetensors package's (a transformers dependency)."""
+    import numpy as np
+    from safetensors.numpy import load_file
+
+    path = minilm_path() / "model.safetensors"
+    ours, metadata = attnkit.read_safetensors(path, metadata=True)
+    theirs = load_file(str(path))
+    assert sorted(ours) == sorted(theirs) and len(ours) > 100
+    for name, want in theirs.items():
+        got = ours[name]
+        assert got.dtype == want.dtype and got.shape == want.shape, name
+        assert np.array_equal(got, want), name
+    assert isinstance(metadata, dict)
