@@ -22,3 +22,16 @@ def test_missing_torch_fails_when_required(monkeypatch):
     monkeypatch.setattr(conftest, "TORCH_REQUIRED", True)
     with pytest.raises(pytest.fail.Exception, match="ATTNKIT_TEST_TORCH=1 requires it"):
         conftest.import_torch()
+
+
+def test_missing_transformers_skips_or_fails_as_asked(monkeypatch):
+    """The same for transformers (conftest.import_transformers, ATTNKIT_TEST_TRANSFORMERS=1)."""
+    monkeypatch.setitem(sys.modules, "transformers", None)
+    monkeypatch.setattr(conftest, "TORCH_REQUIRED", False)
+    monkeypatch.setattr(conftest, "import_torch", lambda: None)  # torch itself is not the question here
+    monkeypatch.setattr(conftest, "TRANSFORMERS_REQUIRED", False)
+    with pytest.raises(pytest.skip.Exception, match="transformers failed to import"):
+        conftest.import_transformers()
+    monkeypatch.setattr(conftest, "TRANSFORMERS_REQUIRED", True)
+    with pytest.raises(pytest.fail.Exception, match="ATTNKIT_TEST_TRANSFORMERS=1 requires it"):
+        conftest.import_transformers()

@@ -341,8 +341,6 @@ void score_tile_from_key_rows(const ForwardPlan& plan, ForwardWorkspace& ws, con
   const RowPrefetcher prefetch_key(keys, item.kv_head), prefetch_value(p.v, item.kv_head);
   const bool values_into_l2 = !plan.short_decode_blocks && p.v.dtype() == DType::f32;
   const bool value_records = is_quantized(p.v.dtype());
-  // The key rows' dtype as the dot products read them (other rows are converted to f32 first),
-  // chosen once for the block.
   // Where each key's rows lie (stored_row looks a cached key up in its block table), worked out once
   // for the block's keys and the few past it whose key rows are requested ahead: looked up at each
   // use (the key row, its request ahead, the value row's request), the addressing was a third of
