@@ -543,13 +543,19 @@ def scaled_dot_product_attention(
         query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa, causal_alignment, window,
         alibi_slopes, softcap, key_lengths, seed,
     )  # fmt: skip
+    out, lse, _ = _run(call, query, key, value, attn_mask, alibi_slopes, lse=return_lse)
+    return (out, lse) if return_lse else out
+
+
+def _run(call, query, key, value, attn_mask=None, alibi_slopes=None, *, lse=False, probs=False):
+    """Runs a prepared call: through attnkit.torch's autograd Function when autograd records it (a
+    torch input that requires grad, grad mode on), else the kernel alone. Returns (out, lse or None,
+    probs or None); the autograd path always gives lse."""
     if _needs_grad(call.kind, (query, key, value, attn_mask, alibi_slopes)):
         from . import torch as attnkit_torch  # imports torch, which the caller has already
 
-        out, lse, _ = attnkit_torch.attention(call, query, key, value, attn_mask, alibi_slopes)
-        return (out, lse) if return_lse else out
-    out, lse, _ = call.forward(lse=return_lse)
-    return (out, lse) if return_lse else out
+        return attnkit_torch.attention(call, query, key, value, attn_mask, alibi_slopes, probs=probs)
+    return call.forward(lse=lse, probs=probs)
 
 
 def _is_nested(x):

@@ -114,14 +114,11 @@ class MultiheadAttention(torch.nn.MultiheadAttention):
         # [N, S, H·d] → [N, H, S, d], views: attnkit reads any strides.
         q4, k4, v4 = (x.unflatten(-1, (H, d)).transpose(1, 2) for x in (q, k, v))
         dropout_p = self.dropout if self.training else 0.0
-        seed = int(torch.randint(0, 2**62, (1,)).item()) if dropout_p > 0 else None
+        seed = attnkit_torch.dropout_seed(dropout_p)
         call = functional._prepare(
             q4, k4, v4, mask, dropout_p, causal, None, False, "top_left", None, None, None, None, seed
         )
-        if functional._needs_grad(call.kind, (q4, k4, v4, mask)):
-            attn, _, weights = attnkit_torch.attention(call, q4, k4, v4, mask, None, probs=need_weights)
-        else:
-            attn, _, weights = call.forward(probs=need_weights)
+        attn, _, weights = functional._run(call, q4, k4, v4, mask, probs=need_weights)
 
         out = F.linear(attn.transpose(1, 2).flatten(2), self.out_proj.weight, self.out_proj.bias)
         if weights is not None:

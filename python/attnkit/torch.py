@@ -138,6 +138,12 @@ def _weight_gradients(call, probs4, out4, d_out4, d_lse3, d_probs4, dq4, dk4, ne
     return dq4, dk4, d_scores
 
 
+def dropout_seed(dropout_p):
+    """A seed for attnkit's dropout stream drawn from torch's generator, so that torch.manual_seed
+    makes a module's dropout repeatable; None without dropout."""
+    return int(torch.randint(0, 2**62, (1,)).item()) if dropout_p > 0 else None
+
+
 def attention(call, query, key, value, attn_mask, alibi_slopes, *, probs=False):
     """Runs a prepared call through the autograd Function: (out, lse, probs or None)."""
     if isinstance(alibi_slopes, torch.Tensor) and alibi_slopes.requires_grad:

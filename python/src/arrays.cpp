@@ -1,7 +1,12 @@
 // attnkit._core — array conversion (see arrays.hpp).
 #include "arrays.hpp"
 
+#include <cstddef>
+#include <cstdint>
+#include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "attnkit/error.hpp"
 
@@ -62,6 +67,21 @@ ConstTensorView input_view(const char* name, const InputArray& array, int rank) 
 
 TensorView output_view(const char* name, const OutputArray& array, int rank) {
   return view_of<TensorView>(name, array, rank);
+}
+
+nb::ndarray<nb::numpy> owned_numpy(Tensor tensor) {
+  if (tensor.dtype() == DType::bf16) tensor = Tensor::converted(tensor.view(), DType::f32);
+  const DType dtype = tensor.dtype();
+  const auto code = dtype == DType::boolean                      ? nb::dlpack::dtype_code::Bool
+                    : dtype == DType::i32 || dtype == DType::i64 ? nb::dlpack::dtype_code::Int
+                                                                 : nb::dlpack::dtype_code::Float;
+  const nb::dlpack::dtype element{static_cast<std::uint8_t>(code), static_cast<std::uint8_t>(8 * dtype_size(dtype)), 1};
+  std::vector<std::size_t> shape(tensor.shape().begin(), tensor.shape().end());
+  auto owned = std::make_unique<Tensor>(std::move(tensor));
+  void* data = owned->raw();
+  nb::capsule owner(owned.get(), [](void* p) noexcept { delete static_cast<Tensor*>(p); });
+  owned.release();  // the capsule deletes it now
+  return nb::ndarray<nb::numpy>(data, shape.size(), shape.data(), owner, nullptr, element);
 }
 
 }  // namespace attnkit::python

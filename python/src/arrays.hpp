@@ -22,4 +22,9 @@ DType dtype_of(const char* name, nanobind::dlpack::dtype dtype);
 ConstTensorView input_view(const char* name, const InputArray& array, int rank);
 TensorView output_view(const char* name, const OutputArray& array, int rank);
 
+// A tensor of any rank handed to Python as a numpy array that owns it (the array keeps the tensor
+// alive). numpy has no bfloat16, so bf16 comes back as float32 (exactly: every bf16 value is a
+// float32 value); bool and int32/64 as themselves, the other floats as themselves.
+nanobind::ndarray<nanobind::numpy> owned_numpy(Tensor tensor);
+
 }  // namespace attnkit::python

@@ -4,14 +4,11 @@
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 
-#include <cstddef>
-#include <cstdint>
 #include <map>
-#include <memory>
 #include <string>
 #include <utility>
-#include <vector>
 
+#include "arrays.hpp"
 #include "attnkit/safetensors.hpp"
 #include "bindings.hpp"
 
@@ -21,23 +18,6 @@ using namespace nb::literals;
 namespace attnkit::python {
 namespace {
 
-// A tensor of any rank as a numpy array that owns it. numpy has no bfloat16, so bf16 comes back as
-// float32 (exactly: every bf16 value is a float32 value).
-nb::ndarray<nb::numpy> owned_array(Tensor tensor) {
-  if (tensor.dtype() == DType::bf16) tensor = Tensor::converted(tensor.view(), DType::f32);
-  const DType dtype = tensor.dtype();
-  const auto code = dtype == DType::boolean                   ? nb::dlpack::dtype_code::Bool
-                    : dtype == DType::i32 || dtype == DType::i64 ? nb::dlpack::dtype_code::Int
-                                                                 : nb::dlpack::dtype_code::Float;
-  const nb::dlpack::dtype element{static_cast<std::uint8_t>(code), static_cast<std::uint8_t>(8 * dtype_size(dtype)), 1};
-  std::vector<std::size_t> shape(tensor.shape().begin(), tensor.shape().end());
-  auto owned = std::make_unique<Tensor>(std::move(tensor));
-  void* data = owned->raw();
-  nb::capsule owner(owned.get(), [](void* p) noexcept { delete static_cast<Tensor*>(p); });
-  owned.release();  // the capsule deletes it now
-  return nb::ndarray<nb::numpy>(data, shape.size(), shape.data(), owner, nullptr, element);
-}
-
 // (tensors by name, metadata): the file read with the GIL released, then handed to numpy.
 std::pair<std::map<std::string, nb::ndarray<nb::numpy>>, std::map<std::string, std::string>> read(const std::string& path) {
   SafetensorsFile file;
@@ -46,7 +26,7 @@ std::pair<std::map<std::string, nb::ndarray<nb::numpy>>, std::map<std::string, s
     file = read_safetensors(path);
   }
   std::map<std::string, nb::ndarray<nb::numpy>> arrays;
-  for (auto& [name, tensor] : file.tensors) arrays.emplace(name, owned_array(std::move(tensor)));
+  for (auto& [name, tensor] : file.tensors) arrays.emplace(name, owned_numpy(std::move(tensor)));
   return {std::move(arrays), std::move(file.metadata)};
 }
 

@@ -6,9 +6,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
-#include <array>
 #include <cstdint>
-#include <memory>
 #include <mutex>
 #include <new>
 #include <optional>
@@ -86,21 +84,6 @@ void init_cache(PyKVCache* self, std::int64_t num_kv_heads, std::int64_t head_di
   new (self) PyKVCache(config);  // nanobind's in-place construction; a throw leaves no object
 }
 
-// A [Hkv, length, d] copy out of the cache as a numpy array that owns it. numpy has no bfloat16, so
-// bf16 storage comes back as float32 (exactly: every bf16 value is a float32 value).
-nb::ndarray<nb::numpy> to_numpy(Tensor tensor) {
-  if (tensor.dtype() == DType::bf16) tensor = Tensor::converted(tensor.view(), DType::f32);
-  const nb::dlpack::dtype dtype{static_cast<std::uint8_t>(nb::dlpack::dtype_code::Float),
-                                static_cast<std::uint8_t>(8 * dtype_size(tensor.dtype())), 1};
-  std::array<std::size_t, 3> shape{};
-  for (std::size_t d = 0; d < shape.size(); ++d) shape[d] = static_cast<std::size_t>(tensor.shape()[d]);
-  auto owned = std::make_unique<Tensor>(std::move(tensor));
-  void* data = owned->raw();
-  nb::capsule owner(owned.get(), [](void* p) noexcept { delete static_cast<Tensor*>(p); });
-  owned.release();  // the capsule deletes it now
-  return nb::ndarray<nb::numpy>(data, shape.size(), shape.data(), owner, nullptr, dtype);
-}
-
 Tensor copy_of(const PyKVCache& self, SequenceId sequence, Tensor (KVCache::*rows)(SequenceId) const) {
   auto lock = self.reading();
   return (self.cache.*rows)(sequence);
@@ -174,9 +157,9 @@ void bind_kv_cache(nb::module_& m) {
       .def("append", &append, "sequences"_a, "keys"_a, "values"_a,
            "Appends keys [B, Hkv, t, d_k] and values [B, Hkv, t, d_v] (any floating dtype and strides) to "
            "sequences[b]; all or nothing. The GIL is released.")
-      .def("keys", [](const PyKVCache& c, SequenceId s) { return to_numpy(copy_of(c, s, &KVCache::keys)); },
+      .def("keys", [](const PyKVCache& c, SequenceId s) { return owned_numpy(copy_of(c, s, &KVCache::keys)); },
            "sequence"_a)
-      .def("values", [](const PyKVCache& c, SequenceId s) { return to_numpy(copy_of(c, s, &KVCache::values)); },
+      .def("values", [](const PyKVCache& c, SequenceId s) { return owned_numpy(copy_of(c, s, &KVCache::values)); },
            "sequence"_a);
 
   m.def("attend", &attend_cached, "cache"_a, "sequences"_a, "query"_a, "out"_a, nb::kw_only(),

@@ -17,7 +17,6 @@ Needs transformers 5 (``pip install .[transformers]``); importing attnkit itself
 
 from __future__ import annotations
 
-import torch
 import transformers
 from transformers import AttentionInterface
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
@@ -61,16 +60,11 @@ def attention_forward(module, query, key, value, attention_mask, dropout=0.0, sc
         is_causal = False
     softcap = kwargs.get("softcap")
     dropout_p = float(dropout or 0.0)
-    seed = int(torch.randint(0, 2**62, (1,)).item()) if dropout_p > 0 else None
-    weights_wanted = bool(kwargs.get("output_attentions", False))
     call = functional._prepare(
         query, key, value, mask, dropout_p, is_causal, scaling, query.shape[1] != key.shape[1], "top_left",
-        None, None, softcap, None, seed,
+        None, None, softcap, None, attnkit_torch.dropout_seed(dropout_p),
     )  # fmt: skip
-    if functional._needs_grad(call.kind, (query, key, value, mask)):
-        out, _, weights = attnkit_torch.attention(call, query, key, value, mask, None, probs=weights_wanted)
-    else:
-        out, _, weights = call.forward(probs=weights_wanted)
+    out, _, weights = functional._run(call, query, key, value, mask, probs=bool(kwargs.get("output_attentions", False)))
     if weights is not None:
         weights = weights.to(query.dtype)
     return out.transpose(1, 2).contiguous(), weights
