@@ -8,14 +8,9 @@
 #include <vector>
 
 #include "attention_flags.hpp"
+#include "heatmap/head_weights.hpp"
 
 namespace attnkit::cli {
-
-struct HeadWeights {
-  std::int64_t n = 0, m = 0;                 // queries (rows) and keys (columns)
-  std::vector<std::int64_t> heads;           // the head number of each panel
-  std::vector<std::vector<float>> weights;   // per panel, [n, m] row-major
-};
 
 // Which batch entry and heads to keep; empty `heads` keeps them all.
 struct Selection {
