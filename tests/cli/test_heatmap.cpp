@@ -147,6 +147,60 @@ TEST_F(Heatmap, VmaxAndHeadSubsetAndTokens) {
   expect_cells(image, layout, figure.weights);
 }
 
+// The head viewer's layout: a fixed number of columns, titles and captions over each panel, a
+// smaller panel side, and token labels on the grid's outer panels only (so panels sit closer).
+TEST_F(Heatmap, SmallMultiplesGrid) {
+  write_probs(1, 7, 5, 5);
+  attnkit::cli::HeatmapFigure figure;
+  figure.weights = weights_of(0, {0, 1, 2, 3, 4, 5, 6});
+  figure.query_tokens = figure.key_tokens = {"the", "cat", "sat", "on", "it"};
+  figure.columns = 3;
+  figure.panel_side = 150;
+  for (int p = 0; p < 7; ++p) {
+    figure.panel_titles.push_back("layer " + std::to_string(p / 3) + " head " + std::to_string(p % 3));
+    figure.captions.push_back({"prev 0.50 self 0.25", "entropy 1.20 bits"});
+  }
+  attnkit::cli::HeatmapFigure labelled = figure;
+  labelled.outer_labels_only = false;
+  figure.outer_labels_only = true;
+  attnkit::cli::HeatmapFigure uncaptioned = figure;
+  uncaptioned.captions.clear();
+
+  const auto layout = attnkit::cli::layout_figure(figure);
+  EXPECT_EQ(layout.columns, 3);
+  EXPECT_EQ(layout.cell_w, 30);  // 150 pixels for 5 tokens
+  ASSERT_EQ(layout.panels.size(), 7u);
+  EXPECT_EQ(layout.panels[1].y, layout.panels[0].y);
+  EXPECT_GT(layout.panels[3].y, layout.panels[0].y);
+  EXPECT_EQ(layout.panels[3].x, layout.panels[0].x);
+  EXPECT_EQ(layout.panels[6].y - layout.panels[3].y, layout.panels[3].y - layout.panels[0].y);
+  // Outer labels: neighbours 28 pixels apart; with labels on every panel, the labels' width apart too.
+  EXPECT_EQ(layout.panels[1].x - layout.panels[0].x, layout.panels[0].w + 28);
+  const auto everywhere = attnkit::cli::layout_figure(labelled);
+  EXPECT_GT(everywhere.panels[1].x - everywhere.panels[0].x, layout.panels[1].x - layout.panels[0].x);
+  EXPECT_GT(everywhere.panels[3].y - everywhere.panels[0].y, layout.panels[3].y - layout.panels[0].y);
+  // Two caption lines push every heatmap down by the same amount.
+  const auto bare = attnkit::cli::layout_figure(uncaptioned);
+  EXPECT_GT(layout.panels[0].y, bare.panels[0].y);
+  EXPECT_EQ(layout.panels[3].y - bare.panels[3].y, 2 * (layout.panels[0].y - bare.panels[0].y));
+
+  const Image image = attnkit::cli::render_figure(figure);
+  ASSERT_EQ(image.width(), layout.width);
+  ASSERT_EQ(image.height(), layout.height);
+  expect_cells(image, layout, figure.weights);
+  // Between two inner panels there is no label: the gap is background only.
+  const auto& left = layout.panels[4];
+  for (int x = left.x + left.w + 3; x < layout.panels[5].x - 3; ++x) {
+    for (int y = left.y; y < left.y + left.h; ++y) ASSERT_EQ(image.at(x, y), (attnkit::viz::Rgb{255, 255, 255}));
+  }
+  // The captions are drawn: the band above panel 4 holds grey text pixels.
+  int ink = 0;
+  for (int x = left.x; x < left.x + left.w; ++x) {
+    for (int y = left.y - 20; y < left.y - 6; ++y) ink += image.at(x, y) != attnkit::viz::Rgb{255, 255, 255};
+  }
+  EXPECT_GT(ink, 10);
+}
+
 TEST_F(Heatmap, LargeMatricesAreMaxPooled) {
   const std::string probs = write_probs(1, 1, 10, 7);
   const auto r = cli({"heatmap", "--probs", probs, "--max-cells", "4", "--out", path("h.png")});

@@ -1,8 +1,9 @@
 // The page `attnkit heatmap --html` writes, as text: the data block cannot be escaped from, sizes
-// are checked, and too large a page is refused naming --heads. (tests/cli/test_heatmap_page.py
+// are checked, and too large a page is refused naming --heads. (python/tests/test_heatmap_page.py
 // loads it in a browser.)
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 
 #include "attnkit/error.hpp"
@@ -46,6 +47,34 @@ TEST(HeatmapHtml, PositionsLabelTheAxesWithoutTokens) {
   page.key_tokens.clear();
   const std::string html = heatmap_html(page);
   EXPECT_NE(html.find(R"("queries":["0","1"],"keys":["0","1","2"])"), std::string::npos);
+}
+
+TEST(HeatmapHtml, LayersAndStatisticsAreWrittenAndChecked) {
+  HeatmapPage page = small_page();
+  page.heads = {0, 1};
+  page.weights.push_back(page.weights[0]);
+  page.layers = {3, 3};
+  page.stat_names = {"previous token", "[SEP]"};
+  page.stats = {{0.5, 0.25}, {1.0 / 3.0, std::nan("")}};
+  page.stat_note = "means over </script> queries";
+  const std::string html = heatmap_html(page);
+  EXPECT_NE(html.find(R"("layers":[3,3],"statNames":["previous token","[SEP]"],"stats":[[0.5,0.25],[0.3333333,null]])"),
+            std::string::npos);
+  EXPECT_NE(html.find(R"("statNote":"means over \u003c/script\u003e queries")"), std::string::npos);
+  EXPECT_EQ(count(html, "</script>"), 2u);
+
+  HeatmapPage wrong = page;
+  wrong.layers = {3};
+  EXPECT_THROW(heatmap_html(wrong), Error);
+  wrong = page;
+  wrong.stats.pop_back();
+  EXPECT_THROW(heatmap_html(wrong), Error);
+  wrong = page;
+  wrong.stats[1].pop_back();
+  EXPECT_THROW(heatmap_html(wrong), Error);
+  wrong = page;
+  wrong.stat_names.clear();
+  EXPECT_THROW(heatmap_html(wrong), Error);
 }
 
 TEST(HeatmapHtml, WrongSizesAndTooLargePagesAreRefused) {

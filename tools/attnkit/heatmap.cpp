@@ -162,8 +162,15 @@ void draw(HeatmapFigure& figure, const Picture& p, std::ostream& out) {
   if (p.html_path) {
     // The page shows every weight (no pooling): write_heatmap_html refuses sizes a browser would not
     // handle well, naming --heads.
-    HeatmapPage page{figure.title, figure.query_tokens, figure.key_tokens, figure.weights.heads,
-                     figure.head_names, figure.weights.n, figure.weights.m, figure.weights.weights};
+    HeatmapPage page;
+    page.title = figure.title;
+    page.query_tokens = figure.query_tokens;
+    page.key_tokens = figure.key_tokens;
+    page.heads = figure.weights.heads;
+    page.head_names = figure.head_names;
+    page.n = figure.weights.n;
+    page.m = figure.weights.m;
+    page.weights = figure.weights.weights;
     staged.write(*p.html_path, [&](const std::string& file) { write_heatmap_html(page, file); });
   }
   std::optional<viz::Image> image;

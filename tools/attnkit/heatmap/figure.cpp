@@ -21,16 +21,16 @@ using viz::Image;
 using viz::Rgb;
 
 constexpr int kMargin = 24;
-constexpr int kTitlePx = 20, kNotePx = 13, kHeadPx = 14, kLabelPx = 12;
+constexpr int kTitlePx = 20, kNotePx = 13, kHeadPx = 14, kLabelPx = 12, kCaptionPx = 11;
 constexpr int kLineGap = 5;          // between text lines of the header
 constexpr int kHeaderGap = 14;       // between the header and the first row of panels
-constexpr int kPanelTarget = 400;    // the longer side of a panel's heatmap, when cells allow
 constexpr int kMaxCellPx = 36;       // small problems: cells stop growing here
 constexpr int kMinPanelSide = 120;   // a very thin panel (n or m tiny) is stretched to this
 constexpr int kMaxLabelWidth = 110;  // longer token labels are shortened with "…"
 constexpr int kTick = 3, kLabelGap = 3;
 constexpr int kPanelGapX = 28, kPanelGapY = 18;
-constexpr int kHeadGap = 6;  // between the head number and its panel
+constexpr int kHeadGap = 6;  // between the head number (and captions) and its panel
+constexpr int kCaptionGap = 2;  // between caption lines
 constexpr int kBarWidth = 16, kBarGap = 30, kBarMinHeight = 160, kBarTicks = 4;
 constexpr int kMinWidth = 720;  // room for the header's lines next to a small grid
 constexpr Rgb kTextColor{30, 30, 30};
@@ -131,7 +131,7 @@ std::vector<std::string> notes(const HeatmapFigure& f, const FigureLayout& l) {
   char top[32];
   std::snprintf(top, sizeof top, "%.3g", l.vmax);
   std::vector<std::string> lines{first, "colour: attention weight from 0 to " + std::string(top) +
-                                            (f.vmax ? " (--vmax)" : " (the largest weight shown)")};
+                                            (f.vmax ? " (" + f.vmax_source + ")" : " (the largest weight shown)")};
   if (l.block_rows > 1 || l.block_cols > 1) {
     lines.push_back("downsampled to " + std::to_string(l.rows) + " \xC3\x97 " + std::to_string(l.cols) +
                     " cells: each cell is the maximum over a block of " + std::to_string(l.block_rows) +
@@ -150,7 +150,16 @@ struct Geometry {
   int bar_label_x = 0, caption_x = 0;
   std::vector<double> ticks;
   int tick_decimals = 0;
+  int caption_pitch = 0;  // each caption line under a panel's title
 };
+
+// Outer labels only: queries on the grid's left column, keys under panels with none below them.
+bool labels_left(const HeatmapFigure& f, const FigureLayout& l, std::size_t p) {
+  return !f.outer_labels_only || p % static_cast<std::size_t>(l.columns) == 0;
+}
+bool labels_below(const HeatmapFigure& f, const FigureLayout& l, std::size_t p) {
+  return !f.outer_labels_only || p + static_cast<std::size_t>(l.columns) >= f.weights.heads.size();
+}
 
 Geometry compute(const HeatmapFigure& f) {
   const HeadWeights& w = f.weights;
@@ -170,7 +179,8 @@ Geometry compute(const HeatmapFigure& f) {
   l.block_cols = ceil_div(w.m, max_cells);
   l.rows = ceil_div(w.n, l.block_rows);
   l.cols = ceil_div(w.m, l.block_cols);
-  const auto side = static_cast<int>(std::clamp<std::int64_t>(kPanelTarget / std::max(l.rows, l.cols), 1, kMaxCellPx));
+  const std::int64_t panel_side = std::max(1, f.panel_side);
+  const auto side = static_cast<int>(std::clamp<std::int64_t>(panel_side / std::max(l.rows, l.cols), 1, kMaxCellPx));
   l.cell_w = side;
   l.cell_h = side;
   auto stretched = [](std::int64_t cells) {
@@ -188,7 +198,10 @@ Geometry compute(const HeatmapFigure& f) {
   g.key_labels = axis_labels(f.key_tokens, w.m, l.block_cols, l.cell_w, pitch);
   const int left_w = kTick + kLabelGap + widest(g.query_labels) + kLabelGap;
   const int bottom_h = kTick + kLabelGap + widest(g.key_labels) + kLabelGap;
-  const int head_h = line_height(font, kHeadPx) + kHeadGap;
+  std::size_t caption_lines = 0;
+  for (const auto& lines : f.captions) caption_lines = std::max(caption_lines, lines.size());
+  g.caption_pitch = line_height(font, kCaptionPx) + kCaptionGap;
+  const int head_h = line_height(font, kHeadPx) + static_cast<int>(caption_lines) * g.caption_pitch + kHeadGap;
 
   // Header: title, then the notes.
   g.notes = notes(f, l);
@@ -198,18 +211,22 @@ Geometry compute(const HeatmapFigure& f) {
   const int header_h = g.notes_y + static_cast<int>(g.notes.size() - 1) * g.note_pitch +
                        font.measure("Ag", kNotePx).descent + kHeaderGap;
 
-  // The grid of panels: about square.
+  // The grid of panels: about square unless the figure says how many columns. With labels on every
+  // panel each grid cell has room for them; with outer labels only, the grid has it once, left and
+  // below.
   const auto heads = static_cast<int>(w.heads.size());
-  l.columns = static_cast<int>(std::ceil(std::sqrt(static_cast<double>(heads))));
+  l.columns = f.columns > 0 ? std::min(f.columns, heads) : static_cast<int>(std::ceil(std::sqrt(static_cast<double>(heads))));
   const int grid_rows = (heads + l.columns - 1) / l.columns;
-  const int panel_w = left_w + heat_w, panel_h = head_h + heat_h + bottom_h;
+  const bool outer = f.outer_labels_only;
+  const int pitch_x = heat_w + kPanelGapX + (outer ? 0 : left_w);
+  const int pitch_y = head_h + heat_h + kPanelGapY + (outer ? 0 : bottom_h);
   for (int p = 0; p < heads; ++p) {
-    const int x = kMargin + (p % l.columns) * (panel_w + kPanelGapX);
-    const int y = header_h + (p / l.columns) * (panel_h + kPanelGapY);
-    l.panels.push_back({x + left_w, y + head_h, heat_w, heat_h});
+    const int x = kMargin + left_w + (p % l.columns) * pitch_x;
+    const int y = header_h + head_h + (p / l.columns) * pitch_y;
+    l.panels.push_back({x, y, heat_w, heat_h});
   }
-  const int grid_right = kMargin + l.columns * panel_w + (l.columns - 1) * kPanelGapX;
-  const int grid_bottom = header_h + grid_rows * panel_h + (grid_rows - 1) * kPanelGapY;
+  const int grid_right = kMargin + (outer ? left_w : 0) + l.columns * pitch_x - kPanelGapX;
+  const int grid_bottom = header_h + grid_rows * pitch_y - kPanelGapY + (outer ? bottom_h : 0);
 
   // The colour bar beside the first row, with ticks and a caption.
   l.colorbar = {grid_right + kBarGap, header_h + head_h, kBarWidth, std::max(heat_h, kBarMinHeight)};
@@ -224,8 +241,14 @@ Geometry compute(const HeatmapFigure& f) {
   return g;
 }
 
+struct PanelText {
+  std::string title;
+  std::vector<std::string> captions;
+  bool left_labels = true, bottom_labels = true;
+};
+
 void draw_panel(Image& image, const Geometry& g, const Rect& r, const std::vector<float>& cells,
-                const std::string& name) {
+                const PanelText& text) {
   const Font& font = Font::standard();
   const FigureLayout& l = g.layout;
   for (std::int64_t i = 0; i < l.rows; ++i) {
@@ -237,18 +260,27 @@ void draw_panel(Image& image, const Geometry& g, const Rect& r, const std::vecto
   }
   image.rect_outline(r.x - 1, r.y - 1, r.w + 2, r.h + 2, kFrameColor);
 
-  const int name_w = font.measure(name, kHeadPx).width;
-  font.draw(image, r.x + (r.w - name_w) / 2, r.y - kHeadGap - font.measure(name, kHeadPx).descent, name, kHeadPx,
-            kTextColor);
+  // The title, then the captions, centred above the heatmap; the last line ends kHeadGap above it.
+  int baseline = r.y - kHeadGap - static_cast<int>(text.captions.size()) * g.caption_pitch -
+                 font.measure(text.title, kHeadPx).descent;
+  const int title_w = font.measure(text.title, kHeadPx).width;
+  font.draw(image, r.x + (r.w - title_w) / 2, baseline, text.title, kHeadPx, kTextColor);
+  baseline += font.measure(text.title, kHeadPx).descent;
+  for (const std::string& line : text.captions) {
+    baseline += g.caption_pitch;
+    const int line_w = font.measure(line, kCaptionPx).width;
+    font.draw(image, r.x + (r.w - line_w) / 2, baseline - kCaptionGap - font.measure(line, kCaptionPx).descent, line,
+              kCaptionPx, kNoteColor);
+  }
 
   const int text_centre = (g.label_ascent - g.label_descent) / 2;  // baseline offset that centres a label
-  for (const AxisLabel& q : g.query_labels) {
+  for (const AxisLabel& q : text.left_labels ? g.query_labels : std::vector<AxisLabel>{}) {
     const int cy = r.y + static_cast<int>(q.cell) * l.cell_h + l.cell_h / 2;
     image.fill_rect(r.x - 1 - kTick, cy, kTick, 1, kFrameColor);
     const int tw = font.measure(q.text, kLabelPx).width;
     font.draw(image, r.x - 1 - kTick - kLabelGap - tw, cy + text_centre, q.text, kLabelPx, kTextColor);
   }
-  for (const AxisLabel& k : g.key_labels) {
+  for (const AxisLabel& k : text.bottom_labels ? g.key_labels : std::vector<AxisLabel>{}) {
     const int cx = r.x + static_cast<int>(k.cell) * l.cell_w + l.cell_w / 2;
     image.fill_rect(cx, r.y + r.h + 1, 1, kTick, kFrameColor);
     const int tw = font.measure(k.text, kLabelPx).width;
@@ -297,7 +329,13 @@ Image render_figure(const HeatmapFigure& figure) {
     const Pooled pooled = max_pool(w.weights[p], w.n, w.m, std::max<std::int64_t>(1, figure.max_cells));
     std::string name = "head " + std::to_string(w.heads[p]);
     if (p < figure.head_names.size()) name += ": " + figure.head_names[p];
-    draw_panel(image, g, l.panels[p], pooled.cells, font.fit(name, kHeadPx, l.panels[p].w + kPanelGapX));
+    if (p < figure.panel_titles.size()) name = figure.panel_titles[p];
+    const int room = l.panels[p].w + kPanelGapX;
+    PanelText text{font.fit(name, kHeadPx, room), {}, labels_left(figure, l, p), labels_below(figure, l, p)};
+    if (p < figure.captions.size()) {
+      for (const std::string& line : figure.captions[p]) text.captions.push_back(font.fit(line, kCaptionPx, room));
+    }
+    draw_panel(image, g, l.panels[p], pooled.cells, text);
   }
   draw_colorbar(image, g);
   return image;

@@ -8,12 +8,13 @@
 #include <string>
 #include <vector>
 
-#include "heatmap/weights.hpp"
+#include "heatmap/head_weights.hpp"
 #include "viz/image.hpp"
 
 namespace attnkit::cli {
 
 inline constexpr std::int64_t kDefaultMaxCells = 200;  // cells per axis per panel before max pooling
+inline constexpr int kDefaultPanelSide = 400;            // pixels, when the cells allow
 
 struct HeatmapFigure {
   std::string title;
@@ -22,7 +23,16 @@ struct HeatmapFigure {
   HeadWeights weights;
   std::vector<std::string> head_names;                // optional, per panel: "head 3: <name>"
   std::optional<double> vmax;                         // top of the colour scale; default: largest weight
+  std::string vmax_source = "--vmax";                 // where a given vmax came from, for the notes
   std::int64_t max_cells = kDefaultMaxCells;
+
+  // Small multiples (the head viewer's layer x head grid). Each is optional; the defaults give
+  // `attnkit heatmap`'s figure.
+  int columns = 0;                                  // panels per grid row; 0: about square
+  std::vector<std::string> panel_titles;            // per panel, replacing "head N: name"
+  std::vector<std::vector<std::string>> captions;   // per panel, lines between its title and heatmap
+  int panel_side = kDefaultPanelSide;               // the longer side of a panel's heatmap, in pixels
+  bool outer_labels_only = false;                   // token labels on the left column and bottom panels only
 };
 
 struct Rect {

@@ -3,6 +3,7 @@
 // that draws from it. The colour map is sampled from viz::colormap, so the page and the PNG agree.
 #include "heatmap/html.hpp"
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -55,11 +56,37 @@ void append_labels(std::string& out, const std::vector<std::string>& labels, std
   out += ']';
 }
 
-// Weights with 7 significant digits: what float32 holds, and what the page shows on hover.
-void append_number(std::string& out, float value) {
+// Weights with 7 significant digits: what float32 holds, and what the page shows on hover. JSON has
+// no NaN or infinity: those are written as null (the page shows "n/a").
+void append_number(std::string& out, double value) {
+  if (!std::isfinite(value)) {
+    out += "null";
+    return;
+  }
   char buffer[32];
-  std::snprintf(buffer, sizeof buffer, "%.7g", static_cast<double>(value));
+  std::snprintf(buffer, sizeof buffer, "%.7g", value);
   out += buffer;
+}
+
+void append_integers(std::string& out, const std::vector<std::int64_t>& values) {
+  out += '[';
+  for (std::size_t i = 0; i < values.size(); ++i) out += (i > 0 ? "," : "") + std::to_string(values[i]);
+  out += ']';
+}
+
+// An array of arrays of numbers: a matrix per head, or a row of statistics per head.
+template <typename T>
+void append_rows(std::string& out, const std::vector<std::vector<T>>& rows) {
+  out += '[';
+  for (std::size_t r = 0; r < rows.size(); ++r) {
+    out += r > 0 ? ",[" : "[";
+    for (std::size_t e = 0; e < rows[r].size(); ++e) {
+      if (e > 0) out += ',';
+      append_number(out, rows[r][e]);
+    }
+    out += ']';
+  }
+  out += ']';
 }
 
 std::string page_data(const HeatmapPage& page) {
@@ -69,20 +96,21 @@ std::string page_data(const HeatmapPage& page) {
   append_labels(out, page.query_tokens, page.n);
   out += ",\"keys\":";
   append_labels(out, page.key_tokens, page.m);
-  out += ",\"heads\":[";
-  for (std::size_t h = 0; h < page.heads.size(); ++h) out += (h > 0 ? "," : "") + std::to_string(page.heads[h]);
-  out += "],\"names\":";
+  out += ",\"heads\":";
+  append_integers(out, page.heads);
+  out += ",\"names\":";
   append_labels(out, page.head_names, page.head_names.empty() ? 0 : static_cast<std::int64_t>(page.heads.size()));
-  out += ",\"weights\":[";
-  for (std::size_t h = 0; h < page.weights.size(); ++h) {
-    out += h > 0 ? ",[" : "[";
-    for (std::size_t e = 0; e < page.weights[h].size(); ++e) {
-      if (e > 0) out += ',';
-      append_number(out, page.weights[h][e]);
-    }
-    out += ']';
-  }
-  out += "],\"colormap\":[";
+  out += ",\"weights\":";
+  append_rows(out, page.weights);
+  out += ",\"layers\":";
+  append_integers(out, page.layers);
+  out += ",\"statNames\":";
+  append_labels(out, page.stat_names, static_cast<std::int64_t>(page.stat_names.size()));
+  out += ",\"stats\":";
+  append_rows(out, page.stats);
+  out += ",\"statNote\":";
+  append_json_string(out, page.stat_note);
+  out += ",\"colormap\":[";
   for (int i = 0; i < 256; ++i) {
     const viz::Rgb c = viz::colormap(i / 255.0);
     char buffer[16];
@@ -105,6 +133,14 @@ void check(const HeatmapPage& page) {
   }
   if (!page.key_tokens.empty() && static_cast<std::int64_t>(page.key_tokens.size()) != page.m) {
     fail("--html: " + std::to_string(page.key_tokens.size()) + " key labels for m = " + std::to_string(page.m));
+  }
+  if (!page.layers.empty() && page.layers.size() != page.heads.size()) fail("--html: one layer number per head");
+  if (page.stats.size() != (page.stat_names.empty() ? 0 : page.heads.size())) {
+    fail("--html: " + std::to_string(page.stats.size()) + " rows of statistics for " +
+         std::to_string(page.heads.size()) + " heads and " + std::to_string(page.stat_names.size()) + " names");
+  }
+  for (const auto& row : page.stats) {
+    if (row.size() != page.stat_names.size()) fail("--html: a head's statistics do not match their names");
   }
   const std::int64_t total = static_cast<std::int64_t>(page.heads.size()) * page.n * page.m;
   if (total > kMaxHtmlWeights) {
@@ -132,22 +168,38 @@ constexpr std::string_view kPageHead = R"html(<!DOCTYPE html>
   #lines text { font-size: 13px; cursor: default; }
   #lines text.active { font-weight: bold; }
   .note { color: #777; font-size: 12px; }
+  #text { max-width: 900px; margin-bottom: 8px; line-height: 2; }
+  #text span { padding: 2px 4px; margin: 0 1px; border-radius: 3px; cursor: default; }
+  #text span.active { outline: 2px solid #d33; }
+  #stats td { padding: 1px 8px; }
+  #stats td:last-child { font-family: "DejaVu Sans Mono", monospace; text-align: right; }
+  h2 { font-size: 15px; margin: 18px 0 6px; }
+  #multiples { display: flex; flex-wrap: wrap; gap: 10px; }
+  .multiple { margin: 0; cursor: pointer; text-align: center; font-size: 11px; color: #555; }
+  .multiple canvas { border: 2px solid transparent; }
+  .multiple.selected canvas { border-color: #d33; }
+  .multiple figcaption b { color: #222; }
 </style>
 </head>
 <body>
 <h1 id="title"></h1>
 <div id="controls">
+  <label id="layer-label" hidden>Layer <select id="layer"></select></label>
   <label>Head <select id="head"></select></label>
   <label><input type="radio" name="view" value="heatmap" checked> heatmap</label>
   <label><input type="radio" name="view" value="lines"> lines</label>
 </div>
-<div id="info">Point at a cell (heatmap) or a query token (lines).</div>
+<div id="text" hidden></div>
+<div id="info">Point at a cell (heatmap), a query token (lines) or a word of the text.</div>
 <div id="views">
   <canvas id="heatmap"></canvas>
   <svg id="lines" xmlns="http://www.w3.org/2000/svg" style="display:none"></svg>
   <div id="colorbar"><span id="bar-max"></span><canvas id="bar" width="16" height="200"></canvas><span>0</span>
     <span class="note">colour: weight / the head's largest weight</span></div>
+  <div id="stats-box" hidden><table id="stats"></table><p class="note" id="stat-note"></p></div>
 </div>
+<h2 id="multiples-title"></h2>
+<div id="multiples"></div>
 <p class="note">Rows are queries, columns keys; each row's weights sum to 1 (0 for a query that sees no key).
 Written by attnkit heatmap; self-contained, no network.</p>
 <script id="data" type="application/json">)html";
@@ -158,12 +210,26 @@ constexpr std::string_view kPageTail = R"html(</script>
 const data = JSON.parse(document.getElementById("data").textContent);
 const n = data.queries.length, m = data.keys.length;
 const headSelect = document.getElementById("head");
+const layerSelect = document.getElementById("layer");
 const info = document.getElementById("info");
 const canvas = document.getElementById("heatmap");
 const svg = document.getElementById("lines");
 document.getElementById("title").textContent = data.title || "Attention weights";
-data.heads.forEach((head, index) =>
-  headSelect.add(new Option("head " + head + (data.names[index] ? ": " + data.names[index] : ""), String(index))));
+function headName(p) { return "head " + data.heads[p] + (data.names[p] ? ": " + data.names[p] : ""); }
+
+// Layers (a model's): pick a layer, then one of its heads. Without them every panel is offered.
+const hasLayers = data.layers.length > 0;
+if (hasLayers) {
+  [...new Set(data.layers)].sort((a, b) => a - b).forEach((layer) => layerSelect.add(new Option("layer " + layer, String(layer))));
+  document.getElementById("layer-label").hidden = false;
+}
+function offered() {
+  return data.heads.map((_, p) => p).filter((p) => !hasLayers || data.layers[p] === Number(layerSelect.value));
+}
+function fillHeads() {
+  headSelect.replaceChildren(...offered().map((p) => new Option(headName(p), String(p))));
+}
+fillHeads();
 
 // Layout of the heatmap: room for the labels on the left and on top, square cells.
 const cell = Math.max(2, Math.min(40, Math.floor(640 / Math.max(n, m, 1))));
@@ -183,6 +249,7 @@ function colour(w, max) {
   return data.colormap[Math.round(t * 255)];
 }
 function clip(text) { return text.length > 14 ? text.slice(0, 13) + "\u2026" : text; }
+function formatStat(value) { return value === null ? "n/a" : value.toFixed(3); }
 
 function drawHeatmap() {
   const p = panel(), max = largest(p), ctx = canvas.getContext("2d");
@@ -286,14 +353,103 @@ function drawLines() {
 }
 svg.addEventListener("mouseleave", () => focusQuery());
 
+// The chosen head's statistics, in a table beside the views.
+function drawStats() {
+  const p = panel(), table = document.getElementById("stats");
+  document.getElementById("stats-box").hidden = data.statNames.length === 0;
+  table.replaceChildren();
+  data.statNames.forEach((name, k) => {
+    const tr = table.insertRow(), value = data.stats[p][k];
+    tr.insertCell().textContent = name;
+    const td = tr.insertCell();
+    td.textContent = formatStat(value);
+    td.dataset.stat = name;
+    td.dataset.value = value === null ? "" : value;
+  });
+  document.getElementById("stat-note").textContent = data.statNote;
+}
+
+// Small multiples: every offered head at one pixel per weight, scaled up, with its statistics;
+// clicking one chooses it.
+const rgb = data.colormap.map((hex) => [1, 3, 5].map((at) => parseInt(hex.slice(at, at + 2), 16)));
+function drawMultiples() {
+  const box = document.getElementById("multiples"), scale = 120 / Math.max(n, m, 1);
+  document.getElementById("multiples-title").textContent =
+      (hasLayers ? "All heads of layer " + layerSelect.value : "All heads") + " (click one to choose it)";
+  box.replaceChildren();
+  for (const p of offered()) {
+    const figure = document.createElement("figure"), small = document.createElement("canvas");
+    figure.className = "multiple" + (p === panel() ? " selected" : "");
+    figure.dataset.panel = p;
+    small.width = Math.max(m, 1);
+    small.height = Math.max(n, 1);
+    small.style.width = Math.round(m * scale) + "px";
+    small.style.height = Math.round(n * scale) + "px";
+    const ctx = small.getContext("2d"), image = ctx.createImageData(small.width, small.height), max = largest(p);
+    for (let i = 0; i < n; i++)
+      for (let j = 0; j < m; j++) {
+        const t = max > 0 ? Math.min(1, Math.max(0, weight(p, i, j) / max)) : 0, c = rgb[Math.round(t * 255)];
+        image.data.set([c[0], c[1], c[2], 255], 4 * (i * m + j));
+      }
+    ctx.putImageData(image, 0, 0);
+    const caption = document.createElement("figcaption"), title = document.createElement("b");
+    title.textContent = headName(p);
+    caption.append(title);
+    data.statNames.forEach((name, k) => {
+      caption.append(document.createElement("br"), name + " " + formatStat(data.stats[p][k]));
+    });
+    figure.append(small, caption);
+    figure.addEventListener("click", () => { headSelect.value = String(p); redraw(); });
+    box.append(figure);
+  }
+}
+
+// Self-attention with token labels: the text, whose tokens are shaded by how much the token under
+// the pointer attends to them (the chosen head).
+const selfAttention = n === m && data.queries.every((q, i) => q === data.keys[i]);
+const textBox = document.getElementById("text");
+if (selfAttention && n > 0) {
+  textBox.hidden = false;
+  data.queries.forEach((token, i) => {
+    const span = document.createElement("span");
+    span.textContent = token;
+    span.dataset.index = i;
+    span.addEventListener("mouseenter", () => shadeText(i));
+    textBox.append(span, " ");
+  });
+  textBox.addEventListener("mouseleave", () => shadeText());
+}
+function shadeText(query) {
+  const p = panel(), spans = textBox.querySelectorAll("span");
+  let row = 0;
+  if (query !== undefined) for (let j = 0; j < m; j++) row = Math.max(row, weight(p, query, j));
+  spans.forEach((span, j) => {
+    const w = query === undefined ? 0 : weight(p, query, j);
+    span.style.background = w > 0 && row > 0 ? "rgba(255, 140, 0, " + (w / row).toFixed(3) + ")" : "";
+    span.classList.toggle("active", j === query);
+    if (query === undefined) delete span.dataset.weight; else span.dataset.weight = w;
+  });
+  if (query === undefined) return;
+  const top = [...Array(m).keys()].sort((a, b) => weight(p, query, b) - weight(p, query, a)).slice(0, 3);
+  info.textContent = "head " + data.heads[p] + ": \u201c" + data.queries[query] + "\u201d attends to " +
+      top.map((j) => "\u201c" + data.keys[j] + "\u201d " + weight(p, query, j).toFixed(3)).join(", ");
+  info.dataset.query = query;
+  delete info.dataset.key;
+  delete info.dataset.weight;
+}
+
 function view() { return document.querySelector("input[name=view]:checked").value; }
 function redraw() {
   canvas.style.display = view() === "heatmap" ? "" : "none";
   svg.style.display = view() === "lines" ? "" : "none";
   drawHeatmap();
   drawLines();
+  drawStats();
+  drawMultiples();
+  if (selfAttention) shadeText();
 }
 headSelect.addEventListener("change", redraw);
+layerSelect.addEventListener("change", () => { fillHeads(); redraw(); });
 document.querySelectorAll("input[name=view]").forEach((radio) => radio.addEventListener("change", redraw));
 redraw();
 </script>

@@ -3,34 +3,20 @@ driven with Playwright: it loads without console errors, a scripted hover shows 
 `attnkit run --probs` computes for that cell with its two tokens, the head selector switches heads,
 and the lines view draws a line for every weight of at least 1% of the query pointed at.
 
-Run by scripts/check-python.sh with ATTNKIT_BIN set to the built `attnkit`. Without Chromium or
-Playwright it skips, saying why, unless ATTNKIT_TEST_BROWSER=1 (CI), where that is a failure.
+Run by scripts/check-python.sh with ATTNKIT_BIN set to the built `attnkit`. Without the tool,
+Chromium or Playwright it skips, saying why, unless ATTNKIT_TEST_BROWSER=1 (CI), where that is a
+failure (browser.py).
 """
 
 from __future__ import annotations
 
 import os
-import re
-import shutil
 import subprocess
-import zlib
 from pathlib import Path
 
 import numpy as np
 import pytest
-
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-BROWSER_REQUIRED = os.environ.get("ATTNKIT_TEST_BROWSER") == "1"
-SEED = int(os.environ.get("ATTNKIT_TEST_SEED", np.random.SeedSequence().entropy % 2**32))
-
-
-def need(condition, why):
-    if condition:
-        return
-    if BROWSER_REQUIRED:
-        pytest.fail(f"{why} (ATTNKIT_TEST_BROWSER=1 requires it)")
-    pytest.skip(why)
-
+from browser import browser, external_urls, hover_cell, need, open_page  # noqa: F401 (browser is a fixture)
 
 @pytest.fixture
 def attnkit_bin():
@@ -39,52 +25,13 @@ def attnkit_bin():
     return path
 
 
-@pytest.fixture
-def browser():
-    need(CHROMIUM is not None, "chromium is not installed (Debian: apt-get install chromium)")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        need(False, "playwright is not installed (pip install playwright)")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=CHROMIUM,
-            args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"],
-        )
-        yield browser
-        browser.close()
-
-
 def run(*args):
     result = subprocess.run(args, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, f"{args}: {result.stderr}"
     return result
 
 
-def open_page(browser, path):
-    """The page, with every console error and uncaught exception collected in page.errors."""
-    page = browser.new_page()
-    page.errors = []
-    page.on("console", lambda message: page.errors.append(message.text) if message.type == "error" else None)
-    page.on("pageerror", lambda error: page.errors.append(str(error)))
-    page.on("request", lambda request: None if request.url.startswith(("file:", "data:", "about:")) else
-            page.errors.append(f"network request: {request.url}"))  # fmt: skip
-    page.goto(path.as_uri())
-    return page
-
-
-def hover_cell(page, i, j):
-    canvas = page.locator("#heatmap")
-    box = canvas.bounding_box()
-    cell, left, top = (float(x) for x in canvas.evaluate("c => [c.dataset.cell, c.dataset.left, c.dataset.top]"))
-    page.mouse.move(box["x"] + left + (j + 0.5) * cell, box["y"] + top + (i + 0.5) * cell)
-    info = page.locator("#info")
-    return info.text_content(), {k: info.get_attribute(f"data-{k}") for k in ("query", "key", "weight")}
-
-
-def test_page_shows_the_weights(tmp_path, attnkit_bin, browser):
-    rng = np.random.default_rng(SEED + zlib.crc32(b"page"))
-    print(f"replay with ATTNKIT_TEST_SEED={SEED}")
+def test_page_shows_the_weights(tmp_path, attnkit_bin, browser, rng):
     H, n, d = 3, 9, 16
     q, k, v = (rng.standard_normal((1, H, n, d)).astype(np.float32) * 2 for _ in range(3))
     for name, x in (("q", q), ("k", k), ("v", v)):
@@ -99,9 +46,8 @@ def test_page_shows_the_weights(tmp_path, attnkit_bin, browser):
     run(attnkit_bin, "heatmap", "--q", str(tmp_path / "q.npy"), "--k", str(tmp_path / "k.npy"), "--causal",
         "top-left", "--tokens", str(tmp_path / "tokens.txt"), "--html", str(page_path), "--title", "a </b> test")
     html = page_path.read_text()
-    # No external asset: the only URL in the page is SVG's namespace name (an identifier, never
-    # fetched); open_page also fails on any request that leaves the file.
-    assert set(re.findall(r"https?://[^\s\"']*", html)) <= {"http://www.w3.org/2000/svg"}
+    # No external asset (open_page also fails on any request that leaves the file).
+    assert external_urls(html) == set()
 
     page = open_page(browser, page_path)
     assert page.locator("#title").text_content() == "a </b> test"
@@ -115,6 +61,17 @@ def test_page_shows_the_weights(tmp_path, attnkit_bin, browser):
             assert f"head {head}" in text and f"\u201c{tokens[i]}\u201d" in text and f"\u201c{tokens[j]}\u201d" in text
             if j > i:
                 assert float(shown["weight"]) == 0  # causal: a later key has no weight
+
+    # No layers: no layer picker, every head as a small multiple; clicking one chooses it.
+    assert page.locator("#layer-label").is_hidden() and page.locator("#stats-box").is_hidden()
+    assert page.locator(".multiple").count() == H
+    page.locator(".multiple[data-panel='2']").click()
+    assert page.locator("#head").input_value() == "2"
+    assert page.locator(".multiple.selected").get_attribute("data-panel") == "2"
+    # Self-attention with labels: the text's tokens are shaded by the weights of the one pointed at.
+    page.locator("#text span[data-index='6']").hover()
+    shaded = page.evaluate("() => [...document.querySelectorAll('#text span')].map(s => Number(s.dataset.weight))")
+    np.testing.assert_allclose(shaded, probs[2, 6], rtol=1e-6, atol=1e-12)
 
     page.check("input[value=lines]")
     assert page.locator("#heatmap").is_hidden() and page.locator("#lines").is_visible()
