@@ -8,6 +8,8 @@ kernel. ``attnkit.varlen_attention`` takes packed variable-length batches (Flash
 API). ``attnkit.KVCache`` and ``attnkit.attend`` are the decoding API, ``attnkit.nn`` holds
 ``MultiheadAttention`` (a drop-in for torch's), ``python -m attnkit.bench`` times attnkit against
 torch. ``attnkit.read_safetensors`` reads .safetensors files with attnkit's own reader.
+``attnkit.integrations.transformers`` makes attnkit an attention implementation of Hugging Face
+transformers, and ``python -m attnkit.heads`` draws every head of such a model on a text.
 
 torch is optional: importing attnkit never imports it. ``attnkit.torch`` and ``attnkit.nn`` do,
 when first used.

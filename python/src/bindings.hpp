@@ -10,5 +10,6 @@ void bind_sdpa(nanobind::module_& m);      // sdpa.cpp: the attention call, forw
 void bind_kv_cache(nanobind::module_& m);  // kv_cache.cpp: the KV cache and attention over it
 void bind_varlen(nanobind::module_& m);    // varlen.cpp: packed variable-length batches
 void bind_files(nanobind::module_& m);     // files.cpp: the .safetensors reader
+void bind_drawing(nanobind::module_& m);   // drawing.cpp: heatmap pictures and pages (or drawing_missing.cpp)
 
 }  // namespace attnkit::python

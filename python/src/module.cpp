@@ -9,4 +9,5 @@ NB_MODULE(_core, m) {
   attnkit::python::bind_kv_cache(m);
   attnkit::python::bind_varlen(m);
   attnkit::python::bind_files(m);
+  attnkit::python::bind_drawing(m);
 }

