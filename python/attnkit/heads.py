@@ -115,6 +115,9 @@ STAT_NOTE = ("Each statistic is a mean over the text's tokens as queries: the at
              "before (from the second token on), on the token itself, on each special token, and the entropy of "
              "the query's weights in bits (0: all on one key; log2 of the number of keys: uniform).")  # fmt: skip
 
+_NO_DRAWING = ("this attnkit was built without its drawing layer: install libpng, FreeType and fontconfig (Debian: "
+               "libpng-dev libfreetype-dev libfontconfig-dev) and reinstall attnkit")  # fmt: skip
+
 # Short names for the PNG's captions, where a panel is about 200 pixels wide.
 _SHORT = {"previous token": "prev", "itself": "self", "entropy (bits)": "H"}
 
@@ -135,8 +138,7 @@ def draw(heads: HeadWeights, html: str | None = None, png: str | None = None, la
     """Writes the page and/or the PNG for ``heads`` (every layer, or those in ``layers``); returns
     the statistics as (names, values [layers, heads, k]) for the layers drawn and the PNG's size."""
     if not _core.has_drawing:
-        raise RuntimeError("this attnkit was built without its drawing layer: install libpng, FreeType and fontconfig "
-                           "(Debian: libpng-dev libfreetype-dev libfontconfig-dev) and reinstall attnkit")  # fmt: skip
+        raise RuntimeError(_NO_DRAWING)
     count, head_count, n, _ = heads.weights.shape
     chosen = list(range(count)) if layers is None else list(layers)
     for layer in chosen:
@@ -234,6 +236,9 @@ def main(argv=None) -> int:
         parser.error("give --out heads.html and/or --png heads.png")
     if args.to is not None and args.token is None:
         parser.error("--to goes with --token (the word that attends)")
+    if not _core.has_drawing:  # before loading a model for nothing
+        print(f"python -m attnkit.heads: {_NO_DRAWING}", file=sys.stderr)
+        return 1
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # a local folder; never the network
     try:
         import transformers  # noqa: F401
