@@ -14,6 +14,7 @@ declare -A allowed=(
   [reference]="attnkit core"
   [core]="attnkit"
   [io]="attnkit"
+  [c_api]="attnkit"  # the C API: over the public C++ API only
 )
 # file: included header, for a front end that has to reach into a backend (none now).
 known_exceptions=()
