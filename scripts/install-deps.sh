@@ -5,6 +5,7 @@ packages=(
   g++ cmake make              # C++20 compiler and build
   libgtest-dev libgmock-dev  # GoogleTest, for the tests
   libopenblas-dev pkg-config # OpenBLAS: the module's projections and the bench's baseline
+  nlohmann-json3-dev         # JSON: the tool's --json lines
   python3-venv python3-dev   # the Python package: a virtual environment (with pip), and Python.h
   libpng-dev libfreetype-dev libfontconfig-dev fonts-dejavu-core  # the tool's pictures: PNG, text, its font
   libopenmpi-dev openmpi-bin # attnkit::dist (ring attention over MPI) and its tests under mpirun

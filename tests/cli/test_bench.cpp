@@ -7,7 +7,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <fstream>
@@ -15,7 +14,6 @@
 #include <sstream>
 #include <string>
 #include <tuple>
-#include <variant>
 #include <vector>
 
 #include "attnkit/attnkit.hpp"
@@ -379,164 +377,74 @@ TEST(BenchVarlenCases, FlopsOfThePackedEqualAndPaddedRuns) {
   EXPECT_DOUBLE_EQ(c.padded_flops(), 4.0 * 3 * 5 * ((2.0 + 2 * 2) + 8 + 8));  // l²/2 + (4 − l)·l
 }
 
-TEST(BenchJson, StringsAreEscaped) {
-  EXPECT_EQ(attnkit::bench::json_quoted("a\"b\\c\n"), "\"a\\\"b\\\\c\\u000a\"");
+TEST(BenchJson, LinesAreOneObjectWithEscapedStringsAndRoundedNumbers) {
+  const std::string line = attnkit::bench::JsonLine()
+                               .text("name", "a\"b\\c\n\x01")
+                               .number("seconds", 1.0 / 3.0)
+                               .number("nan", std::nan(""))
+                               .integer("n", -7)
+                               .boolean("ok", true)
+                               .null("none")
+                               .numbers("xs", {2.5, INFINITY})
+                               .integers("is", {1, 2})
+                               .texts("ts", {"x", "\xff"})
+                               .str();
+  EXPECT_EQ(line, R"({"name": "a\"b\\c\n\u0001", "seconds": 0.333333, "nan": null, "n": -7, "ok": true, )"
+                  R"("none": null, "xs": [2.5, null], "is": [1, 2], "ts": ["x", ")" "\xEF\xBF\xBD" R"("]})");  // bad UTF-8: U+FFFD
 }
 
-// ---- a minimal JSON reader, to check that every --json line parses ----
+// ---- every --json line parsed by nlohmann/json (strict: one object, nothing after it) ----
 
-struct JsonValue;
-using JsonArray = std::vector<JsonValue>;
-struct JsonValue {
-  std::variant<std::nullptr_t, bool, double, std::string, JsonArray> value;
-};
-using JsonObject = std::map<std::string, JsonValue>;
-
-class JsonReader {
- public:
-  explicit JsonReader(const std::string& text) : text_(text) {}
-
-  // The whole text as one object; sets ok() to false on any syntax error or trailing text.
-  JsonObject object() {
-    JsonObject result;
-    expect('{');
-    if (!peek('}')) {
-      do {
-        const std::string key = string();
-        expect(':');
-        result[key] = value();
-      } while (accept(','));
-    }
-    expect('}');
-    skip_space();
-    if (pos_ != text_.size()) ok_ = false;
-    return result;
-  }
-  bool ok() const { return ok_; }
-
- private:
-  JsonValue value() {
-    skip_space();
-    if (peek('"')) return {string()};
-    if (accept('[')) {
-      JsonArray items;
-      if (!peek(']')) {
-        do items.push_back(value());
-        while (accept(','));
-      }
-      expect(']');
-      return {items};
-    }
-    using Literal = std::pair<std::string, JsonValue>;
-    for (const auto& [word, v] : {Literal{"true", {true}}, Literal{"false", {false}}, Literal{"null", {nullptr}}}) {
-      if (text_.compare(pos_, word.size(), word) == 0) {
-        pos_ += word.size();
-        return v;
-      }
-    }
-    std::size_t used = 0;
-    try {
-      const double number = std::stod(text_.substr(pos_), &used);
-      pos_ += used;
-      return {number};
-    } catch (const std::exception&) {
-      ok_ = false;
-      pos_ = text_.size();
-      return {nullptr};
-    }
-  }
-  std::string string() {
-    expect('"');
-    std::string s;
-    while (pos_ < text_.size() && text_[pos_] != '"') {
-      if (text_[pos_] == '\\') ++pos_;  // escapes: the escaped character is kept as is
-      if (pos_ < text_.size()) s += text_[pos_++];
-    }
-    expect('"');
-    return s;
-  }
-  void skip_space() {
-    while (pos_ < text_.size() && std::isspace(static_cast<unsigned char>(text_[pos_]))) ++pos_;
-  }
-  bool peek(char c) {
-    skip_space();
-    return pos_ < text_.size() && text_[pos_] == c;
-  }
-  bool accept(char c) {
-    if (!peek(c)) return false;
-    ++pos_;
-    return true;
-  }
-  void expect(char c) {
-    if (!accept(c)) ok_ = false;
-  }
-
-  const std::string& text_;
-  std::size_t pos_ = 0;
-  bool ok_ = true;
-};
-
+using JsonObject = nlohmann::json;
 
 std::vector<JsonObject> json_lines(const std::string& text) {
   std::vector<JsonObject> objects;
   std::istringstream lines(text);
   for (std::string line; std::getline(lines, line);) {
-    JsonReader reader(line);
-    objects.push_back(reader.object());
-    EXPECT_TRUE(reader.ok()) << "not a JSON object: " << line;
+    JsonObject object = JsonObject::parse(line, nullptr, false);  // no exception: discarded on error
+    EXPECT_TRUE(object.is_object()) << "not a JSON object: " << line;
+    objects.push_back(object.is_object() ? std::move(object) : JsonObject::object());
   }
   return objects;
 }
 
 std::string text_of(const JsonObject& o, const std::string& key) {
   const auto it = o.find(key);
-  if (it == o.end()) return "";
-  const auto* s = std::get_if<std::string>(&it->second.value);
-  return s ? *s : "";
+  return it != o.end() && it->is_string() ? it->get<std::string>() : "";
 }
 
 bool is_null(const JsonObject& o, const std::string& key) {
   const auto it = o.find(key);
-  return it != o.end() && std::holds_alternative<std::nullptr_t>(it->second.value);
+  return it != o.end() && it->is_null();
 }
 
 double number_of(const JsonObject& o, const std::string& key) {
   const auto it = o.find(key);
-  if (it == o.end()) return std::nan("");
-  const auto* d = std::get_if<double>(&it->second.value);
-  return d ? *d : std::nan("");
+  return it != o.end() && it->is_number() ? it->get<double>() : std::nan("");
 }
 
 // The key's boolean; fails the test when it is missing or not a boolean.
 bool bool_of(const JsonObject& o, const std::string& key) {
   const auto it = o.find(key);
-  const bool* b = it == o.end() ? nullptr : std::get_if<bool>(&it->second.value);
-  EXPECT_TRUE(b != nullptr) << key << " is not a boolean";
-  return b != nullptr && *b;
+  const bool is_bool = it != o.end() && it->is_boolean();
+  EXPECT_TRUE(is_bool) << key << " is not a boolean";
+  return is_bool && it->get<bool>();
 }
 
 // The key's array of numbers (empty when missing, null or not an array of numbers).
 std::vector<double> numbers_of(const JsonObject& o, const std::string& key) {
   std::vector<double> values;
   const auto it = o.find(key);
-  const auto* array = it == o.end() ? nullptr : std::get_if<JsonArray>(&it->second.value);
-  if (array == nullptr) return values;
-  for (const JsonValue& v : *array) {
-    const auto* d = std::get_if<double>(&v.value);
-    values.push_back(d ? *d : std::nan(""));
-  }
+  if (it == o.end() || !it->is_array()) return values;
+  for (const auto& v : *it) values.push_back(v.is_number() ? v.get<double>() : std::nan(""));
   return values;
 }
 
 std::vector<std::string> texts_of(const JsonObject& o, const std::string& key) {
   std::vector<std::string> values;
   const auto it = o.find(key);
-  const auto* array = it == o.end() ? nullptr : std::get_if<JsonArray>(&it->second.value);
-  if (array == nullptr) return values;
-  for (const JsonValue& v : *array) {
-    const auto* text = std::get_if<std::string>(&v.value);
-    values.push_back(text ? *text : "(not a string)");
-  }
+  if (it == o.end() || !it->is_array()) return values;
+  for (const auto& v : *it) values.push_back(v.is_string() ? v.get<std::string>() : "(not a string)");
   return values;
 }
 
@@ -671,13 +579,13 @@ TEST(BenchCommand, JsonLinesCarryTheDocumentedKeys) {
                           "blas_core_warning"}) {
     EXPECT_TRUE(ceilings.count(key)) << key;
   }
-  const auto& fma = std::get<JsonArray>(ceilings.at("fma_gflops").value);
+  const auto& fma = ceilings.at("fma_gflops");
   ASSERT_EQ(fma.size(), 2u);  // one per thread count
-  for (const JsonValue& v : fma) EXPECT_GT(std::get<double>(v.value), 0.0);
+  for (const auto& v : fma) EXPECT_GT(v.get<double>(), 0.0);
   expect_fma_ceilings(ceilings, 2);
   expect_blas_verdict(ceilings);
 
-  const bool openblas = std::get<bool>(ceilings.at("openblas").value);
+  const bool openblas = ceilings.at("openblas").get<bool>();
   int forward = 0, backward = 0, decode = 0, module = 0, varlen = 0;
   for (std::size_t i = 1; i + 1 < lines.size(); ++i) {
     const JsonObject& o = lines[i];
@@ -891,7 +799,7 @@ TEST(BenchCommand, VarlenLinesCarryTheDocumentedKeys) {
     }
     EXPECT_EQ(text_of(o, "kind"), "varlen");
     EXPECT_EQ(number_of(o, "batch"), 16.0);
-    EXPECT_EQ(std::get<JsonArray>(o.at("lengths").value).size(), 16u);
+    EXPECT_EQ(o.at("lengths").size(), 16u);
     EXPECT_LE(number_of(o, "padded_length"), 24.0);
     constexpr double kSixDigits = 1e-4;  // JSON numbers carry 6 significant digits
     EXPECT_NEAR(number_of(o, "time_vs_padded") * number_of(o, "padded_seconds") / number_of(o, "seconds"), 1.0, kSixDigits);

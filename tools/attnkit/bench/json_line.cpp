@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 namespace attnkit::bench {
 
@@ -10,90 +11,76 @@ namespace {
 
 constexpr int kSignificantDigits = 6;  // timings are noisy well before the 6th digit
 
-std::string number_text(double value) {
-  if (!std::isfinite(value)) return "null";
+// The value rounded to 6 significant digits (so the line prints "1.23457", not 17 digits of noise),
+// or null when it is not finite (JSON has no NaN or infinity).
+nlohmann::ordered_json number_value(double value) {
+  if (!std::isfinite(value)) return nullptr;
   char buffer[32];
   std::snprintf(buffer, sizeof buffer, "%.*g", kSignificantDigits, value);
-  return buffer;
+  return std::strtod(buffer, nullptr);
 }
 
 }  // namespace
 
-std::string json_quoted(std::string_view text) {
-  std::string out = "\"";
-  for (const char ch : text) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (ch == '"' || ch == '\\') {
-      out += '\\';
-      out += ch;
-    } else if (c < 0x20) {  // control characters must be escaped in JSON strings
-      char escaped[8];
-      std::snprintf(escaped, sizeof escaped, "\\u%04x", c);
-      out += escaped;
-    } else {
-      out += ch;
-    }
+JsonLine& JsonLine::text(std::string_view key, std::string_view value) {
+  object_[std::string(key)] = std::string(value);
+  return *this;
+}
+
+JsonLine& JsonLine::number(std::string_view key, double value) {
+  object_[std::string(key)] = number_value(value);
+  return *this;
+}
+
+JsonLine& JsonLine::integer(std::string_view key, std::int64_t value) {
+  object_[std::string(key)] = value;
+  return *this;
+}
+
+JsonLine& JsonLine::boolean(std::string_view key, bool value) {
+  object_[std::string(key)] = value;
+  return *this;
+}
+
+JsonLine& JsonLine::null(std::string_view key) {
+  object_[std::string(key)] = nullptr;
+  return *this;
+}
+
+JsonLine& JsonLine::numbers(std::string_view key, const std::vector<double>& values) {
+  auto& array = object_[std::string(key)] = nlohmann::ordered_json::array();
+  for (double value : values) array.push_back(number_value(value));
+  return *this;
+}
+
+JsonLine& JsonLine::integers(std::string_view key, const std::vector<int>& values) {
+  object_[std::string(key)] = values;
+  return *this;
+}
+
+JsonLine& JsonLine::texts(std::string_view key, const std::vector<std::string>& values) {
+  object_[std::string(key)] = values;
+  return *this;
+}
+
+// nlohmann/json writes each key and value (escapes, numbers, U+FFFD for invalid UTF-8); the line keeps
+// the spacing people read and grep: {"key": value, "list": [1, 2]}.
+std::string JsonLine::str() const {
+  const auto dump = [](const nlohmann::ordered_json& value) {
+    return value.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+  };
+  const auto value_text = [&](const nlohmann::ordered_json& value) {
+    if (!value.is_array()) return dump(value);
+    std::string out = "[";
+    for (std::size_t i = 0; i < value.size(); ++i) out += (i ? ", " : "") + dump(value[i]);
+    return out + "]";
+  };
+  std::string out = "{";
+  for (auto it = object_.begin(); it != object_.end(); ++it) {
+    if (it != object_.begin()) out += ", ";
+    out += dump(nlohmann::ordered_json(it.key())) + ": " + value_text(it.value());
   }
-  return out + "\"";
-}
-
-void JsonLine::key(std::string_view name) {
-  if (!body_.empty()) body_ += ", ";
-  body_ += json_quoted(name) + ": ";
-}
-
-JsonLine& JsonLine::text(std::string_view k, std::string_view value) {
-  key(k);
-  body_ += json_quoted(value);
-  return *this;
-}
-
-JsonLine& JsonLine::number(std::string_view k, double value) {
-  key(k);
-  body_ += number_text(value);
-  return *this;
-}
-
-JsonLine& JsonLine::integer(std::string_view k, std::int64_t value) {
-  key(k);
-  body_ += std::to_string(value);
-  return *this;
-}
-
-JsonLine& JsonLine::boolean(std::string_view k, bool value) {
-  key(k);
-  body_ += value ? "true" : "false";
-  return *this;
-}
-
-JsonLine& JsonLine::null(std::string_view k) {
-  key(k);
-  body_ += "null";
-  return *this;
-}
-
-JsonLine& JsonLine::numbers(std::string_view k, const std::vector<double>& values) {
-  key(k);
-  body_ += "[";
-  for (std::size_t i = 0; i < values.size(); ++i) body_ += (i ? ", " : "") + number_text(values[i]);
-  body_ += "]";
-  return *this;
-}
-
-JsonLine& JsonLine::integers(std::string_view k, const std::vector<int>& values) {
-  key(k);
-  body_ += "[";
-  for (std::size_t i = 0; i < values.size(); ++i) body_ += (i ? ", " : "") + std::to_string(values[i]);
-  body_ += "]";
-  return *this;
-}
-
-JsonLine& JsonLine::texts(std::string_view k, const std::vector<std::string>& values) {
-  key(k);
-  body_ += "[";
-  for (std::size_t i = 0; i < values.size(); ++i) body_ += (i ? ", " : "") + json_quoted(values[i]);
-  body_ += "]";
-  return *this;
+  return out + "}";
 }
 
 }  // namespace attnkit::bench

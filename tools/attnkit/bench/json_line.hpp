@@ -1,5 +1,7 @@
-// One JSON object on one line, built field by field: the bench's --json output (JSON Lines).
-// Separate names per value type, because an overload set would send a string literal to bool.
+// One JSON object on one line, built field by field: the bench's and the lab's --json output (JSON
+// Lines), written by nlohmann/json (keys in the order given, strings escaped, invalid UTF-8 replaced
+// by U+FFFD rather than written through). Separate names per value type, because an overload set
+// would send a string literal to bool.
 #pragma once
 
 #include <cstdint>
@@ -7,12 +9,14 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace attnkit::bench {
 
 class JsonLine {
  public:
   JsonLine& text(std::string_view key, std::string_view value);
-  JsonLine& number(std::string_view key, double value);  // non-finite values are written as null
+  JsonLine& number(std::string_view key, double value);  // 6 significant digits; non-finite values are null
   JsonLine& integer(std::string_view key, std::int64_t value);
   JsonLine& boolean(std::string_view key, bool value);
   JsonLine& null(std::string_view key);
@@ -20,13 +24,10 @@ class JsonLine {
   JsonLine& integers(std::string_view key, const std::vector<int>& values);
   JsonLine& texts(std::string_view key, const std::vector<std::string>& values);
 
-  std::string str() const { return "{" + body_ + "}"; }
+  std::string str() const;  // the object on one line, without a newline
 
  private:
-  void key(std::string_view name);
-  std::string body_;
+  nlohmann::ordered_json object_ = nlohmann::ordered_json::object();
 };
-
-std::string json_quoted(std::string_view text);  // "..." with JSON escapes
 
 }  // namespace attnkit::bench
