@@ -11,7 +11,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace attnkit {
@@ -39,6 +41,11 @@ bool target_uses_bf16_dot(Target target) noexcept;
 // for scalar).
 std::vector<Target> compiled_targets();
 std::vector<Target> supported_targets();
+// The target called `name` ("avx2", as target_name gives), or nothing; and every target's name,
+// "avx512_bf16, avx512, ...", for messages that list them.
+std::optional<Target> target_from_name(std::string_view name) noexcept;
+std::string target_names();
+
 // The first feature of target_requirements this CPU (or its operating system) lacks; empty when it
 // has them all.
 std::string missing_cpu_feature(Target target);

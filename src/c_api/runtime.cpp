@@ -1,5 +1,6 @@
 // The C API's runtime settings: version, threads, SIMD target, memory budget.
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include "attnkit/attention.hpp"
@@ -7,17 +8,11 @@
 #include "attnkit/error.hpp"
 #include "attnkit/memory.hpp"
 #include "attnkit/targets.hpp"
+#include "c_api/descriptors.hpp"
 #include "c_api/status.hpp"
 
 using attnkit::c_api::guarded;
-
-namespace {
-
-constexpr attnkit::Target kTargets[] = {attnkit::Target::scalar,      attnkit::Target::avx2,
-                                        attnkit::Target::avx512,      attnkit::Target::avx512_bf16,
-                                        attnkit::Target::avx512_emulated, attnkit::Target::avx512_bf16_emulated};
-
-}  // namespace
+using attnkit::c_api::not_null;
 
 extern "C" {
 
@@ -37,23 +32,19 @@ attnkit_status attnkit_set_target(const char* name) {
       attnkit::reset_target();
       return;
     }
-    std::string known;
-    for (attnkit::Target target : kTargets) {
-      if (std::strcmp(name, attnkit::target_name(target)) == 0) {
-        attnkit::set_target(target);
-        return;
-      }
-      known += std::string(known.empty() ? "" : ", ") + attnkit::target_name(target);
+    const std::optional<attnkit::Target> target = attnkit::target_from_name(name);
+    if (!target) {
+      throw attnkit::Error(attnkit::ErrorCode::invalid_argument, std::string("target: '") + name +
+                                                                     "' is not a target (" + attnkit::target_names() +
+                                                                     ", or default)");
     }
-    throw attnkit::Error(attnkit::ErrorCode::invalid_argument,
-                         std::string("target: '") + name + "' is not a target (" + known + ", or default)");
+    attnkit::set_target(*target);
   });
 }
 
 attnkit_status attnkit_active_target(const char** name) {
   return guarded([&] {
-    if (name == nullptr) throw attnkit::Error(attnkit::ErrorCode::null_pointer, "name: NULL");
-    *name = attnkit::target_name(attnkit::active_target());
+    *not_null(name, "name") = attnkit::target_name(attnkit::active_target());
   });
 }
 

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -175,18 +176,10 @@ int environment_target() {
   static const int from_env = [] {
     const char* env = std::getenv("ATTNKIT_TARGET");
     if (env == nullptr || *env == '\0') return kNoForcedTarget;
-    for (const TargetEntry& e : kTargets) {
-      if (std::string_view(env) == e.name) return static_cast<int>(e.target);
-    }
-    return -2;  // an unknown name: reported by active_target()
+    const std::optional<Target> target = target_from_name(env);
+    return target ? static_cast<int>(*target) : -2;  // an unknown name: reported by active_target()
   }();
   return from_env;
-}
-
-std::string target_names() {
-  std::string out;
-  for (const TargetEntry& e : kTargets) out += (out.empty() ? "" : ", ") + std::string(e.name);
-  return out;
 }
 
 // Why `target` cannot run here, for errors: "this CPU cannot run target avx512: it lacks AVX512F".
@@ -215,6 +208,19 @@ std::vector<Target> supported_targets() {
   std::vector<Target> out;
   for (const TargetEntry& e : kTargets)
     if (runnable(e)) out.push_back(e.target);
+  return out;
+}
+
+std::optional<Target> target_from_name(std::string_view name) noexcept {
+  for (const TargetEntry& e : kTargets) {
+    if (name == e.name) return e.target;
+  }
+  return std::nullopt;
+}
+
+std::string target_names() {
+  std::string out;
+  for (const TargetEntry& e : kTargets) out += (out.empty() ? "" : ", ") + std::string(e.name);
   return out;
 }
 
