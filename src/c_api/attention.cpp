@@ -26,7 +26,7 @@ attnkit_status attnkit_tensor_contiguous(attnkit_tensor* tensor, void* data, att
                                          const int64_t* shape) {
   return guarded([&] {
     using attnkit::Error, attnkit::ErrorCode;
-    if (tensor == nullptr) throw Error(ErrorCode::null_pointer, "tensor: NULL");
+    attnkit::c_api::not_null(tensor, "tensor");
     if (rank < 0 || rank > ATTNKIT_MAX_RANK) {
       throw Error(ErrorCode::invalid_shape, "rank " + std::to_string(rank) + " is outside 0.." +
                                                 std::to_string(ATTNKIT_MAX_RANK));

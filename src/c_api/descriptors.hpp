@@ -6,12 +6,21 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
 
 #include "attnkit/attention.hpp"
 #include "attnkit/attnkit.h"
+#include "attnkit/error.hpp"
 #include "attnkit/kv_cache.hpp"
 
 namespace attnkit::c_api {
+
+// `pointer`, or Error(null_pointer) "name: NULL" for a required pointer the caller left NULL.
+template <class Pointer>
+Pointer not_null(Pointer pointer, const char* name) {
+  if (pointer == nullptr) throw Error(ErrorCode::null_pointer, std::string(name) + ": NULL");
+  return pointer;
+}
 
 DType dtype_from(const char* name, attnkit_dtype dtype);
 

@@ -3,10 +3,8 @@
 
 #include <memory>
 #include <span>
-#include <string>
 
 #include "attnkit/attnkit.h"
-#include "attnkit/error.hpp"
 #include "c_api/descriptors.hpp"
 #include "c_api/status.hpp"
 
@@ -16,15 +14,8 @@ struct attnkit_kv_cache {
 
 namespace {
 
-using attnkit::Error;
-using attnkit::ErrorCode;
 using attnkit::c_api::guarded;
-
-template <class Pointer>
-Pointer checked(Pointer pointer, const char* name) {
-  if (pointer == nullptr) throw Error(ErrorCode::null_pointer, std::string(name) + ": NULL");
-  return pointer;
-}
+using attnkit::c_api::not_null;
 
 std::span<const attnkit::KVCache::SequenceId> sequences_from(const int64_t* sequences, int64_t count) {
   return attnkit::c_api::array_from("sequences", sequences, count);
@@ -57,7 +48,7 @@ void attnkit_attend_options_init(attnkit_attend_options* options) {
 
 attnkit_status attnkit_kv_cache_create(const attnkit_kv_cache_config* config, attnkit_kv_cache** cache) {
   return guarded([&] {
-    checked(cache, "cache");
+    not_null(cache, "cache");
     auto made = std::make_unique<attnkit_kv_cache>(attnkit_kv_cache{attnkit::KVCache(attnkit::c_api::kv_cache_config(config))});
     *cache = made.release();
   });
@@ -67,33 +58,33 @@ void attnkit_kv_cache_destroy(attnkit_kv_cache* cache) { delete cache; }
 
 attnkit_status attnkit_kv_cache_add_sequence(attnkit_kv_cache* cache, int64_t* sequence) {
   return guarded([&] {
-    checked(sequence, "sequence");
-    *sequence = checked(cache, "cache")->cache.add_sequence();
+    not_null(sequence, "sequence");
+    *sequence = not_null(cache, "cache")->cache.add_sequence();
   });
 }
 
 attnkit_status attnkit_kv_cache_free_sequence(attnkit_kv_cache* cache, int64_t sequence) {
-  return guarded([&] { checked(cache, "cache")->cache.free_sequence(sequence); });
+  return guarded([&] { not_null(cache, "cache")->cache.free_sequence(sequence); });
 }
 
 attnkit_status attnkit_kv_cache_length(const attnkit_kv_cache* cache, int64_t sequence, int64_t* length) {
   return guarded([&] {
-    checked(length, "length");
-    *length = checked(cache, "cache")->cache.length(sequence);
+    not_null(length, "length");
+    *length = not_null(cache, "cache")->cache.length(sequence);
   });
 }
 
 attnkit_status attnkit_kv_cache_room(const attnkit_kv_cache* cache, int64_t sequence, int64_t* room) {
   return guarded([&] {
-    checked(room, "room");
-    *room = checked(cache, "cache")->cache.room(sequence);
+    not_null(room, "room");
+    *room = not_null(cache, "cache")->cache.room(sequence);
   });
 }
 
 attnkit_status attnkit_kv_cache_append(attnkit_kv_cache* cache, const int64_t* sequences, int64_t count,
                                        const attnkit_tensor* keys, const attnkit_tensor* values) {
   return guarded([&] {
-    attnkit::KVCache& c = checked(cache, "cache")->cache;
+    attnkit::KVCache& c = not_null(cache, "cache")->cache;
     const auto ids = sequences_from(sequences, count);
     const attnkit::ConstTensorView k = attnkit::c_api::input_view("keys", keys);
     const attnkit::ConstTensorView v = attnkit::c_api::input_view("values", values);
@@ -109,7 +100,7 @@ attnkit_status attnkit_kv_cache_attend(const attnkit_kv_cache* cache, const int6
                                        const attnkit_tensor* q, const attnkit_tensor* out,
                                        const attnkit_attend_options* options, const attnkit_tensor* lse) {
   return guarded([&] {
-    const attnkit::KVCache& c = checked(cache, "cache")->cache;
+    const attnkit::KVCache& c = not_null(cache, "cache")->cache;
     const auto ids = sequences_from(sequences, count);
     const attnkit::ConstTensorView q_view = attnkit::c_api::input_view("q", q);
     const attnkit::TensorView out_view = attnkit::c_api::output_view("out", out);

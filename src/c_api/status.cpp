@@ -43,22 +43,15 @@ extern "C" {
 const char* attnkit_last_error_message(void) { return attnkit::c_api::last_error.c_str(); }
 
 const char* attnkit_status_name(attnkit_status status) {
-  switch (status) {
-    case ATTNKIT_OK: return "ok";
-    case ATTNKIT_INVALID_ARGUMENT: return attnkit::error_code_name(attnkit::ErrorCode::invalid_argument);
-    case ATTNKIT_INVALID_SHAPE: return attnkit::error_code_name(attnkit::ErrorCode::invalid_shape);
-    case ATTNKIT_INVALID_DTYPE: return attnkit::error_code_name(attnkit::ErrorCode::invalid_dtype);
-    case ATTNKIT_NULL_POINTER: return attnkit::error_code_name(attnkit::ErrorCode::null_pointer);
-    case ATTNKIT_OVERLAP: return attnkit::error_code_name(attnkit::ErrorCode::overlap);
-    case ATTNKIT_SIZE_OVERFLOW: return attnkit::error_code_name(attnkit::ErrorCode::size_overflow);
-    case ATTNKIT_OUT_OF_MEMORY: return attnkit::error_code_name(attnkit::ErrorCode::out_of_memory);
-    case ATTNKIT_UNSUPPORTED: return attnkit::error_code_name(attnkit::ErrorCode::unsupported);
-    case ATTNKIT_IO_ERROR: return attnkit::error_code_name(attnkit::ErrorCode::io_error);
-    case ATTNKIT_FORMAT_ERROR: return attnkit::error_code_name(attnkit::ErrorCode::format_error);
-    case ATTNKIT_CAPACITY_EXCEEDED: return attnkit::error_code_name(attnkit::ErrorCode::capacity_exceeded);
-    case ATTNKIT_INTERNAL_ERROR: return "internal_error";
-    default: return "unknown";
+  if (status == ATTNKIT_OK) return "ok";
+  if (status == ATTNKIT_INTERNAL_ERROR) return "internal_error";
+  // The inverse of status_of: every other status is some ErrorCode's, named as the C++ API names it
+  // (capacity_exceeded is the last ErrorCode).
+  for (int code = 0; code <= static_cast<int>(attnkit::ErrorCode::capacity_exceeded); ++code) {
+    const auto error_code = static_cast<attnkit::ErrorCode>(code);
+    if (attnkit::c_api::status_of(error_code) == status) return attnkit::error_code_name(error_code);
   }
+  return "unknown";
 }
 
 }  // extern "C"
