@@ -74,16 +74,12 @@ void heatmap_html(const PanelWeights& weights, const std::string& path, const st
                   std::vector<std::int64_t> layers, std::string title, std::vector<std::string> tokens,
                   std::vector<std::string> head_names, std::vector<std::string> stat_names,
                   std::vector<std::vector<double>> stats, std::string stat_note) {
-  const HeadWeights w = head_weights(weights, heads);
   HeatmapPage page;
+  page.weights = head_weights(weights, heads);
   page.title = std::move(title);
   page.query_tokens = tokens;
   page.key_tokens = std::move(tokens);
-  page.heads = w.heads;
   page.head_names = std::move(head_names);
-  page.n = w.n;
-  page.m = w.m;
-  page.weights = w.weights;
   page.layers = std::move(layers);
   page.stat_names = std::move(stat_names);
   page.stats = std::move(stats);

@@ -15,12 +15,12 @@ namespace {
 HeatmapPage small_page() {
   HeatmapPage page;
   page.title = "title </script><script>alert(1)</script>";
-  page.n = 2;
-  page.m = 3;
-  page.heads = {4};
+  page.weights.n = 2;
+  page.weights.m = 3;
+  page.weights.heads = {4};
   page.query_tokens = {"</script>", "a\"b\\c"};
   page.key_tokens = {"x", "y\xE2\x80\xA8z", "<!--"};
-  page.weights = {{0.25f, 0.75f, 0.0f, 0.125f, 0.375f, 0.5f}};
+  page.weights.weights = {{0.25f, 0.75f, 0.0f, 0.125f, 0.375f, 0.5f}};
   return page;
 }
 
@@ -51,8 +51,8 @@ TEST(HeatmapHtml, PositionsLabelTheAxesWithoutTokens) {
 
 TEST(HeatmapHtml, LayersAndStatisticsAreWrittenAndChecked) {
   HeatmapPage page = small_page();
-  page.heads = {0, 1};
-  page.weights.push_back(page.weights[0]);
+  page.weights.heads = {0, 1};
+  page.weights.weights.push_back(page.weights.weights[0]);
   page.layers = {3, 3};
   page.stat_names = {"previous token", "[SEP]"};
   page.stats = {{0.5, 0.25}, {1.0 / 3.0, std::nan("")}};
@@ -82,14 +82,14 @@ TEST(HeatmapHtml, WrongSizesAndTooLargePagesAreRefused) {
   page.key_tokens.pop_back();
   EXPECT_THROW(heatmap_html(page), Error);
   page = small_page();
-  page.weights[0].pop_back();
+  page.weights.weights[0].pop_back();
   EXPECT_THROW(heatmap_html(page), Error);
   page = small_page();
-  page.n = page.m = 1500;
+  page.weights.n = page.weights.m = 1500;
   page.query_tokens.clear();
   page.key_tokens.clear();
-  page.heads = {0, 1};
-  page.weights.assign(2, std::vector<float>(1500 * 1500, 0.0f));
+  page.weights.heads = {0, 1};
+  page.weights.weights.assign(2, std::vector<float>(1500 * 1500, 0.0f));
   try {
     heatmap_html(page);
     FAIL() << "a 4.5-million-weight page was written";

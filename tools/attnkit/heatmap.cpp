@@ -166,11 +166,8 @@ void draw(HeatmapFigure& figure, const Picture& p, std::ostream& out) {
     page.title = figure.title;
     page.query_tokens = figure.query_tokens;
     page.key_tokens = figure.key_tokens;
-    page.heads = figure.weights.heads;
+    page.weights = figure.weights;
     page.head_names = figure.head_names;
-    page.n = figure.weights.n;
-    page.m = figure.weights.m;
-    page.weights = figure.weights.weights;
     staged.write(*p.html_path, [&](const std::string& file) { write_heatmap_html(page, file); });
   }
   std::optional<viz::Image> image;

@@ -93,15 +93,15 @@ std::string page_data(const HeatmapPage& page) {
   std::string out = "{\"title\":";
   append_json_string(out, page.title);
   out += ",\"queries\":";
-  append_labels(out, page.query_tokens, page.n);
+  append_labels(out, page.query_tokens, page.weights.n);
   out += ",\"keys\":";
-  append_labels(out, page.key_tokens, page.m);
+  append_labels(out, page.key_tokens, page.weights.m);
   out += ",\"heads\":";
-  append_integers(out, page.heads);
+  append_integers(out, page.weights.heads);
   out += ",\"names\":";
-  append_labels(out, page.head_names, page.head_names.empty() ? 0 : static_cast<std::int64_t>(page.heads.size()));
+  append_labels(out, page.head_names, page.head_names.empty() ? 0 : static_cast<std::int64_t>(page.weights.heads.size()));
   out += ",\"weights\":";
-  append_rows(out, page.weights);
+  append_rows(out, page.weights.weights);
   out += ",\"layers\":";
   append_integers(out, page.layers);
   out += ",\"statNames\":";
@@ -123,29 +123,29 @@ std::string page_data(const HeatmapPage& page) {
 
 void check(const HeatmapPage& page) {
   const auto fail = [](const std::string& message) { throw Error(ErrorCode::invalid_argument, message); };
-  if (page.weights.size() != page.heads.size()) fail("--html: one weight matrix per head");
-  if (!page.head_names.empty() && page.head_names.size() != page.heads.size()) fail("--html: one name per head");
-  for (const auto& w : page.weights) {
-    if (static_cast<std::int64_t>(w.size()) != page.n * page.m) fail("--html: a head's weights are not [n, m]");
+  if (page.weights.weights.size() != page.weights.heads.size()) fail("--html: one weight matrix per head");
+  if (!page.head_names.empty() && page.head_names.size() != page.weights.heads.size()) fail("--html: one name per head");
+  for (const auto& w : page.weights.weights) {
+    if (static_cast<std::int64_t>(w.size()) != page.weights.n * page.weights.m) fail("--html: a head's weights are not [n, m]");
   }
-  if (!page.query_tokens.empty() && static_cast<std::int64_t>(page.query_tokens.size()) != page.n) {
-    fail("--html: " + std::to_string(page.query_tokens.size()) + " query labels for n = " + std::to_string(page.n));
+  if (!page.query_tokens.empty() && static_cast<std::int64_t>(page.query_tokens.size()) != page.weights.n) {
+    fail("--html: " + std::to_string(page.query_tokens.size()) + " query labels for n = " + std::to_string(page.weights.n));
   }
-  if (!page.key_tokens.empty() && static_cast<std::int64_t>(page.key_tokens.size()) != page.m) {
-    fail("--html: " + std::to_string(page.key_tokens.size()) + " key labels for m = " + std::to_string(page.m));
+  if (!page.key_tokens.empty() && static_cast<std::int64_t>(page.key_tokens.size()) != page.weights.m) {
+    fail("--html: " + std::to_string(page.key_tokens.size()) + " key labels for m = " + std::to_string(page.weights.m));
   }
-  if (!page.layers.empty() && page.layers.size() != page.heads.size()) fail("--html: one layer number per head");
-  if (page.stats.size() != (page.stat_names.empty() ? 0 : page.heads.size())) {
+  if (!page.layers.empty() && page.layers.size() != page.weights.heads.size()) fail("--html: one layer number per head");
+  if (page.stats.size() != (page.stat_names.empty() ? 0 : page.weights.heads.size())) {
     fail("--html: " + std::to_string(page.stats.size()) + " rows of statistics for " +
-         std::to_string(page.heads.size()) + " heads and " + std::to_string(page.stat_names.size()) + " names");
+         std::to_string(page.weights.heads.size()) + " heads and " + std::to_string(page.stat_names.size()) + " names");
   }
   for (const auto& row : page.stats) {
     if (row.size() != page.stat_names.size()) fail("--html: a head's statistics do not match their names");
   }
-  const std::int64_t total = static_cast<std::int64_t>(page.heads.size()) * page.n * page.m;
+  const std::int64_t total = static_cast<std::int64_t>(page.weights.heads.size()) * page.weights.n * page.weights.m;
   if (total > kMaxHtmlWeights) {
-    fail("--html: " + std::to_string(page.heads.size()) + " heads of n = " + std::to_string(page.n) +
-         " by m = " + std::to_string(page.m) + " is " + std::to_string(total) + " weights, more than a page shows well (" +
+    fail("--html: " + std::to_string(page.weights.heads.size()) + " heads of n = " + std::to_string(page.weights.n) +
+         " by m = " + std::to_string(page.weights.m) + " is " + std::to_string(total) + " weights, more than a page shows well (" +
          std::to_string(kMaxHtmlWeights) + "); pick fewer with --heads, or shorter sequences");
   }
 }

@@ -10,15 +10,15 @@
 #include <string>
 #include <vector>
 
+#include "heatmap/head_weights.hpp"
+
 namespace attnkit::cli {
 
 struct HeatmapPage {
   std::string title;
   std::vector<std::string> query_tokens, key_tokens;  // n and m labels; empty: positions 0, 1, ...
-  std::vector<std::int64_t> heads;                   // the head number of each panel
+  HeadWeights weights;                                // n, m, each panel's head number and [n, m] weights
   std::vector<std::string> head_names;               // optional, per panel ("previous token")
-  std::int64_t n = 0, m = 0;                          // queries and keys
-  std::vector<std::vector<float>> weights;            // per panel, [n, m] row-major
 
   // The head viewer (python -m attnkit.heads). With `layers` (per panel, its layer) the page picks a
   // layer, then one of its heads; it always shows the heads it offers as small multiples. `stats`
