@@ -77,13 +77,10 @@ def attention_weights(model_dir, text: str = DEFAULT_TEXT) -> HeadWeights:
         raise ValueError(f"--model {model_dir}: {type(model).__name__} returned no attention weights")
     weights = torch.stack([layer[0] for layer in outputs.attentions]).float().numpy()
     ids = batch["input_ids"][0].tolist()
+    tokens = tokenizer.convert_ids_to_tokens(ids)
     special_ids = set(tokenizer.all_special_ids)
-    special = []
-    for i in ids:
-        token = tokenizer.convert_ids_to_tokens(i)
-        if i in special_ids and token not in special:
-            special.append(token)
-    return HeadWeights(path.name, tokenizer.convert_ids_to_tokens(ids), special, np.ascontiguousarray(weights))
+    special = list(dict.fromkeys(t for i, t in zip(ids, tokens) if i in special_ids))  # in order, once each
+    return HeadWeights(path.name, tokens, special, np.ascontiguousarray(weights))
 
 
 def head_statistics(weights: np.ndarray, tokens: list[str], special: list[str] = ()) -> tuple[list[str], np.ndarray]:
@@ -140,7 +137,7 @@ def draw(heads: HeadWeights, html: str | None = None, png: str | None = None, la
     if not _core.has_drawing:
         raise RuntimeError(_NO_DRAWING)
     count, head_count, n, _ = heads.weights.shape
-    chosen = list(range(count)) if layers is None else list(layers)
+    chosen = _layers_drawn(count, layers)
     for layer in chosen:
         if not 0 <= layer < count:
             raise ValueError(f"--layers: {layer} is not a layer of {heads.model} (it has {count}, numbered from 0)")
@@ -166,6 +163,11 @@ def draw(heads: HeadWeights, html: str | None = None, png: str | None = None, la
         size = _core.heatmap_png(weights, str(png), head_numbers, title, source, heads.tokens, panel_titles, captions,
                                  head_count, 14 * max(n, 1), True, 1.0)  # fmt: skip
     return names, values, size
+
+
+def _layers_drawn(count, layers):
+    """The layers `draw` draws: all `count`, or those asked for."""
+    return list(range(count)) if layers is None else list(layers)
 
 
 def _layer_list(text):
@@ -253,8 +255,8 @@ def main(argv=None) -> int:
     except (ValueError, RuntimeError, OSError) as error:
         print(f"python -m attnkit.heads: {error}", file=sys.stderr)
         return 1
-    chosen = list(range(heads.weights.shape[0])) if args.layers is None else args.layers
     count, head_count, n, _ = heads.weights.shape
+    chosen = _layers_drawn(count, args.layers)
     print(f"{args.title or heads.model}: {count} layers x {head_count} heads, {n} tokens: {' '.join(heads.tokens)}")
     print("The heads that measure highest (mean over the tokens as queries):")
     print("\n".join(_notable(names, values, chosen)))
