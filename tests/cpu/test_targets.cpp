@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -81,6 +82,19 @@ TEST(Targets, NamesAndRequirementsAreThoseOfTheTable) {
   EXPECT_FALSE(target_uses_bf16_dot(Target::avx512));
   EXPECT_TRUE(target_is_emulated(Target::avx512_emulated));
   EXPECT_FALSE(target_is_emulated(Target::avx2));
+}
+
+// Names back to targets: every target's name, and nothing else (a prefix, a case change, empty).
+TEST(Targets, EveryNameFindsItsTargetAndNothingElseDoes) {
+  const std::string names = target_names();
+  for (Target target : {Target::scalar, Target::avx2, Target::avx512, Target::avx512_bf16, Target::avx512_emulated,
+                        Target::avx512_bf16_emulated}) {
+    EXPECT_EQ(target_from_name(target_name(target)), target) << target_name(target);
+    EXPECT_NE(names.find(target_name(target)), std::string::npos) << names;
+  }
+  for (const char* name : {"", "avx", "AVX2", "avx512 ", "avx512_bf", "default"}) {
+    EXPECT_EQ(target_from_name(name), std::nullopt) << "'" << name << "'";
+  }
 }
 
 // The emulated targets stand in for the AVX-512 ones: same lanes, tiles and key blocks, so the tests
