@@ -7,7 +7,7 @@ packages=(
   libopenblas-dev pkg-config # OpenBLAS: the module's projections and the bench's baseline
   nlohmann-json3-dev         # JSON: the tool's --json lines
   python3-venv python3-dev   # the Python package: a virtual environment (with pip), and Python.h
-  libpng-dev libfreetype-dev libfontconfig-dev fonts-dejavu-core  # the tool's pictures: PNG, text, its font
+  libcairo2-dev libfontconfig-dev fonts-dejavu-core  # the tool's pictures (PNG, SVG, PDF), finding its font, the font
   libopenmpi-dev openmpi-bin # attnkit::dist (ring attention over MPI) and its tests under mpirun
   valgrind                   # the CLI's main commands under memcheck (scripts/check-valgrind.sh)
   qemu-user                  # a CPU without AVX for the CLI and kernel tests (scripts/check-no-avx.sh)

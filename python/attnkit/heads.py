@@ -112,8 +112,8 @@ STAT_NOTE = ("Each statistic is a mean over the text's tokens as queries: the at
              "before (from the second token on), on the token itself, on each special token, and the entropy of "
              "the query's weights in bits (0: all on one key; log2 of the number of keys: uniform).")  # fmt: skip
 
-_NO_DRAWING = ("this attnkit was built without its drawing layer: install libpng, FreeType and fontconfig (Debian: "
-               "libpng-dev libfreetype-dev libfontconfig-dev) and reinstall attnkit")  # fmt: skip
+_NO_DRAWING = ("this attnkit was built without its drawing layer: install Cairo and fontconfig (Debian: "
+               "libcairo2-dev libfontconfig-dev) and reinstall attnkit")  # fmt: skip
 
 # Short names for the PNG's captions, where a panel is about 200 pixels wide.
 _SHORT = {"previous token": "prev", "itself": "self", "entropy (bits)": "H"}

@@ -16,7 +16,7 @@
 #include "bindings.hpp"
 #include "heatmap/figure.hpp"
 #include "heatmap/html.hpp"
-#include "viz/png.hpp"
+#include "viz/picture_file.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -65,8 +65,8 @@ std::pair<int, int> heatmap_png(const PanelWeights& weights, const std::string& 
   figure.vmax = vmax;
   figure.vmax_source = "the same scale for every head";
   nb::gil_scoped_release release;
-  const viz::Image image = cli::render_figure(figure);
-  viz::write_png(image, path);
+  const viz::Canvas image = cli::render_figure(figure);
+  viz::write_picture(image, path, viz::picture_format(path));
   return {image.width(), image.height()};
 }
 

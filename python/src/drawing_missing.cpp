@@ -1,4 +1,4 @@
-// attnkit._core — drawing, in a build without libpng, FreeType or fontconfig: the head viewer
+// attnkit._core — drawing, in a build without Cairo or fontconfig: the head viewer
 // (python/attnkit/heads.py) reads has_drawing and says what to install.
 #include "bindings.hpp"
 

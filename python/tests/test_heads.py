@@ -215,10 +215,10 @@ def test_main_draws_chosen_layers(tmp_path, minilm, capsys):
 
 
 def test_a_build_without_drawing_says_what_to_install(tmp_path, monkeypatch, capsys):
-    """(drawing_missing.cpp sets has_drawing = False in a build without libpng, FreeType or fontconfig.)"""
+    """(drawing_missing.cpp sets has_drawing = False in a build without Cairo or fontconfig.)"""
     monkeypatch.setattr(_core, "has_drawing", False)
     assert heads.main(["--model", str(tmp_path), "--png", str(tmp_path / "h.png")]) == 1
-    assert "libpng-dev libfreetype-dev libfontconfig-dev" in capsys.readouterr().err
+    assert "libcairo2-dev libfontconfig-dev" in capsys.readouterr().err
     weights = heads.HeadWeights("m", ["a", "b"], [], np.full((1, 1, 2, 2), 0.5, dtype=np.float32))
     with pytest.raises(RuntimeError, match="without its drawing layer"):
         heads.draw(weights, png=str(tmp_path / "h.png"))

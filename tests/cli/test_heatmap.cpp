@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -20,7 +21,7 @@
 #include "heatmap/demo.hpp"
 #include "heatmap/figure.hpp"
 #include "viz/colormap.hpp"
-#include "viz/png.hpp"
+#include "viz/picture_file.hpp"
 
 namespace {
 
@@ -28,7 +29,7 @@ namespace fs = std::filesystem;
 using attnkit::DType;
 using attnkit::Tensor;
 using attnkit::cli::HeadWeights;
-using attnkit::viz::Image;
+using attnkit::viz::Canvas;
 
 constexpr int kOk = 0, kError = 1, kUsage = 2;
 
@@ -83,7 +84,7 @@ attnkit::testing::CliResult cli(const std::vector<std::string>& args) { return a
 
 // Every cell's centre pixel must be colormap(value / vmax), where value is the cell's weight (or
 // the maximum of its block) and vmax the scale the layout used.
-void expect_cells(const Image& image, const attnkit::cli::FigureLayout& layout, const HeadWeights& w) {
+void expect_cells(const Canvas& image, const attnkit::cli::FigureLayout& layout, const HeadWeights& w) {
   ASSERT_EQ(layout.panels.size(), w.heads.size());
   for (std::size_t p = 0; p < w.heads.size(); ++p) {
     const auto& r = layout.panels[p];
@@ -112,7 +113,7 @@ TEST_F(Heatmap, CellsHaveTheColourOfTheirWeight) {
   const auto r = cli({"heatmap", "--probs", probs, "--batch", "1", "--out", path("h.png"), "--title", "T"});
   ASSERT_EQ(r.code, kOk) << r.err;
   EXPECT_TRUE(contains(r.out, path("h.png"))) << r.out;
-  const Image image = attnkit::viz::read_png(path("h.png"));
+  const Canvas image = attnkit::viz::read_png(path("h.png"));
 
   attnkit::cli::HeatmapFigure figure;
   figure.weights = weights_of(1, {0, 1, 2});
@@ -135,7 +136,7 @@ TEST_F(Heatmap, VmaxAndHeadSubsetAndTokens) {
   const auto r = cli({"heatmap", "--probs", probs, "--heads", "3,1", "--vmax", "2", "--tokens", path("tokens.txt"),
                       "--out", path("h.png")});
   ASSERT_EQ(r.code, kOk) << r.err;
-  const Image image = attnkit::viz::read_png(path("h.png"));
+  const Canvas image = attnkit::viz::read_png(path("h.png"));
   attnkit::cli::HeatmapFigure figure;
   figure.weights = weights_of(0, {3, 1});
   figure.vmax = 2.0;
@@ -184,7 +185,7 @@ TEST_F(Heatmap, SmallMultiplesGrid) {
   EXPECT_GT(layout.panels[0].y, bare.panels[0].y);
   EXPECT_EQ(layout.panels[3].y - bare.panels[3].y, 2 * (layout.panels[0].y - bare.panels[0].y));
 
-  const Image image = attnkit::cli::render_figure(figure);
+  const Canvas image = attnkit::cli::render_figure(figure);
   ASSERT_EQ(image.width(), layout.width);
   ASSERT_EQ(image.height(), layout.height);
   expect_cells(image, layout, figure.weights);
@@ -214,7 +215,7 @@ TEST_F(Heatmap, LargeMatricesAreMaxPooled) {
   EXPECT_EQ(layout.block_cols, 2);
   EXPECT_EQ(layout.rows, 4);
   EXPECT_EQ(layout.cols, 4);
-  const Image image = attnkit::viz::read_png(path("h.png"));
+  const Canvas image = attnkit::viz::read_png(path("h.png"));
   ASSERT_EQ(image.width(), layout.width);
   expect_cells(image, layout, figure.weights);
 }
@@ -243,7 +244,7 @@ TEST_F(Heatmap, FromQueriesAndKeysMatchesRunProbs) {
   attnkit::cli::HeatmapFigure figure;
   figure.weights = weights_of(0, {0, 1});
   const auto layout = attnkit::cli::layout_figure(figure);
-  const Image image = attnkit::viz::read_png(path("h.png"));
+  const Canvas image = attnkit::viz::read_png(path("h.png"));
   ASSERT_EQ(image.height(), layout.height);
   expect_cells(image, layout, figure.weights);
 }
@@ -421,10 +422,38 @@ TEST(HeatmapDemo, CommandWritesThePictureAndDescribesTheHeads) {
   const auto r = cli({"heatmap", "--demo", "--out", out.string()});
   ASSERT_EQ(r.code, kOk) << r.err;
   for (const auto& head : attnkit::cli::make_demo().heads) EXPECT_TRUE(contains(r.out, head.name)) << r.out;
-  const Image image = attnkit::viz::read_png(out.string());
+  const Canvas image = attnkit::viz::read_png(out.string());
   EXPECT_GT(image.width(), 600);
   EXPECT_GT(image.height(), 400);
   fs::remove(out);
+}
+
+// --out x.svg and x.pdf give vector files of the PNG's size (the file is staged under a temporary
+// name, so the format must come from the name asked for).
+TEST(HeatmapDemo, SvgAndPdfByExtension) {
+  const fs::path base = fs::temp_directory_path() / ("attnkit_test_demo_" + std::to_string(::getpid()));
+  const auto png = cli({"heatmap", "--demo", "--out", base.string() + ".png"});
+  ASSERT_EQ(png.code, kOk) << png.err;
+  const Canvas image = attnkit::viz::read_png(base.string() + ".png");
+  const std::string size = std::to_string(image.width()) + " x " + std::to_string(image.height()) + " pixels";
+  for (const std::string extension : {".svg", ".PDF"}) {
+    const std::string out = base.string() + extension;
+    const auto r = cli({"heatmap", "--demo", "--out", out});
+    ASSERT_EQ(r.code, kOk) << r.err;
+    EXPECT_TRUE(contains(r.out, size)) << r.out;
+    std::ifstream in(out, std::ios::binary);
+    const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    if (extension == ".svg") {
+      EXPECT_NE(text.find("<svg"), std::string::npos);
+      EXPECT_NE(text.find("width=\"" + std::to_string(image.width()) + "pt\""), std::string::npos);
+    } else {
+      EXPECT_EQ(text.substr(0, 5), "%PDF-");
+      EXPECT_NE(text.find("/MediaBox [ 0 0 " + std::to_string(image.width()) + " " + std::to_string(image.height())),
+                std::string::npos);
+    }
+    fs::remove(out);
+  }
+  fs::remove(base.string() + ".png");
 }
 
 }  // namespace

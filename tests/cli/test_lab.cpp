@@ -19,7 +19,7 @@
 #include "lab/scaling.hpp"
 #include "lab/softmax_stats.hpp"
 #include "support/testing.hpp"
-#include "viz/png.hpp"
+#include "viz/picture_file.hpp"
 
 namespace {
 
@@ -300,7 +300,7 @@ TEST(LabCommand, PlotsArePngFiles) {
   const std::string scaling = (dir / "scaling.png").string(), precision = (dir / "precision.png").string();
   const auto a = run_cli({"lab", "scaling", "--trials", "1", "--keys", "8", "--dims", "2,16", "--plot", scaling});
   ASSERT_EQ(a.code, kOk) << a.err;
-  const attnkit::viz::Image image = attnkit::viz::read_png(scaling);
+  const attnkit::viz::Canvas image = attnkit::viz::read_png(scaling);
   EXPECT_EQ(image.width(), 2 * 520);  // two columns of panels
   EXPECT_GT(image.height(), 2 * 380);
   const auto b = run_cli({"lab", "precision", "--lengths", "8,64", "--queries", "2", "--dim", "8", "--json", "--plot", precision});
@@ -310,6 +310,15 @@ TEST(LabCommand, PlotsArePngFiles) {
   const auto bad = run_cli({"lab", "scaling", "--trials", "1", "--dims", "2", "--plot", (dir / "no/such/dir.png").string()});
   EXPECT_EQ(bad.code, 1);
   EXPECT_NE(bad.err.find("no/such/dir.png"), std::string::npos) << bad.err;
+  // A vector file for papers, by extension.
+  const std::string pdf = (dir / "scaling.pdf").string();
+  ASSERT_EQ(run_cli({"lab", "scaling", "--trials", "1", "--keys", "8", "--dims", "2,16", "--plot", pdf}).code, kOk);
+  std::FILE* file = std::fopen(pdf.c_str(), "rb");
+  ASSERT_NE(file, nullptr);
+  char magic[5] = {};
+  EXPECT_EQ(std::fread(magic, 1, 5, file), 5u);
+  std::fclose(file);
+  EXPECT_EQ(std::string(magic, 5), "%PDF-");
   std::filesystem::remove_all(dir);
 }
 

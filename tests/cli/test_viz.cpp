@@ -1,24 +1,27 @@
-// The drawing layer of the attnkit tool (tools/attnkit/viz/): PNG round trips, the colour map's
-// lightness and endpoints (checked with CIE L*, a different formula from the OKLab it is built in),
-// text staying inside its measured box, and clipping of lines and rectangles.
+// The drawing layer of the attnkit tool (tools/attnkit/viz/): PNG round trips, SVG and PDF files, the
+// colour map's lightness and endpoints (checked with CIE L*, a different formula from the OKLab it is
+// built in), text staying inside its measured box, and clipping of lines and rectangles.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
+#include <utility>
 
 #include "attnkit/error.hpp"
 #include "support/scratch_dir.hpp"
+#include "viz/canvas.hpp"
 #include "viz/colormap.hpp"
-#include "viz/image.hpp"
-#include "viz/png.hpp"
+#include "viz/picture_file.hpp"
 #include "viz/text.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
-using attnkit::viz::Image;
+using attnkit::viz::Canvas;
 using attnkit::viz::Rgb;
 using attnkit::testing::ScratchDir;
 
@@ -33,14 +36,14 @@ double cie_lightness(Rgb c) {
   return y > 216.0 / 24389.0 ? 116.0 * std::cbrt(y) - 16.0 : y * 24389.0 / 27.0;
 }
 
-int count_not(const Image& image, Rgb background) {
+int count_not(const Canvas& image, Rgb background) {
   int n = 0;
   for (const Rgb& p : image.pixels()) n += p == background ? 0 : 1;
   return n;
 }
 
 TEST(VizPng, RoundTripKeepsEveryPixelExactly) {
-  Image image(7, 5);
+  Canvas image(7, 5);
   for (int y = 0; y < 5; ++y) {
     for (int x = 0; x < 7; ++x) {
       image.set(x, y, {static_cast<std::uint8_t>(x * 37), static_cast<std::uint8_t>(y * 51),
@@ -49,8 +52,8 @@ TEST(VizPng, RoundTripKeepsEveryPixelExactly) {
   }
   const ScratchDir scratch("attnkit_test_viz");
   const std::string path = scratch.file("round_trip.png");
-  attnkit::viz::write_png(image, path);
-  const Image back = attnkit::viz::read_png(path);
+  attnkit::viz::write_picture(image, path, attnkit::viz::PictureFormat::png);
+  const Canvas back = attnkit::viz::read_png(path);
   ASSERT_EQ(back.width(), 7);
   ASSERT_EQ(back.height(), 5);
   EXPECT_EQ(back.pixels(), image.pixels());
@@ -60,7 +63,7 @@ TEST(VizPng, ErrorsNameThePath) {
   const ScratchDir scratch("attnkit_test_viz");
   const std::string missing = (fs::path(scratch.path()) / "no_such_dir" / "x.png").string();
   try {
-    attnkit::viz::write_png(Image(2, 2), missing);
+    attnkit::viz::write_picture(Canvas(2, 2), missing, attnkit::viz::PictureFormat::png);
     FAIL() << "writing into a missing directory must fail";
   } catch (const attnkit::Error& e) {
     EXPECT_EQ(e.code(), attnkit::ErrorCode::io_error);
@@ -72,6 +75,96 @@ TEST(VizPng, ErrorsNameThePath) {
   } catch (const attnkit::Error& e) {
     EXPECT_NE(std::string(e.what()).find(missing), std::string::npos) << e.what();
   }
+}
+
+std::string file_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+TEST(VizPictureFile, TheFormatFollowsTheExtension) {
+  using attnkit::viz::PictureFormat, attnkit::viz::picture_format;
+  EXPECT_EQ(picture_format("a.svg"), PictureFormat::svg);
+  EXPECT_EQ(picture_format("dir/B.SVG"), PictureFormat::svg);
+  EXPECT_EQ(picture_format("a.pdf"), PictureFormat::pdf);
+  EXPECT_EQ(picture_format("a.Pdf"), PictureFormat::pdf);
+  EXPECT_EQ(picture_format("a.png"), PictureFormat::png);
+  EXPECT_EQ(picture_format("a"), PictureFormat::png);
+  EXPECT_EQ(picture_format("svg"), PictureFormat::png);
+  EXPECT_EQ(picture_format("a.svg.png"), PictureFormat::png);
+}
+
+// One drawing (a rectangle, a line, text, cells) written three ways: the PNG holds its pixels, the
+// SVG and PDF are vector files of the same size with the drawing in them.
+TEST(VizPictureFile, OneCanvasAsPngSvgAndPdf) {
+  Canvas canvas(120, 80);
+  canvas.fill_rect(10, 10, 30, 20, {200, 30, 40});
+  canvas.line(0.0, 60.5, 120.0, 60.5, attnkit::viz::kBlack, 1.0);
+  canvas.paint_cells(60, 10, 2, 2, 10, 10, {{255, 0, 0}, {0, 255, 0}, {0, 0, 255}, {9, 9, 9}});
+  attnkit::viz::Font::standard().draw(canvas, 10, 75, "attention", 12, attnkit::viz::kBlack);
+  const ScratchDir scratch("attnkit_test_viz");
+  using attnkit::viz::PictureFormat;
+  attnkit::viz::write_picture(canvas, scratch.file("c.png"), PictureFormat::png);
+  attnkit::viz::write_picture(canvas, scratch.file("c.svg"), PictureFormat::svg);
+  attnkit::viz::write_picture(canvas, scratch.file("c.pdf"), PictureFormat::pdf);
+
+  EXPECT_EQ(attnkit::viz::read_png(scratch.file("c.png")).pixels(), canvas.pixels());
+  const std::string svg = file_text(scratch.file("c.svg"));
+  EXPECT_NE(svg.find("<svg"), std::string::npos);
+  EXPECT_NE(svg.find("width=\"120pt\" height=\"80pt\""), std::string::npos) << svg.substr(0, 300);
+  EXPECT_NE(svg.find("<path"), std::string::npos);   // the rectangle, line and glyphs
+  EXPECT_NE(svg.find("<image"), std::string::npos);  // the cells, as one picture
+  const std::string pdf = file_text(scratch.file("c.pdf"));
+  EXPECT_EQ(pdf.substr(0, 5), "%PDF-");
+  EXPECT_NE(pdf.find("/MediaBox [ 0 0 120 80 ]"), std::string::npos);
+  EXPECT_NE(pdf.find("DejaVu"), std::string::npos);  // the text's font is embedded: text, not pixels
+
+  // The cells are sharp: every pixel of a cell has its colour, up to its edge.
+  EXPECT_EQ(canvas.at(60, 10), (Rgb{255, 0, 0}));
+  EXPECT_EQ(canvas.at(69, 19), (Rgb{255, 0, 0}));
+  EXPECT_EQ(canvas.at(70, 19), (Rgb{0, 255, 0}));
+  EXPECT_EQ(canvas.at(60, 20), (Rgb{0, 0, 255}));
+  EXPECT_EQ(canvas.at(79, 29), (Rgb{9, 9, 9}));
+  EXPECT_EQ(canvas.at(80, 29), attnkit::viz::kWhite);
+
+  // A missing folder is named, in every format.
+  for (PictureFormat format : {PictureFormat::png, PictureFormat::svg, PictureFormat::pdf}) {
+    const std::string missing = scratch.file("no_such_dir/x");
+    try {
+      attnkit::viz::write_picture(canvas, missing, format);
+      ADD_FAILURE() << "writing into a missing directory must fail";
+    } catch (const attnkit::Error& e) {
+      EXPECT_EQ(e.code(), attnkit::ErrorCode::io_error);
+      EXPECT_NE(std::string(e.what()).find(missing), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("No such file or directory"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(VizCanvas, SizesBeyondCairosLimitAreRefused) {
+  EXPECT_NO_THROW(Canvas(0, 0));
+  for (auto [w, h] : {std::pair{-1, 5}, std::pair{attnkit::viz::kMaxCanvasSide + 1, 5}}) {
+    try {
+      Canvas canvas(w, h);
+      ADD_FAILURE() << w << " x " << h << " must be refused";
+    } catch (const attnkit::Error& e) {
+      EXPECT_EQ(e.code(), attnkit::ErrorCode::invalid_argument);
+      EXPECT_NE(std::string(e.what()).find(std::to_string(w) + " x " + std::to_string(h)), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(VizText, InvalidUtf8AndNulAreDrawnAsReplacementCharacters) {
+  const auto& font = attnkit::viz::Font::standard();
+  const std::string bad = std::string("a\xff") + '\0' + "b";
+  const std::string replaced = "a\xEF\xBF\xBD\xEF\xBF\xBD" "b";
+  EXPECT_EQ(font.measure(bad, 12).width, font.measure(replaced, 12).width);
+  Canvas canvas(60, 20);
+  EXPECT_EQ(font.draw(canvas, 2, 15, bad, 12, attnkit::viz::kBlack), font.measure(replaced, 12).width);
+  // Drawing went on after the bad bytes: Cairo would stop at the first invalid string.
+  Canvas after(60, 20);
+  font.draw(after, 2, 15, replaced, 12, attnkit::viz::kBlack);
+  EXPECT_EQ(canvas.pixels(), after.pixels());
 }
 
 TEST(VizColormap, LightnessRisesMonotonically) {
@@ -109,7 +202,7 @@ TEST(VizText, HorizontalTextStaysInItsMeasuredBox) {
   const std::string text = "Heatmap gÅ 123";
   const auto size = font.measure(text, 14);
   ASSERT_GT(size.width, 50);
-  Image image(size.width + 40, 60);
+  Canvas image(size.width + 40, 60);
   const int x = 20, y = 40;
   const int advance = font.draw(image, x, y, text, 14, attnkit::viz::kBlack);
   EXPECT_EQ(advance, size.width);
@@ -127,7 +220,7 @@ TEST(VizText, VerticalTextRunsUpwardsInTheRotatedBox) {
   const auto& font = attnkit::viz::Font::standard();
   const std::string text = "query tokens";
   const auto size = font.measure(text, 12);
-  Image image(60, size.width + 40);
+  Canvas image(60, size.width + 40);
   const int x = 30, y = size.width + 20;
   font.draw(image, x, y, text, 12, attnkit::viz::kBlack, attnkit::viz::Direction::vertical_up);
   EXPECT_GT(count_not(image, attnkit::viz::kWhite), 80);
@@ -151,7 +244,7 @@ TEST(VizText, FitShortensWithAnEllipsis) {
 }
 
 TEST(VizImage, LinesAndRectanglesClipAtTheEdges) {
-  Image image(20, 20);
+  Canvas image(20, 20);
   image.line(-100.0, 10.5, 100.0, 10.5, attnkit::viz::kBlack, 1.0);  // crosses the whole image
   for (int x = 0; x < 20; ++x) {
     EXPECT_EQ(image.at(x, 10), attnkit::viz::kBlack) << x;
@@ -166,7 +259,7 @@ TEST(VizImage, LinesAndRectanglesClipAtTheEdges) {
   EXPECT_EQ(image.at(0, 2), attnkit::viz::kBlack);
   EXPECT_EQ(image.at(19, 2), attnkit::viz::kBlack);
 
-  Image box(10, 10);
+  Canvas box(10, 10);
   box.fill_rect(-5, 8, 100, 100, {1, 2, 3});
   EXPECT_EQ(box.at(0, 9), (Rgb{1, 2, 3}));
   EXPECT_EQ(box.at(9, 8), (Rgb{1, 2, 3}));
@@ -175,7 +268,7 @@ TEST(VizImage, LinesAndRectanglesClipAtTheEdges) {
 }
 
 TEST(VizImage, DashedLinesLeaveGaps) {
-  Image image(40, 5);
+  Canvas image(40, 5);
   image.line(0.0, 2.5, 40.0, 2.5, attnkit::viz::kBlack, 1.0, 5.0);
   EXPECT_EQ(image.at(2, 2), attnkit::viz::kBlack);   // first dash: 0..5
   EXPECT_EQ(image.at(7, 2), attnkit::viz::kWhite);   // gap: 5..10

@@ -17,7 +17,7 @@
 #include "heatmap/tokens.hpp"
 #include "heatmap/weights.hpp"
 #include "staged_outputs.hpp"
-#include "viz/png.hpp"
+#include "viz/picture_file.hpp"
 
 namespace attnkit::cli {
 
@@ -170,10 +170,10 @@ void draw(HeatmapFigure& figure, const Picture& p, std::ostream& out) {
     page.head_names = figure.head_names;
     staged.write(*p.html_path, [&](const std::string& file) { write_heatmap_html(page, file); });
   }
-  std::optional<viz::Image> image;
+  std::optional<viz::Canvas> image;
   if (p.out_path) {
     image = render_figure(figure);
-    staged.write(*p.out_path, [&](const std::string& file) { viz::write_png(*image, file); });
+    staged.write(*p.out_path, [&](const std::string& file) { viz::write_picture(*image, file, viz::picture_format(*p.out_path)); });
   }
   staged.commit();
   if (p.html_path) {

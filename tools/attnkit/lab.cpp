@@ -16,7 +16,7 @@
 #include "lab/scaling_report.hpp"
 #include "progress.hpp"
 #include "viz/plot.hpp"
-#include "viz/png.hpp"
+#include "viz/picture_file.hpp"
 
 namespace attnkit::cli {
 
@@ -143,9 +143,9 @@ std::string positional_experiment_error(const Args& args) {
 
 // The plot replaces its target only once it is completely written.
 void write_plot(const std::string& path, const std::string& title, const std::vector<viz::Panel>& panels, int columns) {
-  const viz::Image image = viz::plot(title, panels, columns);
+  const viz::Canvas image = viz::plot(title, panels, columns);
   StagedOutputs staged;
-  staged.write(path, [&](const std::string& file) { viz::write_png(image, file); });
+  staged.write(path, [&](const std::string& file) { viz::write_picture(image, file, viz::picture_format(path)); });
   staged.commit();
 }
 

@@ -17,7 +17,7 @@ namespace attnkit::cli {
 namespace {
 
 using viz::Font;
-using viz::Image;
+using viz::Canvas;
 using viz::Rgb;
 
 constexpr int kMargin = 24;
@@ -247,81 +247,76 @@ struct PanelText {
   bool left_labels = true, bottom_labels = true;
 };
 
-void draw_panel(Image& image, const Geometry& g, const Rect& r, const std::vector<float>& cells,
+void draw_panel(Canvas& canvas, const Geometry& g, const Rect& r, const std::vector<float>& cells,
                 const PanelText& text) {
   const Font& font = Font::standard();
   const FigureLayout& l = g.layout;
-  for (std::int64_t i = 0; i < l.rows; ++i) {
-    for (std::int64_t j = 0; j < l.cols; ++j) {
-      const double value = cells[static_cast<std::size_t>(i * l.cols + j)];
-      image.fill_rect(r.x + static_cast<int>(j) * l.cell_w, r.y + static_cast<int>(i) * l.cell_h, l.cell_w, l.cell_h,
-                      viz::colormap(value / l.vmax));
-    }
-  }
-  image.rect_outline(r.x - 1, r.y - 1, r.w + 2, r.h + 2, kFrameColor);
+  std::vector<Rgb> colors(cells.size());
+  std::transform(cells.begin(), cells.end(), colors.begin(), [&](float value) { return viz::colormap(value / l.vmax); });
+  canvas.paint_cells(r.x, r.y, static_cast<int>(l.cols), static_cast<int>(l.rows), l.cell_w, l.cell_h, colors);
+  canvas.rect_outline(r.x - 1, r.y - 1, r.w + 2, r.h + 2, kFrameColor);
 
   // The title, then the captions, centred above the heatmap; the last line ends kHeadGap above it.
   int baseline = r.y - kHeadGap - static_cast<int>(text.captions.size()) * g.caption_pitch -
                  font.measure(text.title, kHeadPx).descent;
   const int title_w = font.measure(text.title, kHeadPx).width;
-  font.draw(image, r.x + (r.w - title_w) / 2, baseline, text.title, kHeadPx, kTextColor);
+  font.draw(canvas, r.x + (r.w - title_w) / 2, baseline, text.title, kHeadPx, kTextColor);
   baseline += font.measure(text.title, kHeadPx).descent;
   for (const std::string& line : text.captions) {
     baseline += g.caption_pitch;
     const int line_w = font.measure(line, kCaptionPx).width;
-    font.draw(image, r.x + (r.w - line_w) / 2, baseline - kCaptionGap - font.measure(line, kCaptionPx).descent, line,
+    font.draw(canvas, r.x + (r.w - line_w) / 2, baseline - kCaptionGap - font.measure(line, kCaptionPx).descent, line,
               kCaptionPx, kNoteColor);
   }
 
   const int text_centre = (g.label_ascent - g.label_descent) / 2;  // baseline offset that centres a label
   for (const AxisLabel& q : text.left_labels ? g.query_labels : std::vector<AxisLabel>{}) {
     const int cy = r.y + static_cast<int>(q.cell) * l.cell_h + l.cell_h / 2;
-    image.fill_rect(r.x - 1 - kTick, cy, kTick, 1, kFrameColor);
+    canvas.fill_rect(r.x - 1 - kTick, cy, kTick, 1, kFrameColor);
     const int tw = font.measure(q.text, kLabelPx).width;
-    font.draw(image, r.x - 1 - kTick - kLabelGap - tw, cy + text_centre, q.text, kLabelPx, kTextColor);
+    font.draw(canvas, r.x - 1 - kTick - kLabelGap - tw, cy + text_centre, q.text, kLabelPx, kTextColor);
   }
   for (const AxisLabel& k : text.bottom_labels ? g.key_labels : std::vector<AxisLabel>{}) {
     const int cx = r.x + static_cast<int>(k.cell) * l.cell_w + l.cell_w / 2;
-    image.fill_rect(cx, r.y + r.h + 1, 1, kTick, kFrameColor);
+    canvas.fill_rect(cx, r.y + r.h + 1, 1, kTick, kFrameColor);
     const int tw = font.measure(k.text, kLabelPx).width;
     // Rotated to read upwards and ending just under the tick.
-    font.draw(image, cx + text_centre, r.y + r.h + 1 + kTick + kLabelGap + tw, k.text, kLabelPx, kTextColor,
+    font.draw(canvas, cx + text_centre, r.y + r.h + 1 + kTick + kLabelGap + tw, k.text, kLabelPx, kTextColor,
               viz::Direction::vertical_up);
   }
 }
 
-void draw_colorbar(Image& image, const Geometry& g) {
+void draw_colorbar(Canvas& canvas, const Geometry& g) {
   const Font& font = Font::standard();
   const Rect& bar = g.layout.colorbar;
-  for (int y = 0; y < bar.h; ++y) {
-    const double t = 1.0 - (y + 0.5) / bar.h;
-    image.fill_rect(bar.x, bar.y + y, bar.w, 1, viz::colormap(t));
-  }
-  image.rect_outline(bar.x - 1, bar.y - 1, bar.w + 2, bar.h + 2, kFrameColor);
+  std::vector<Rgb> gradient;  // one cell per pixel row, top = vmax
+  for (int y = 0; y < bar.h; ++y) gradient.push_back(viz::colormap(1.0 - (y + 0.5) / bar.h));
+  canvas.paint_cells(bar.x, bar.y, 1, bar.h, bar.w, 1, gradient);
+  canvas.rect_outline(bar.x - 1, bar.y - 1, bar.w + 2, bar.h + 2, kFrameColor);
   const int text_centre = (g.label_ascent - g.label_descent) / 2;
   for (double t : g.ticks) {
     const int y = bar.y + bar.h - 1 - static_cast<int>(std::lround(t / g.layout.vmax * (bar.h - 1)));
-    image.fill_rect(bar.x + bar.w + 1, y, kTick, 1, kFrameColor);
-    font.draw(image, g.bar_label_x, y + text_centre, format_number(t, g.tick_decimals), kLabelPx, kTextColor);
+    canvas.fill_rect(bar.x + bar.w + 1, y, kTick, 1, kFrameColor);
+    font.draw(canvas, g.bar_label_x, y + text_centre, format_number(t, g.tick_decimals), kLabelPx, kTextColor);
   }
   const std::string caption = "attention weight";
   const int cw = font.measure(caption, kLabelPx).width;
-  font.draw(image, g.caption_x, bar.y + (bar.h + cw) / 2, caption, kLabelPx, kNoteColor, viz::Direction::vertical_up);
+  font.draw(canvas, g.caption_x, bar.y + (bar.h + cw) / 2, caption, kLabelPx, kNoteColor, viz::Direction::vertical_up);
 }
 
 }  // namespace
 
 FigureLayout layout_figure(const HeatmapFigure& figure) { return compute(figure).layout; }
 
-Image render_figure(const HeatmapFigure& figure) {
+Canvas render_figure(const HeatmapFigure& figure) {
   const Geometry g = compute(figure);
   const FigureLayout& l = g.layout;
   const Font& font = Font::standard();
-  Image image(l.width, l.height);
+  Canvas canvas(l.width, l.height);
   const int text_width = l.width - 2 * kMargin;
-  font.draw(image, kMargin, g.title_y, font.fit(figure.title, kTitlePx, text_width), kTitlePx, kTextColor);
+  font.draw(canvas, kMargin, g.title_y, font.fit(figure.title, kTitlePx, text_width), kTitlePx, kTextColor);
   for (std::size_t i = 0; i < g.notes.size(); ++i) {
-    font.draw(image, kMargin, g.notes_y + static_cast<int>(i) * g.note_pitch, font.fit(g.notes[i], kNotePx, text_width),
+    font.draw(canvas, kMargin, g.notes_y + static_cast<int>(i) * g.note_pitch, font.fit(g.notes[i], kNotePx, text_width),
               kNotePx, kNoteColor);
   }
   const HeadWeights& w = figure.weights;
@@ -335,10 +330,10 @@ Image render_figure(const HeatmapFigure& figure) {
     if (p < figure.captions.size()) {
       for (const std::string& line : figure.captions[p]) text.captions.push_back(font.fit(line, kCaptionPx, room));
     }
-    draw_panel(image, g, l.panels[p], pooled.cells, text);
+    draw_panel(canvas, g, l.panels[p], pooled.cells, text);
   }
-  draw_colorbar(image, g);
-  return image;
+  draw_colorbar(canvas, g);
+  return canvas;
 }
 
 }  // namespace attnkit::cli

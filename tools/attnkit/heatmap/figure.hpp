@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "heatmap/head_weights.hpp"
-#include "viz/image.hpp"
+#include "viz/canvas.hpp"
 
 namespace attnkit::cli {
 
@@ -54,6 +54,6 @@ struct FigureLayout {
 
 FigureLayout layout_figure(const HeatmapFigure& figure);
 // Raises Error(invalid_shape) when there is nothing to draw (no head, n = 0 or m = 0).
-viz::Image render_figure(const HeatmapFigure& figure);
+viz::Canvas render_figure(const HeatmapFigure& figure);
 
 }  // namespace attnkit::cli

@@ -3,7 +3,7 @@
 // dark blue-purple at 0 to yellow at 1, like matplotlib's viridis.
 #pragma once
 
-#include "viz/image.hpp"
+#include "viz/canvas.hpp"
 
 namespace attnkit::viz {
 

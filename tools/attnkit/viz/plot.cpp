@@ -140,15 +140,6 @@ struct Rect {
   bool contains(double px, double py) const { return px >= x && px <= x + w && py >= y && py <= y + h; }
 };
 
-void fill_circle(Image& image, double cx, double cy, double radius, Rgb color) {
-  for (int y = static_cast<int>(std::floor(cy - radius - 1)); y <= static_cast<int>(std::ceil(cy + radius + 1)); ++y) {
-    for (int x = static_cast<int>(std::floor(cx - radius - 1)); x <= static_cast<int>(std::ceil(cx + radius + 1)); ++x) {
-      const double distance = std::hypot(x + 0.5 - cx, y + 0.5 - cy);
-      image.blend(x, y, color, static_cast<float>(std::clamp(radius + 0.5 - distance, 0.0, 1.0)));
-    }
-  }
-}
-
 // The pixel positions of a series' points; NaN where a point cannot be drawn (a break in the line).
 struct Points {
   std::vector<double> x, y;
@@ -166,19 +157,16 @@ Points project(const Series& s, const Axis& ax, const Axis& ay, const Rect& area
   return p;
 }
 
-void draw_series(Image& image, const Series& s, const Points& p) {
-  for (std::size_t i = 0; i + 1 < p.x.size(); ++i) {
-    if (std::isnan(p.x[i]) || std::isnan(p.x[i + 1])) continue;
-    image.line(p.x[i], p.y[i], p.x[i + 1], p.y[i + 1], s.color, kLineWidth, s.dashed ? kDash : 0.0);
-  }
+void draw_series(Canvas& canvas, const Series& s, const Points& p) {
+  canvas.polyline(p.x, p.y, s.color, kLineWidth, s.dashed ? kDash : 0.0);
   for (std::size_t i = 0; i < p.x.size(); ++i) {
-    if (!std::isnan(p.x[i])) fill_circle(image, p.x[i], p.y[i], kMarkerRadius, s.color);
+    if (!std::isnan(p.x[i])) canvas.fill_circle(p.x[i], p.y[i], kMarkerRadius, s.color);
   }
 }
 
-void draw_sample(Image& image, int x, int y_middle, const Series& s) {
-  image.line(x, y_middle, x + kLegendSample, y_middle, s.color, kLineWidth, s.dashed ? kDash * 0.6 : 0.0);
-  fill_circle(image, x + kLegendSample / 2.0, y_middle, kMarkerRadius, s.color);
+void draw_sample(Canvas& canvas, int x, int y_middle, const Series& s) {
+  canvas.line(x, y_middle, x + kLegendSample, y_middle, s.color, kLineWidth, s.dashed ? kDash * 0.6 : 0.0);
+  canvas.fill_circle(x + kLegendSample / 2.0, y_middle, kMarkerRadius, s.color);
 }
 
 std::vector<const Series*> named(const std::vector<Series>& series) {
@@ -190,7 +178,7 @@ std::vector<const Series*> named(const std::vector<Series>& series) {
 }
 
 // A legend box in the corner of `area` that the lines cross least (sampled along each segment).
-void draw_legend(Image& image, const Font& font, const std::vector<Series>& series, const std::vector<Points>& points,
+void draw_legend(Canvas& canvas, const Font& font, const std::vector<Series>& series, const std::vector<Points>& points,
                  const Rect& area) {
   const std::vector<const Series*> entries = named(series);
   if (entries.empty()) return;
@@ -220,28 +208,28 @@ void draw_legend(Image& image, const Font& font, const std::vector<Series>& seri
     }
     if (hits < best_hits) best_hits = hits, best = &r;
   }
-  image.fill_rect(best->x, best->y, best->w, best->h, kWhite);
-  image.rect_outline(best->x, best->y, best->w, best->h, kLegendEdge);
+  canvas.fill_rect(best->x, best->y, best->w, best->h, kWhite);
+  canvas.rect_outline(best->x, best->y, best->w, best->h, kLegendEdge);
   for (std::size_t i = 0; i < entries.size(); ++i) {
     const int middle = best->y + kMargin / 2 + static_cast<int>(i) * kLegendRow + kLegendRow / 2;
-    draw_sample(image, best->x + kMargin, middle, *entries[i]);
+    draw_sample(canvas, best->x + kMargin, middle, *entries[i]);
     const TextSize size = font.measure(entries[i]->name, kLegendSize);
-    font.draw(image, best->x + kMargin + kLegendSample + 6, middle + (size.ascent - size.descent) / 2,
+    font.draw(canvas, best->x + kMargin + kLegendSample + 6, middle + (size.ascent - size.descent) / 2,
               entries[i]->name, kLegendSize, kTextColor);
   }
 }
 
 // One legend line under the title for series every panel shares.
-void draw_shared_legend(Image& image, const Font& font, const std::vector<Series>& series, int y_middle) {
+void draw_shared_legend(Canvas& canvas, const Font& font, const std::vector<Series>& series, int y_middle) {
   const std::vector<const Series*> entries = named(series);
   constexpr int kGap = 24;
   int total = 0;
   for (const Series* s : entries) total += kLegendSample + 6 + font.measure(s->name, kLegendSize).width + kGap;
-  int x = std::max(kMargin, (image.width() - total + kGap) / 2);
+  int x = std::max(kMargin, (canvas.width() - total + kGap) / 2);
   for (const Series* s : entries) {
-    draw_sample(image, x, y_middle, *s);
+    draw_sample(canvas, x, y_middle, *s);
     const TextSize size = font.measure(s->name, kLegendSize);
-    font.draw(image, x + kLegendSample + 6, y_middle + (size.ascent - size.descent) / 2, s->name, kLegendSize,
+    font.draw(canvas, x + kLegendSample + 6, y_middle + (size.ascent - size.descent) / 2, s->name, kLegendSize,
               kTextColor);
     x += kLegendSample + 6 + size.width + kGap;
   }
@@ -263,7 +251,7 @@ bool same_series(const std::vector<Panel>& panels) {
 }
 
 // Draws one panel into the cell at (x, y) of size w × h.
-void draw_panel(Image& image, const Font& font, const Panel& panel, const Rect& cell, bool own_legend) {
+void draw_panel(Canvas& canvas, const Font& font, const Panel& panel, const Rect& cell, bool own_legend) {
   std::vector<double> xs, ys;
   for (const Series& s : panel.series) {
     xs.insert(xs.end(), s.x.begin(), s.x.end());
@@ -286,51 +274,51 @@ void draw_panel(Image& image, const Font& font, const Panel& panel, const Rect& 
   // Grid, then the data, then the frame and ticks over them.
   for (double t : ax.ticks) {
     const double px = area.x + ax.fraction(t) * area.w;
-    image.line(px, area.y, px, area.y + area.h, kGridColor, 1.0);
+    canvas.line(px, area.y, px, area.y + area.h, kGridColor, 1.0);
   }
   for (double t : ay.ticks) {
     const double py = area.y + area.h - ay.fraction(t) * area.h;
-    image.line(area.x, py, area.x + area.w, py, kGridColor, 1.0);
+    canvas.line(area.x, py, area.x + area.w, py, kGridColor, 1.0);
   }
   std::vector<Points> points;
   for (const Series& s : panel.series) points.push_back(project(s, ax, ay, area));
-  for (std::size_t i = 0; i < panel.series.size(); ++i) draw_series(image, panel.series[i], points[i]);
-  image.rect_outline(area.x, area.y, area.w + 1, area.h + 1, kAxisColor);
+  for (std::size_t i = 0; i < panel.series.size(); ++i) draw_series(canvas, panel.series[i], points[i]);
+  canvas.rect_outline(area.x, area.y, area.w + 1, area.h + 1, kAxisColor);
 
   // x ticks and labels, skipping a label that would overlap the last one drawn.
   int last_right = std::numeric_limits<int>::min();
   for (std::size_t i = 0; i < ax.ticks.size(); ++i) {
     const int px = static_cast<int>(std::lround(area.x + ax.fraction(ax.ticks[i]) * area.w));
-    image.fill_rect(px, area.y + area.h, 1, kTickLength, kAxisColor);
+    canvas.fill_rect(px, area.y + area.h, 1, kTickLength, kAxisColor);
     const int width = font.measure(ax.labels[i], kTickSize).width;
     if (px - width / 2 <= last_right + 4) continue;
-    font.draw(image, px - width / 2, area.y + area.h + kTickLength + 3 + tick.ascent, ax.labels[i], kTickSize, kTextColor);
+    font.draw(canvas, px - width / 2, area.y + area.h + kTickLength + 3 + tick.ascent, ax.labels[i], kTickSize, kTextColor);
     last_right = px + width / 2;
   }
   for (std::size_t i = 0; i < ay.ticks.size(); ++i) {
     const int py = static_cast<int>(std::lround(area.y + area.h - ay.fraction(ay.ticks[i]) * area.h));
-    image.fill_rect(area.x - kTickLength, py, kTickLength, 1, kAxisColor);
+    canvas.fill_rect(area.x - kTickLength, py, kTickLength, 1, kAxisColor);
     const int width = font.measure(ay.labels[i], kTickSize).width;
-    font.draw(image, area.x - kTickLength - 4 - width, py + tick.ascent / 2, ay.labels[i], kTickSize, kTextColor);
+    font.draw(canvas, area.x - kTickLength - 4 - width, py + tick.ascent / 2, ay.labels[i], kTickSize, kTextColor);
   }
 
   // Titles and axis labels, shortened with "…" when they do not fit.
   const std::string heading = font.fit(panel.title, kPanelTitleSize, cell.w - 2 * kMargin);
-  font.draw(image, area.x + (area.w - font.measure(heading, kPanelTitleSize).width) / 2,
+  font.draw(canvas, area.x + (area.w - font.measure(heading, kPanelTitleSize).width) / 2,
             cell.y + kMargin + title.ascent, heading, kPanelTitleSize, kTextColor);
   const std::string x_label = font.fit(panel.x_label, kLabelSize, area.w);
-  font.draw(image, area.x + (area.w - font.measure(x_label, kLabelSize).width) / 2,
+  font.draw(canvas, area.x + (area.w - font.measure(x_label, kLabelSize).width) / 2,
             cell.y + cell.h - kMargin - label.descent, x_label, kLabelSize, kTextColor);
   const std::string y_label = font.fit(panel.y_label, kLabelSize, area.h);
-  font.draw(image, cell.x + kMargin + label.ascent, area.y + (area.h + font.measure(y_label, kLabelSize).width) / 2,
+  font.draw(canvas, cell.x + kMargin + label.ascent, area.y + (area.h + font.measure(y_label, kLabelSize).width) / 2,
             y_label, kLabelSize, kTextColor, Direction::vertical_up);
 
-  if (own_legend) draw_legend(image, font, panel.series, points, area);
+  if (own_legend) draw_legend(canvas, font, panel.series, points, area);
 }
 
 }  // namespace
 
-Image plot(const std::string& title, const std::vector<Panel>& panels, int columns, int panel_width, int panel_height) {
+Canvas plot(const std::string& title, const std::vector<Panel>& panels, int columns, int panel_width, int panel_height) {
   const Font& font = Font::standard();
   columns = std::max(1, std::min(columns, static_cast<int>(std::max<std::size_t>(panels.size(), 1))));
   const int rows = (static_cast<int>(panels.size()) + columns - 1) / columns;
@@ -339,18 +327,18 @@ Image plot(const std::string& title, const std::vector<Panel>& panels, int colum
   const int title_height = kMargin * 2 + title_size.ascent + title_size.descent;
   const int legend_height = shared_legend ? kLegendRow + kMargin : 0;
   const int header = title_height + legend_height;
-  Image image(columns * panel_width, header + rows * panel_height);
+  Canvas canvas(columns * panel_width, header + rows * panel_height);
 
-  const std::string heading = font.fit(title, kTitleSize, image.width() - 2 * kMargin);
-  font.draw(image, (image.width() - font.measure(heading, kTitleSize).width) / 2, kMargin + title_size.ascent, heading,
+  const std::string heading = font.fit(title, kTitleSize, canvas.width() - 2 * kMargin);
+  font.draw(canvas, (canvas.width() - font.measure(heading, kTitleSize).width) / 2, kMargin + title_size.ascent, heading,
             kTitleSize, kTextColor);
-  if (shared_legend) draw_shared_legend(image, font, panels.front().series, title_height + kLegendRow / 2);
+  if (shared_legend) draw_shared_legend(canvas, font, panels.front().series, title_height + kLegendRow / 2);
   for (std::size_t i = 0; i < panels.size(); ++i) {
     const int column = static_cast<int>(i) % columns, row = static_cast<int>(i) / columns;
-    draw_panel(image, font, panels[i], {column * panel_width, header + row * panel_height, panel_width, panel_height},
+    draw_panel(canvas, font, panels[i], {column * panel_width, header + row * panel_height, panel_width, panel_height},
                !shared_legend);
   }
-  return image;
+  return canvas;
 }
 
 }  // namespace attnkit::viz

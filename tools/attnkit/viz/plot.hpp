@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "viz/image.hpp"
+#include "viz/canvas.hpp"
 
 namespace attnkit::viz {
 
@@ -29,7 +29,7 @@ struct Panel {
 // Panels laid out in a grid of `columns`, each panel_width × panel_height pixels, with a title
 // over the whole figure. Each panel gets a legend of its named series in the corner its lines cross
 // least; when every panel has the same named series, one legend under the title serves them all.
-Image plot(const std::string& title, const std::vector<Panel>& panels, int columns = 2, int panel_width = 520,
+Canvas plot(const std::string& title, const std::vector<Panel>& panels, int columns = 2, int panel_width = 520,
            int panel_height = 380);
 
 }  // namespace attnkit::viz

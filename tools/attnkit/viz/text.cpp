@@ -1,15 +1,16 @@
-// Text rendering with FreeType. The font file comes from fontconfig ("DejaVu Sans"), else from the
-// path where Debian's fonts-dejavu-core puts it; glyphs are rendered as 8-bit coverage bitmaps and
-// blended onto the image, rotated for vertical labels.
+// Text through Cairo's FreeType backend. The font file comes from fontconfig ("DejaVu Sans"), else
+// from the path where Debian's fonts-dejavu-core puts it. Metrics are hinted (whole-pixel advances),
+// so the layouts built on measure() line up on the pixel grid as they did before Cairo.
 #include "viz/text.hpp"
 
+#include <cairo-ft.h>
+#include <cairo.h>
 #include <fontconfig/fontconfig.h>
-#include <ft2build.h>
-#include FT_FREETYPE_H
 
-#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -24,11 +25,10 @@ constexpr const char* kFamily = "DejaVu Sans";
 constexpr const char* kFallbackPath = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
 constexpr char32_t kReplacement = 0xFFFD;
 constexpr const char* kEllipsis = "\xE2\x80\xA6";  // U+2026 "…"
-constexpr int kFixedShift = 6;                     // FreeType metrics are 26.6 fixed point
-constexpr float kMaxCoverage = 255.0f;
+constexpr double kChannel = 255.0;
 
 // One code point at the start of `text` and its length in bytes; a malformed or truncated sequence
-// reads as U+FFFD of length 1, so that any label can be drawn.
+// reads as U+FFFD of length 1, so that any label can be drawn (Cairo refuses invalid UTF-8).
 struct CodePoint {
   char32_t code;
   std::size_t bytes;
@@ -53,6 +53,23 @@ std::vector<char32_t> decode_utf8(std::string_view text) {
   for (std::size_t i = 0; i < text.size();) {
     const CodePoint c = next_code_point(text.substr(i));
     out.push_back(c.code);
+    i += c.bytes;
+  }
+  return out;
+}
+
+// `text` as valid UTF-8 for Cairo: malformed bytes and NUL (which would end a C string) become U+FFFD.
+std::string drawable(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size();) {
+    const CodePoint c = next_code_point(text.substr(i));
+    const bool surrogate = c.code >= 0xD800 && c.code <= 0xDFFF;
+    if (c.code == kReplacement || c.code == 0 || surrogate || c.code > 0x10FFFF) {
+      out += "\xEF\xBF\xBD";
+    } else {
+      out.append(text.substr(i, c.bytes));
+    }
     i += c.bytes;
   }
   return out;
@@ -93,54 +110,47 @@ std::string find_font_file() {
 }  // namespace
 
 struct Font::Impl {
-  FT_Library library = nullptr;
-  FT_Face face = nullptr;
-  std::mutex mutex;  // an FT_Face is not thread-safe
+  cairo_font_face_t* face = nullptr;
+  cairo_font_options_t* options = nullptr;
+  std::mutex mutex;                              // guards `sizes`
+  std::map<int, cairo_scaled_font_t*> sizes;     // the face at each pixel size measured so far
 
-  void set_size(int pixel_size) { FT_Set_Pixel_Sizes(face, 0, static_cast<FT_UInt>(std::max(1, pixel_size))); }
-
-  // Calls visit(bitmap, pen_x, top) for each glyph: `pen_x` is the advance so far, the bitmap's
-  // top-left is at (pen_x + left, -top) relative to the baseline origin. Returns the total advance.
-  template <class Visit>
-  int layout(std::string_view utf8, int pixel_size, Visit visit) {
-    set_size(pixel_size);
-    long pen = 0;  // 26.6
-    FT_UInt previous = 0;
-    const bool kerning = FT_HAS_KERNING(face);
-    for (char32_t code : decode_utf8(utf8)) {
-      const FT_UInt glyph = FT_Get_Char_Index(face, code);
-      if (kerning && previous != 0 && glyph != 0) {
-        FT_Vector delta{};
-        FT_Get_Kerning(face, previous, glyph, FT_KERNING_DEFAULT, &delta);
-        pen += delta.x;
-      }
-      if (FT_Load_Glyph(face, glyph, FT_LOAD_RENDER) == 0) {
-        const FT_GlyphSlot slot = face->glyph;
-        visit(slot->bitmap, static_cast<int>(pen >> kFixedShift) + slot->bitmap_left, slot->bitmap_top);
-        pen += slot->advance.x;
-      }
-      previous = glyph;
+  cairo_scaled_font_t* at_size(int pixel_size) {
+    const std::lock_guard lock(mutex);
+    cairo_scaled_font_t*& font = sizes[pixel_size];
+    if (font == nullptr) {
+      cairo_matrix_t size, identity;
+      cairo_matrix_init_scale(&size, pixel_size, pixel_size);
+      cairo_matrix_init_identity(&identity);
+      font = cairo_scaled_font_create(face, &size, &identity, options);
     }
-    return static_cast<int>((pen + (1 << (kFixedShift - 1))) >> kFixedShift);
+    return font;
   }
 };
 
 Font::Font() : impl_(new Impl) {
   const std::string path = find_font_file();
-  if (FT_Init_FreeType(&impl_->library) != 0) {
+  FcPattern* pattern = FcPatternCreate();
+  FcPatternAddString(pattern, FC_FILE, reinterpret_cast<const FcChar8*>(path.c_str()));
+  impl_->face = cairo_ft_font_face_create_for_pattern(pattern);
+  FcPatternDestroy(pattern);  // Cairo keeps its own copy
+  if (cairo_font_face_status(impl_->face) != CAIRO_STATUS_SUCCESS) {
+    const std::string why = cairo_status_to_string(cairo_font_face_status(impl_->face));
+    cairo_font_face_destroy(impl_->face);
     delete impl_;
-    throw Error(ErrorCode::unsupported, "FreeType could not be initialised");
+    throw Error(ErrorCode::format_error, "cannot load font " + path + " with Cairo (" + why +
+                                             "); reinstall fonts-dejavu-core");
   }
-  if (FT_New_Face(impl_->library, path.c_str(), 0, &impl_->face) != 0) {
-    FT_Done_FreeType(impl_->library);
-    delete impl_;
-    throw Error(ErrorCode::format_error, "cannot load font " + path + " with FreeType; reinstall fonts-dejavu-core");
-  }
+  impl_->options = cairo_font_options_create();
+  cairo_font_options_set_antialias(impl_->options, CAIRO_ANTIALIAS_GRAY);
+  cairo_font_options_set_hint_style(impl_->options, CAIRO_HINT_STYLE_SLIGHT);
+  cairo_font_options_set_hint_metrics(impl_->options, CAIRO_HINT_METRICS_ON);
 }
 
 Font::~Font() {
-  FT_Done_Face(impl_->face);
-  FT_Done_FreeType(impl_->library);
+  for (auto& [size, font] : impl_->sizes) cairo_scaled_font_destroy(font);
+  cairo_font_options_destroy(impl_->options);
+  cairo_font_face_destroy(impl_->face);
   delete impl_;
 }
 
@@ -150,35 +160,29 @@ const Font& Font::standard() {
 }
 
 TextSize Font::measure(std::string_view utf8, int pixel_size) const {
-  const std::lock_guard lock(impl_->mutex);
-  TextSize size;
-  size.width = impl_->layout(utf8, pixel_size, [](const FT_Bitmap&, int, int) {});
-  const FT_Size_Metrics& metrics = impl_->face->size->metrics;
-  size.ascent = static_cast<int>((metrics.ascender + (1 << kFixedShift) - 1) >> kFixedShift);
-  size.descent = static_cast<int>((-metrics.descender + (1 << kFixedShift) - 1) >> kFixedShift);
-  return size;
+  cairo_scaled_font_t* font = impl_->at_size(std::max(1, pixel_size));
+  cairo_text_extents_t text;
+  cairo_scaled_font_text_extents(font, drawable(utf8).c_str(), &text);
+  cairo_font_extents_t extents;
+  cairo_scaled_font_extents(font, &extents);
+  return {static_cast<int>(std::lround(text.x_advance)), static_cast<int>(std::ceil(extents.ascent)),
+          static_cast<int>(std::ceil(extents.descent))};
 }
 
-int Font::draw(Image& image, int x, int y, std::string_view utf8, int pixel_size, Rgb color,
+int Font::draw(Canvas& canvas, int x, int y, std::string_view utf8, int pixel_size, Rgb color,
                Direction direction) const {
-  const std::lock_guard lock(impl_->mutex);
-  return impl_->layout(utf8, pixel_size, [&](const FT_Bitmap& bitmap, int left, int top) {
-    for (unsigned row = 0; row < bitmap.rows; ++row) {
-      const unsigned char* line = bitmap.buffer + static_cast<std::ptrdiff_t>(row) * bitmap.pitch;
-      for (unsigned col = 0; col < bitmap.width; ++col) {
-        if (line[col] == 0) continue;
-        // (u, v): along the baseline and downwards from it, in unrotated text coordinates.
-        const int u = left + static_cast<int>(col), v = static_cast<int>(row) - top;
-        const float alpha = static_cast<float>(line[col]) / kMaxCoverage;
-        // Rotating 90° counter-clockwise sends "along the baseline" up and "down" right.
-        if (direction == Direction::horizontal) {
-          image.blend(x + u, y + v, color, alpha);
-        } else {
-          image.blend(x + v, y - u, color, alpha);
-        }
-      }
-    }
-  });
+  cairo_t* cr = canvas.context();
+  cairo_save(cr);
+  cairo_set_source_rgb(cr, color.r / kChannel, color.g / kChannel, color.b / kChannel);
+  cairo_translate(cr, x, y);
+  if (direction == Direction::vertical_up) cairo_rotate(cr, -M_PI / 2.0);  // reads bottom to top
+  cairo_set_font_face(cr, impl_->face);
+  cairo_set_font_size(cr, std::max(1, pixel_size));
+  cairo_set_font_options(cr, impl_->options);
+  cairo_move_to(cr, 0.0, 0.0);
+  cairo_show_text(cr, drawable(utf8).c_str());
+  cairo_restore(cr);
+  return measure(utf8, pixel_size).width;
 }
 
 std::string Font::fit(std::string_view utf8, int pixel_size, int max_width) const {

@@ -1,11 +1,11 @@
-// attnkit tool — text on images, rendered with FreeType from a font that fontconfig finds (DejaVu
-// Sans from Debian's fonts-dejavu-core by default), anti-aliased, UTF-8.
+// attnkit tool — text on canvases, drawn by Cairo with a font that fontconfig finds (DejaVu Sans
+// from Debian's fonts-dejavu-core by default): anti-aliased, UTF-8, and vector glyphs in SVG and PDF.
 #pragma once
 
 #include <string>
 #include <string_view>
 
-#include "viz/image.hpp"
+#include "viz/canvas.hpp"
 
 namespace attnkit::viz {
 
@@ -26,7 +26,7 @@ class Font {
   TextSize measure(std::string_view utf8, int pixel_size) const;
   // Draws with the start of the baseline at (x, y) (for vertical_up: the text runs upwards from
   // (x, y), its baseline on the vertical line through x). Returns the advance in pixels.
-  int draw(Image& image, int x, int y, std::string_view utf8, int pixel_size, Rgb color,
+  int draw(Canvas& canvas, int x, int y, std::string_view utf8, int pixel_size, Rgb color,
            Direction direction = Direction::horizontal) const;
   // Shortens `utf8` with a trailing "…" until it fits in max_width pixels.
   std::string fit(std::string_view utf8, int pixel_size, int max_width) const;
