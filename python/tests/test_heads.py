@@ -187,6 +187,10 @@ def test_main_writes_the_picture_and_the_page_and_names_measured_heads(tmp_path,
     html = out.read_text()
     assert '"layers":[0,0,0,0,0,0,0,0,0,0,0,0,1,' in html
     assert '"statNames":["previous token","itself","[CLS]","[SEP]","entropy (bits)"]' in html
+    # The same picture as a vector file, by the name's extension.
+    pdf = tmp_path / "heads.pdf"
+    assert heads.main(["--model", str(path), "--png", str(pdf), "--layers", "0"]) == 0
+    assert pdf.read_bytes().startswith(b"%PDF-")
 
 
 def test_main_refuses_bad_arguments_without_writing(tmp_path, minilm, capsys):
