@@ -229,7 +229,7 @@ def main(argv=None) -> int:
     parser.add_argument("--text", default=DEFAULT_TEXT, help=f"the text (default: {DEFAULT_TEXT!r})")
     parser.add_argument("--out", help="the interactive page to write (self-contained HTML)")
     parser.add_argument("--png", help="the picture to write: every layer x head as small panels (a PNG; "
-                        "a name ending in .svg or .pdf gives a vector file)")
+                        "a name ending in .pdf gives a vector file)")
     parser.add_argument("--layers", type=_layer_list, help="which layers, e.g. 0,3 (default: all)")
     parser.add_argument("--title", help="the title (default: the model's name)")
     parser.add_argument("--token", help="also print the heads where this token attends most to one other word")

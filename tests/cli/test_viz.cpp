@@ -1,4 +1,4 @@
-// The drawing layer of the attnkit tool (tools/attnkit/viz/): PNG round trips, SVG and PDF files, the
+// The drawing layer of the attnkit tool (tools/attnkit/viz/): PNG round trips, PDF files, the
 // colour map's lightness and endpoints (checked with CIE L*, a different formula from the OKLab it is
 // built in), text staying inside its measured box, and clipping of lines and rectangles.
 #include <gtest/gtest.h>
@@ -84,19 +84,28 @@ std::string file_text(const std::string& path) {
 
 TEST(VizPictureFile, TheFormatFollowsTheExtension) {
   using attnkit::viz::PictureFormat, attnkit::viz::picture_format;
-  EXPECT_EQ(picture_format("a.svg"), PictureFormat::svg);
-  EXPECT_EQ(picture_format("dir/B.SVG"), PictureFormat::svg);
   EXPECT_EQ(picture_format("a.pdf"), PictureFormat::pdf);
   EXPECT_EQ(picture_format("a.Pdf"), PictureFormat::pdf);
   EXPECT_EQ(picture_format("a.png"), PictureFormat::png);
   EXPECT_EQ(picture_format("a"), PictureFormat::png);
   EXPECT_EQ(picture_format("svg"), PictureFormat::png);
   EXPECT_EQ(picture_format("a.svg.png"), PictureFormat::png);
+  // SVG is refused, naming the file (Cairo 1.16's SVG backend leaks; see picture_file.hpp).
+  for (const std::string path : {"a.svg", "dir/B.SVG"}) {
+    try {
+      picture_format(path);
+      ADD_FAILURE() << path << " must be refused";
+    } catch (const attnkit::Error& e) {
+      EXPECT_EQ(e.code(), attnkit::ErrorCode::unsupported);
+      EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(".pdf"), std::string::npos) << e.what();
+    }
+  }
 }
 
-// One drawing (a rectangle, a line, text, cells) written three ways: the PNG holds its pixels, the
-// SVG and PDF are vector files of the same size with the drawing in them.
-TEST(VizPictureFile, OneCanvasAsPngSvgAndPdf) {
+// One drawing (a rectangle, a line, text, cells) written two ways: the PNG holds its pixels, the PDF
+// is a vector file of the same size with the text's font in it.
+TEST(VizPictureFile, OneCanvasAsPngAndPdf) {
   Canvas canvas(120, 80);
   canvas.fill_rect(10, 10, 30, 20, {200, 30, 40});
   canvas.line(0.0, 60.5, 120.0, 60.5, attnkit::viz::kBlack, 1.0);
@@ -105,15 +114,9 @@ TEST(VizPictureFile, OneCanvasAsPngSvgAndPdf) {
   const ScratchDir scratch("attnkit_test_viz");
   using attnkit::viz::PictureFormat;
   attnkit::viz::write_picture(canvas, scratch.file("c.png"), PictureFormat::png);
-  attnkit::viz::write_picture(canvas, scratch.file("c.svg"), PictureFormat::svg);
   attnkit::viz::write_picture(canvas, scratch.file("c.pdf"), PictureFormat::pdf);
 
   EXPECT_EQ(attnkit::viz::read_png(scratch.file("c.png")).pixels(), canvas.pixels());
-  const std::string svg = file_text(scratch.file("c.svg"));
-  EXPECT_NE(svg.find("<svg"), std::string::npos);
-  EXPECT_NE(svg.find("width=\"120pt\" height=\"80pt\""), std::string::npos) << svg.substr(0, 300);
-  EXPECT_NE(svg.find("<path"), std::string::npos);   // the rectangle, line and glyphs
-  EXPECT_NE(svg.find("<image"), std::string::npos);  // the cells, as one picture
   const std::string pdf = file_text(scratch.file("c.pdf"));
   EXPECT_EQ(pdf.substr(0, 5), "%PDF-");
   EXPECT_NE(pdf.find("/MediaBox [ 0 0 120 80 ]"), std::string::npos);
@@ -128,7 +131,7 @@ TEST(VizPictureFile, OneCanvasAsPngSvgAndPdf) {
   EXPECT_EQ(canvas.at(80, 29), attnkit::viz::kWhite);
 
   // A missing folder is named, in every format.
-  for (PictureFormat format : {PictureFormat::png, PictureFormat::svg, PictureFormat::pdf}) {
+  for (PictureFormat format : {PictureFormat::png, PictureFormat::pdf}) {
     const std::string missing = scratch.file("no_such_dir/x");
     try {
       attnkit::viz::write_picture(canvas, missing, format);

@@ -176,7 +176,7 @@ void Canvas::paint_cells(int x, int y, int columns, int rows, int cell_w, int ce
     return;
   }
   // Drawn at the canvas's resolution (each cell's colour repeated over its pixels) rather than as a
-  // small image scaled up: SVG viewers smooth scaled images, which would blur every cell's edge.
+  // small image scaled up: PDF viewers smooth scaled images, which would blur every cell's edge.
   const int w = columns * cell_w, h = rows * cell_h;
   cairo_surface_t* cells = cairo_image_surface_create(CAIRO_FORMAT_RGB24, w, h);
   if (cairo_surface_status(cells) != CAIRO_STATUS_SUCCESS) {

@@ -1,5 +1,5 @@
 // attnkit tool — the surface the pictures (heatmaps, lab plots) are drawn on, through Cairo. Drawing
-// is recorded as vector operations, so one drawing can be written as PNG, SVG or PDF
+// is recorded as vector operations, so one drawing can be written as PNG or PDF
 // (viz/picture_file.hpp); it is rasterised only when pixels are asked for. Coordinates are pixels,
 // (0, 0) the top left; anything outside the canvas is clipped, never an error.
 #pragma once

@@ -1,10 +1,9 @@
 // Writing replays the canvas's recording onto a Cairo surface of the format asked for: a raster for
-// PNG, a vector surface for SVG and PDF. Files are opened here rather than by Cairo, whose errors do
+// PNG, a vector surface for PDF. Files are opened here rather than by Cairo, whose errors do
 // not say why (a missing folder and a full disk are both "error while writing to output stream").
 #include "viz/picture_file.hpp"
 
 #include <cairo-pdf.h>
-#include <cairo-svg.h>
 #include <cairo.h>
 
 #include <algorithm>
@@ -40,7 +39,6 @@ cairo_status_t read_bytes(void* file, unsigned char* data, unsigned int length) 
 
 const char* format_name(PictureFormat format) {
   switch (format) {
-    case PictureFormat::svg: return "SVG";
     case PictureFormat::pdf: return "PDF";
     case PictureFormat::png: break;
   }
@@ -65,7 +63,10 @@ PictureFormat picture_format(const std::string& path) {
   std::string extension = path.size() >= 4 ? path.substr(path.size() - 4) : "";
   std::transform(extension.begin(), extension.end(), extension.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  if (extension == ".svg") return PictureFormat::svg;
+  if (extension == ".svg") {
+    throw Error(ErrorCode::unsupported, path + ": SVG is not written (Cairo 1.16's SVG backend leaks what it "
+                                               "replays); name a .pdf for a vector picture, or a .png");
+  }
   if (extension == ".pdf") return PictureFormat::pdf;
   return PictureFormat::png;
 }
@@ -84,7 +85,6 @@ void write_picture(const Canvas& canvas, const std::string& path, PictureFormat 
   cairo_surface_t* target = nullptr;
   const double w = canvas.width(), h = canvas.height();
   switch (format) {
-    case PictureFormat::svg: target = cairo_svg_surface_create_for_stream(write_bytes, out.file, w, h); break;
     case PictureFormat::pdf: target = cairo_pdf_surface_create_for_stream(write_bytes, out.file, w, h); break;
     case PictureFormat::png: target = cairo_image_surface_create(CAIRO_FORMAT_RGB24, canvas.width(), canvas.height()); break;
   }

@@ -1,5 +1,7 @@
-// attnkit tool — pictures as files, through Cairo: PNG (8-bit RGB), SVG or PDF, chosen by the file
-// name's extension. SVG and PDF keep lines and glyphs as vectors, for papers.
+// attnkit tool — pictures as files, through Cairo: PNG (8-bit RGB) or PDF, chosen by the file name's
+// extension. PDF keeps lines and text as vectors, for papers. SVG is refused: Cairo 1.16's SVG
+// backend leaks a recording surface it replays (LeakSanitizer shows it) and tags it with a pointer
+// to a document it has freed, so a second SVG of the same drawing could come out broken.
 #pragma once
 
 #include <string>
@@ -8,9 +10,10 @@
 
 namespace attnkit::viz {
 
-enum class PictureFormat { png, svg, pdf };
+enum class PictureFormat { png, pdf };
 
-// By extension, case-insensitive: ".svg" and ".pdf"; anything else is PNG.
+// By extension, case-insensitive: ".pdf" is PDF, anything else PNG, except ".svg", which raises
+// Error(unsupported) naming the path and the formats there are.
 PictureFormat picture_format(const std::string& path);
 
 // Writes `canvas` as `format` (callers that stage a file under a temporary name pass the format of

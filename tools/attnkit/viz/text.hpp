@@ -1,5 +1,5 @@
 // attnkit tool — text on canvases, drawn by Cairo with a font that fontconfig finds (DejaVu Sans
-// from Debian's fonts-dejavu-core by default): anti-aliased, UTF-8, and vector glyphs in SVG and PDF.
+// from Debian's fonts-dejavu-core by default): anti-aliased, UTF-8, and text (not pixels) in PDF.
 #pragma once
 
 #include <string>
