@@ -86,13 +86,30 @@ void CommandLine::flag(const std::string& flag, bool& target, const std::string&
 
 bool CommandLine::given(const std::string& flag) const { return app_.count(flag) > 0; }
 
+std::vector<std::string> CommandLine::for_cli11(const CommandArgs& words) const {
+  std::vector<std::string> reversed;  // CLI11 takes the last word first
+  for (auto word = words.rbegin(); word != words.rend(); ++word) {
+    // CLI11 reads "--name=" as "--name" and would take the next word as the value: "--out=$EMPTY
+    // --verbose" would write a file named --verbose. The value given is empty, so pass it so.
+    const bool inline_flag = word->starts_with("--") && word->ends_with('=');
+    const CLI::Option* option = inline_flag ? app_.get_option_no_throw(flag_name(*word)) : nullptr;
+    if (option != nullptr && option->get_expected_max() > 0) {
+      reversed.emplace_back();
+      reversed.push_back(flag_name(*word));
+    } else {
+      reversed.push_back(*word);
+    }
+  }
+  return reversed;
+}
+
 bool CommandLine::parse(const CommandArgs& words, std::ostream& out) {
   // Help is answered as soon as it is seen, before any value is checked.
   app_.add_flag_callback("-h,--help", [] { throw CLI::CallForHelp(); }, "show this help")
       ->group(section_)
       ->trigger_on_parse();
   try {
-    app_.parse(std::vector<std::string>(words.rbegin(), words.rend()));  // CLI11 takes the last word first
+    app_.parse(for_cli11(words));
   } catch (const CLI::CallForHelp&) {
     std::static_pointer_cast<HelpFormatter>(app_.get_formatter())->fit(app_);
     out << app_.help();

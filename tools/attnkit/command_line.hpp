@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "commands.hpp"
 #include "value_parsers.hpp"
@@ -52,6 +53,7 @@ class CommandLine {
 
  private:
   void add(CLI::Option* option, const std::string& placeholder);
+  std::vector<std::string> for_cli11(const CommandArgs& words) const;  // the words as CLI11 takes them
   void check_structure() const;  // unknown flags, stray words, repeats, values given to flags
 
   CLI::App app_;
