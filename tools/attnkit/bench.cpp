@@ -196,7 +196,6 @@ double parse_soak_seconds(std::string_view text, std::string_view flag) {
 
 // The flags, each filling its field of `r` as the command line is parsed.
 void add_flags(CommandLine& c, Request& r) {
-  c.section("Flags");
   c.flag("--quick", r.selection.quick,
          "a ~30-second subset: n = m in {256, 512}, d = 64, one backward case\n"
           "(bwd_f32_n256_d64), decode m = 4096, 3 repeats; module cases on a smaller\n"

@@ -25,7 +25,7 @@ class CommandLine {
   // section, then `footer` (examples, exit codes).
   CommandLine(std::string_view about, std::string_view footer);
 
-  // The flags added from now on are listed under `title` in the help.
+  // The flags added from now on are listed under `title` in the help ("Flags" until then).
   void section(std::string title);
 
   // A flag taking a value, kept as given; `placeholder` names the value in the help (PATH, TEXT).
@@ -57,7 +57,7 @@ class CommandLine {
   void check_structure() const;  // unknown flags, stray words, repeats, values given to flags
 
   CLI::App app_;
-  std::string section_;
+  std::string section_ = "Flags";  // CLI11 leaves flags of an unnamed section out of the help
 };
 
 }  // namespace attnkit::cli

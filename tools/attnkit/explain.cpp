@@ -269,7 +269,6 @@ void print_story(std::ostream& out, const Example& e, const Story& s, bool no_sc
 int explain(const CommandArgs& words, std::ostream& out) {
   Request r;
   CommandLine command_line(kAbout, kFooter);
-  command_line.section("Flags");
   command_line.text("--q", r.q, "Q", "the query: d_k numbers \"0.5,0.3,-0.2\", or a .npy file of shape [d_k]");
   command_line.text("--k", r.k, "K", "the keys: m rows of d_k numbers \"0.4,0.2,-0.1;0.1,0.1,0.8\", or a .npy file [m, d_k]");
   command_line.text("--v", r.v, "V", "the values: m rows of d_v numbers, or a .npy file [m, d_v]");

@@ -34,7 +34,6 @@ std::string target_list(const std::vector<Target>& targets) {
 
 int info(const CommandArgs& words, std::ostream& out) {
   CommandLine command_line(kAbout, kFooter);
-  command_line.section("Flags");
   if (!command_line.parse(words, out)) return kExitOk;  // --help
   const Target active = active_target();
   out << "attnkit " << version() << '\n'

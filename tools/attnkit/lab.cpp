@@ -151,7 +151,6 @@ double parse_correlation(std::string_view text, std::string_view flag) {
 }
 
 void add_scaling_flags(CommandLine& c, lab::ScalingConfig& config, Output& output) {
-  c.section("Flags");
   c.value("--keys", config.keys, int_in(2, kMaxKeys), "M", "keys per softmax row (default 128)");
   c.value("--trials", config.trials, int_in(1, kMaxTrials), "T", "draws of Q and K per d_k (default 200: about 3 s on one core)");
   c.value("--queries", config.queries_per_trial, int_in(1, kMaxQueries), "N",
@@ -200,7 +199,6 @@ std::vector<double> parse_logit_stds(std::string_view text, std::string_view fla
 }
 
 void add_precision_flags(CommandLine& c, lab::PrecisionConfig& config, Output& output) {
-  c.section("Flags");
   c.value("--lengths", config.lengths, [](std::string_view text, std::string_view flag) {
     return integers_in(text, flag, 1, kMaxLength);
   }, "LIST", "key counts m (default 16,32,...,8192)");
