@@ -81,7 +81,9 @@ void CommandLine::text(const std::string& flag, std::string& target, const std::
 }
 
 void CommandLine::flag(const std::string& flag, bool& target, const std::string& help) {
-  app_.add_flag(flag, target, help)->group(section_);
+  // Set from the count once the words are checked: bound to the bool, CLI11 would convert a value
+  // given to the flag (--json=maybe) and report that in its own words.
+  flags_.emplace_back(app_.add_flag(flag, help)->group(section_), &target);
 }
 
 bool CommandLine::given(const std::string& flag) const { return app_.count(flag) > 0; }
@@ -122,6 +124,7 @@ bool CommandLine::parse(const CommandArgs& words, std::ostream& out) {
     throw UsageError(e.what());
   }
   check_structure();
+  for (const auto& [option, target] : flags_) *target = option->count() > 0;
   return true;
 }
 

@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "commands.hpp"
@@ -57,6 +58,7 @@ class CommandLine {
   void check_structure() const;  // unknown flags, stray words, repeats, values given to flags
 
   CLI::App app_;
+  std::vector<std::pair<const CLI::Option*, bool*>> flags_;  // set by parse
   std::string section_ = "Flags";  // CLI11 leaves flags of an unnamed section out of the help
 };
 
