@@ -1,9 +1,10 @@
-// Fuzz target: the attnkit tool's argument parsing (tools/attnkit/args.hpp, attention_flags.hpp).
+// Fuzz target: the attnkit tool's command-line parsing (tools/attnkit/command_line.hpp, the CLI11
+// front, value_parsers.hpp and attention_flags.hpp).
 //
-// The input is text. Every value parser reads all of it; Args::parse reads it split into words at
-// whitespace, with the flags of `attnkit run`, and parse_attention_flags reads the result, whose
-// options then go through attnkit::forward on a tiny problem. Allowed failures: cli::UsageError
-// and attnkit::Error; anything else is a finding. Cheap properties checked on the way: what a list
+// The input is text. Every value parser reads all of it; a CommandLine with the flags of `attnkit
+// run` reads it split into words at whitespace, and the options it fills then go through
+// attnkit::forward on a tiny problem. Allowed failures: cli::UsageError and attnkit::Error; anything
+// else (a CLI11 exception getting through included) is a finding. Cheap properties checked on the way: what a list
 // parser accepts it reads back identically after printing; a number, an integer and an unsigned
 // integer parse of the same text agree; a text without separators is a one-item list.
 #include <cinttypes>
@@ -14,15 +15,17 @@
 #include <cstring>
 #include <exception>
 #include <functional>
+#include <iterator>
 #include <limits>
 #include <optional>
+#include <sstream>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "args.hpp"
 #include "attention_flags.hpp"
+#include "command_line.hpp"
 #include "attnkit/attention.hpp"
 #include "attnkit/error.hpp"
 #include "attnkit/tensor.hpp"
@@ -36,12 +39,9 @@ using attnkit::fuzz::finding;
 
 constexpr std::string_view kFlag = "--fuzz";
 
-// The flags `attnkit run` accepts (tools/attnkit/run.cpp).
-constexpr cli::FlagSpec kRunFlags[] = {
-    {"q"}, {"k"}, {"v"}, {"out"}, {"lse"}, {"probs"}, {"d-out"}, {"dq"}, {"dk"}, {"dv"},
-    {"scale"}, {"causal"}, {"window"}, {"mask"}, {"key-lengths"}, {"alibi"}, {"softcap"},
-    {"dropout"}, {"seed"}, {"dtype"}, {"kernel"}, {"threads"}, {"verbose", false}, {"help", false},
-};
+// The file flags of `attnkit run` (tools/attnkit/run.cpp); the attention flags and --verbose follow them.
+constexpr const char* kRunFileFlags[] = {"--q", "--k", "--v", "--out", "--lse", "--probs", "--d-out", "--dq", "--dk", "--dv"};
+constexpr std::size_t kRunFileFlagCount = std::size(kRunFileFlags);
 
 // The parser's result, or nullopt if it raised UsageError (its only allowed failure).
 template <class T>
@@ -173,25 +173,43 @@ void run_options(const cli::AttentionFlags& flags) {
   }
 }
 
+// -h may carry more letters (-hx, as CLI11 reads grouped short flags) and --help a value (--help=true).
+bool asks_for_help(const std::vector<std::string>& words) {
+  for (const std::string& word : words) {
+    if (word.starts_with("-h") || word == "--help" || word.starts_with("--help=")) return true;
+  }
+  return false;
+}
+
 void check_flags(std::string_view text) {
   const std::vector<std::string> words = words_of(text);
-  const auto args = parsed<cli::Args>([&] { return cli::Args::parse(words, kRunFlags); });
-  if (!args) return;
-  for (const cli::FlagSpec& spec : kRunFlags) {
-    check(args->has(spec.name) == args->value(spec.name).has_value(), "cli: has() and value() disagree", spec.name);
-  }
-  check(args->positionals().size() <= words.size(), "cli: more positionals than words");
-  std::optional<cli::AttentionFlags> flags;
+  cli::CommandLine command_line("Usage: attnkit run\n\n", "Examples: none");
+  std::optional<std::string> paths[kRunFileFlagCount];
+  for (std::size_t i = 0; i < kRunFileFlagCount; ++i) command_line.text(kRunFileFlags[i], paths[i], "PATH", "a file");
+  cli::AttentionFlags flags;
+  cli::add_attention_flags(command_line, flags, true);
+  bool verbose = false;
+  command_line.flag("--verbose", verbose, "a summary");
+  std::ostringstream help;
   try {
-    flags = cli::parse_attention_flags(*args);
+    if (!command_line.parse(words, help)) {
+      check(asks_for_help(words), "cli: help printed for words without -h or --help");
+      check(help.str().find("--scale S") != std::string::npos, "cli: the help does not list --scale");
+      return;
+    }
   } catch (const cli::UsageError&) {
     return;
   } catch (const attnkit::Error&) {
     return;
   } catch (const std::exception& e) {
-    finding("cli: parse_attention_flags raised something other than UsageError or attnkit::Error", e.what());
+    finding("cli: CommandLine::parse raised something other than UsageError", e.what());
   }
-  run_options(*flags);
+  for (std::size_t i = 0; i < kRunFileFlagCount; ++i) {
+    check(command_line.given(kRunFileFlags[i]) == paths[i].has_value(), "cli: given() and the value disagree",
+          kRunFileFlags[i]);
+  }
+  check(command_line.given("--verbose") == verbose, "cli: given() and the flag disagree", "--verbose");
+  run_options(flags);
 }
 
 }  // namespace

@@ -341,6 +341,23 @@ TEST(CliExplain, MalformedValuesAreUsageErrors) {
   EXPECT_TRUE(contains(bad.err, "abc")) << bad.err;
 }
 
+// The parser's conventions, on explain's flags: an empty inline value is that value (not the next
+// word), and -h/--help is answered wherever it is, except as a flag's value.
+TEST(CliExplain, EmptyInlineValueAndHelpAnywhere) {
+  const Result empty = cli({"explain", "--q=", "--no-scale"});
+  EXPECT_EQ(empty.code, kUsage);
+  EXPECT_TRUE(contains(empty.err, "--q: expected a comma-separated list of numbers, got an empty value")) << empty.err;
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"explain", "--q", "abc", "--help"},
+                                              {"explain", "--bogus", "-h"}}) {
+    const Result r = cli(args);
+    EXPECT_EQ(r.code, kOk) << args[1] << ": " << r.err;
+    EXPECT_TRUE(contains(r.out, "Usage: attnkit explain")) << r.out;
+  }
+  const Result as_value = cli({"explain", "--q", "-h"});
+  EXPECT_EQ(as_value.code, kUsage);
+  EXPECT_TRUE(contains(as_value.err, "--q: item 1 of '-h'")) << as_value.err;
+}
+
 // ---- run: an independent float64 attention ----
 
 // A dense array in C order.

@@ -7,6 +7,7 @@
 
 #include "attnkit/attention.hpp"
 #include "attnkit/error.hpp"
+#include "command_line.hpp"
 
 namespace attnkit::cli {
 
@@ -16,31 +17,31 @@ constexpr int kMinInputRank = 2;       // [S, D]: one head of one batch
 constexpr int kMaskRankWithHeads = 3;  // [H, n, m], the mask that goes with rank-3 inputs
 constexpr std::size_t kWindowSides = 2;
 
-Causal parse_causal(std::string_view text) {
+Causal parse_causal(std::string_view text, std::string_view flag) {
   if (text == "none") return Causal::none;
   if (text == "top-left" || text == "top_left") return Causal::top_left;
   if (text == "bottom-right" || text == "bottom_right") return Causal::bottom_right;
-  throw UsageError("--causal: '" + std::string(text) + "' is not one of top-left, bottom-right, none");
+  throw UsageError(std::string(flag) + ": '" + std::string(text) + "' is not one of top-left, bottom-right, none");
 }
 
-Kernel parse_kernel(std::string_view text) {
+Kernel parse_kernel(std::string_view text, std::string_view flag) {
   if (text == "auto") return Kernel::automatic;
   if (text == "reference") return Kernel::reference;
   if (text == "fast") return Kernel::fast;
-  throw UsageError("--kernel: '" + std::string(text) + "' is not one of auto, reference, fast");
+  throw UsageError(std::string(flag) + ": '" + std::string(text) + "' is not one of auto, reference, fast");
 }
 
-DType parse_dtype(std::string_view text) {
+DType parse_dtype(std::string_view text, std::string_view flag) {
   for (DType d : {DType::f64, DType::f32, DType::bf16, DType::f16}) {
     if (text == dtype_name(d)) return d;
   }
-  throw UsageError("--dtype: '" + std::string(text) + "' is not one of f64, f32, bf16, f16");
+  throw UsageError(std::string(flag) + ": '" + std::string(text) + "' is not one of f64, f32, bf16, f16");
 }
 
-Window parse_window(std::string_view text) {
-  const auto sides = parse_integer_list(text, "--window");
+Window parse_window(std::string_view text, std::string_view flag) {
+  const auto sides = parse_integer_list(text, flag);
   if (sides.size() != kWindowSides) {
-    throw UsageError("--window: expected two integers L,R (-1 = unbounded), got " + std::to_string(sides.size()) +
+    throw UsageError(std::string(flag) + ": expected two integers L,R (-1 = unbounded), got " + std::to_string(sides.size()) +
                      " in '" + std::string(text) + "'");
   }
   return Window{sides[0], sides[1]};
@@ -51,10 +52,10 @@ std::vector<float> parse_float_list(std::string_view text, std::string_view flag
   return {values.begin(), values.end()};
 }
 
-int parse_threads(std::string_view text) {
-  const std::int64_t n = parse_integer(text, "--threads");
+int parse_threads(std::string_view text, std::string_view flag) {
+  const std::int64_t n = parse_integer(text, flag);
   if (n < 0 || n > attnkit::kMaxThreads) {
-    throw UsageError("--threads: " + std::string(text) + " is not a thread count: 0 (the default) to " +
+    throw UsageError(std::string(flag) + ": " + std::string(text) + " is not a thread count: 0 (the default) to " +
                      std::to_string(attnkit::kMaxThreads));
   }
   return static_cast<int>(n);
@@ -62,22 +63,31 @@ int parse_threads(std::string_view text) {
 
 }  // namespace
 
-AttentionFlags parse_attention_flags(const Args& args) {
-  AttentionFlags f;
-  f.mask_path = args.value("mask");
-  if (auto s = args.value("dtype")) f.dtype = parse_dtype(*s);
-  if (auto s = args.value("threads")) f.threads = parse_threads(*s);
+void add_attention_flags(CommandLine& c, AttentionFlags& f, bool dropout) {
   AttentionOptions& o = f.options;
-  if (auto s = args.value("scale")) o.scale = parse_number(*s, "--scale");
-  if (auto s = args.value("causal")) o.causal = parse_causal(*s);
-  if (auto s = args.value("window")) o.window = parse_window(*s);
-  if (auto s = args.value("key-lengths")) f.key_lengths = parse_integer_list(*s, "--key-lengths");
-  if (auto s = args.value("alibi")) f.alibi_slopes = parse_float_list(*s, "--alibi");
-  if (auto s = args.value("softcap")) o.softcap = parse_number(*s, "--softcap");
-  if (auto s = args.value("dropout")) o.dropout_p = parse_number(*s, "--dropout");
-  if (auto s = args.value("seed")) o.seed = parse_unsigned(*s, "--seed");
-  if (auto s = args.value("kernel")) o.kernel = parse_kernel(*s);
-  return f;
+  c.value("--scale", o.scale, parse_number, "S", "logit scale (default 1/sqrt(d_k))");
+  c.value("--causal", o.causal, parse_causal, "MODE",
+          "none (default), top-left (key j visible when j <= i) or\n"
+          "bottom-right (j <= i + m - n, as in KV-cache decoding)");
+  c.value("--window", o.window, parse_window, "L,R",
+          "sliding window: keys i'-L <= j <= i'+R are visible; -1 = unbounded side");
+  c.text("--mask", f.mask_path, "PATH",
+         "bool keep-mask (true = attend) or floating additive bias, shape [n, m],\n"
+         "[H, n, m] (for rank-3 inputs) or [B|1, H|1, n, m]");
+  c.value("--key-lengths", f.key_lengths, parse_integer_list, "LIST", "valid keys per batch, e.g. 5,7 (the rest are padding)");
+  c.value("--alibi", f.alibi_slopes, parse_float_list, "LIST", "one ALiBi slope per query head, e.g. 0.5,0.25");
+  c.value("--softcap", o.softcap, parse_number, "C", "cap the logits with C·tanh(s/C)");
+  if (dropout) {
+    c.value("--dropout", o.dropout_p, parse_number, "P", "dropout probability in [0, 1); kept weights are scaled by 1/(1-P)");
+    c.value("--seed", o.seed, parse_unsigned, "N", "dropout seed (default 0); the same seed gives the same output");
+  }
+  c.value("--dtype", f.dtype, parse_dtype, "T",
+          "compute dtype f64, f32, bf16 or f16, to which every input is converted\n"
+          "(default: the dtype of Q, which K, V and dO must then have); the outputs and\n"
+          "gradients use it too, except that bf16 is written as float32");
+  c.value("--kernel", o.kernel, parse_kernel, "K", "auto (default), reference (the float64 oracle) or fast");
+  c.value("--threads", f.threads, parse_threads, "N",
+          "threads for the kernels; 0 or absent: ATTNKIT_NUM_THREADS or all cores");
 }
 
 AttentionOptions with_spans(const AttentionFlags& flags, const Tensor* mask) {

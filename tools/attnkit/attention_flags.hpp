@@ -9,11 +9,12 @@
 #include <string_view>
 #include <vector>
 
-#include "args.hpp"
 #include "attnkit/options.hpp"
 #include "attnkit/tensor.hpp"
 
 namespace attnkit::cli {
+
+class CommandLine;  // command_line.hpp
 
 inline constexpr int kAttentionRank = 4;  // [B, H, S, D], the library's logical layout
 
@@ -27,9 +28,10 @@ struct AttentionFlags {
   std::optional<int> threads;
 };
 
-// Reads --scale --causal --window --mask --key-lengths --alibi --softcap --dropout --seed --kernel
-// --dtype --threads, each when present (a command lists the ones it accepts in its FlagSpecs).
-AttentionFlags parse_attention_flags(const Args& args);
+// Adds --scale --causal --window --mask --key-lengths --alibi --softcap, with `dropout` --dropout and
+// --seed, then --dtype --kernel --threads to the current section of `command_line`; its parse fills
+// `flags` (which must outlive it) from those given.
+void add_attention_flags(CommandLine& command_line, AttentionFlags& flags, bool dropout);
 
 // `flags.options` with key_lengths and alibi_slopes pointing into `flags`, and the mask (read by
 // the caller from flags.mask_path into `mask`) attached.

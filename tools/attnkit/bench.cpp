@@ -15,7 +15,6 @@
 #include <thread>
 #include <vector>
 
-#include "args.hpp"
 #include "attnkit/attention.hpp"
 #include "attnkit/blas.hpp"
 #include "attnkit/error.hpp"
@@ -29,6 +28,7 @@
 #include "bench/report.hpp"
 #include "bench/varlen_cases.hpp"
 #include "bench/varlen_runner.hpp"
+#include "command_line.hpp"
 #include "commands.hpp"
 #include "progress.hpp"
 #include "soak/soak.hpp"
@@ -47,7 +47,7 @@ constexpr double kFullBudgetSeconds = 30;
 constexpr double kQuickBudgetSeconds = 2;
 constexpr std::size_t kDefaultCopyMiB = 256;  // per buffer: far beyond any cache on these machines
 
-constexpr std::string_view kHelp = R"(Usage: attnkit bench [--quick] [--json] [--filter TEXT] [options]
+constexpr std::string_view kAbout = R"(Usage: attnkit bench [--quick] [--json] [--filter TEXT] [options]
 
 Times attnkit::forward, attnkit::backward and the MultiHeadAttention module, and reports every
 case as ratios measured in the same run, since absolute times on a shared machine are noise:
@@ -103,47 +103,9 @@ module's time, both medians of this run: n queries over the n cached tokens for 
 over the m cached tokens for a decode step; the rest, 1 - share, is the projections, RoPE, appending
 to the cache and the module's copies), kernel and target.
 
-Flags:
-  --quick           a ~30-second subset: n = m in {256, 512}, d = 64, one backward case
-                    (bwd_f32_n256_d64), decode m = 4096, 3 repeats; module cases on a smaller
-                    layer (E = 1024, 8 heads over 2 KV heads, d = 128): mha_prefill_f32_n256_e1024
-                    and mha_decode_f32_m1024_e1024_{paged,contiguous}; varlen lengths from 64 to
-                    1024 (varlen_f32_b16_short_d128)
-  --json            one JSON object per line: "ceilings" (with "fma_avx2_gflops" and
-                    "fma_avx512_gflops", null with a "_note" when not measured, "fma_best_isa",
-                    "amx_bf16_gflops" (null with "amx_bf16_note" without AMX tiles),
-                    "blas_core_generic", "blas_coretype_advice", "copy_gbytes_per_s" and
-                    "read_gbytes_per_s"), then one per case (with "direction":
-                    "forward" or "backward", and "vs_forward" for the backward), then one per
-                    module case ("kind": "mha_prefill" or "mha_decode", with "embed_dim", "layout",
-                    "tokens_per_second", "attention_seconds" and "attention_share"; decode also
-                    "bytes", "gbytes_per_s", "fraction_of_bandwidth" and
-                    "fraction_of_read_bandwidth"), then one per varlen case
-                    ("kind": "varlen", with "lengths", "rate_vs_equal", "time_vs_padded",
-                    "work_vs_padded", "time_vs_masked" and "speedup_vs_one_thread"), then "peak_memory"
-  --filter TEXT     only cases whose name contains TEXT (e.g. fwd_f32_n1024, bwd, causal, decode,
-                    mha_, mha_decode, paged, varlen)
-  --repeat N        timed calls per measurement after the warm-up (default 5, --quick 3)
-  --threads LIST    thread counts, e.g. 1,2 (default: 1 and all hardware threads)
-  --sizes LIST      sequence lengths instead of the defaults: n = m for forward cases, m for decode,
-                    n for mha_prefill and m for mha_decode; varlen_ cases draw their lengths from L/64 to
-                    the largest L given
-  --dims LIST       head dimensions d instead of the defaults (also of varlen_ cases; not for mha_
-                    cases: d is the layer's)
-  --copy-mib N      size of each bandwidth buffer (copy and read) in MiB (default 256; keep it far
-                    beyond the caches)
-  --kernel K        the kernel to time: auto (default), fast or reference (the float64 oracle)
-  --no-naive        skip the naive baseline (it takes minutes per case at n = 8192)
-  --no-openblas     skip the OpenBLAS baseline
-  --soak SECONDS    instead of timing: random calls for SECONDS (forward, backward, decoding
-                    through a KV cache, and broken calls that must be refused) across shapes,
-                    dtypes, layouts and options, one valid call in 3 checked against the float64
-                    reference; reports calls, failures, the largest error per dtype against its
-                    bound and the memory growth after warm-up. Exit 1 on any failure or growth.
-                    Takes --seed N (default: from the clock, printed), --threads N and --json
-  -h, --help        show this help
+)";
 
-OpenBLAS reads OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE; a forced core can halve its speed, so run
+constexpr std::string_view kFooter = R"(OpenBLAS reads OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE; a forced core can halve its speed, so run
 the bench with them unset (the core in use is printed):
   env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE attnkit bench
 unless OpenBLAS's own choice is a generic core: an OpenBLAS older than the CPU does not know it and
@@ -161,24 +123,22 @@ Examples:
   attnkit bench --filter varlen --no-naive --no-openblas
   attnkit bench --soak 60
 
-Exit codes: 0 success, 1 a library error, 2 bad usage (including a filter that matches nothing).
-)";
-
-constexpr FlagSpec kFlags[] = {
-    {"quick", false}, {"json", false}, {"filter"}, {"repeat"}, {"threads"}, {"sizes"}, {"dims"},
-    {"copy-mib"}, {"kernel"}, {"no-naive", false}, {"no-openblas", false}, {"help", false},
-    {"soak"}, {"seed"},
-};
+Exit codes: 0 success, 1 a library error, 2 bad usage (including a filter that matches nothing).)";
 
 struct Request {
   bench::CaseSelection selection;
   bool json = false;
-  int repeats = kFullRepeats;
-  double budget_seconds = kFullBudgetSeconds;
+  std::optional<int> repeat;            // default kFullRepeats, or kQuickRepeats with --quick
+  std::optional<std::string> threads;   // a list for the timings, one count for --soak
   std::size_t copy_mib = kDefaultCopyMiB;
   Kernel kernel = Kernel::automatic;
-  bool naive = true;
-  bool openblas = true;
+  bool no_naive = false;
+  bool no_openblas = false;
+  std::optional<double> soak_seconds;   // --soak: the soak run instead of the timings
+  std::optional<std::uint64_t> seed;    // the soak's
+
+  int repeats() const { return repeat.value_or(selection.quick ? kQuickRepeats : kFullRepeats); }
+  double budget_seconds() const { return selection.quick ? kQuickBudgetSeconds : kFullBudgetSeconds; }
 };
 
 int hardware_threads() { return std::max(1, static_cast<int>(std::thread::hardware_concurrency())); }
@@ -187,6 +147,7 @@ int hardware_threads() { return std::max(1, static_cast<int>(std::thread::hardwa
 // go up to attnkit::kMaxThreads.
 constexpr std::int64_t kMaxRepeats = 10000;
 constexpr std::int64_t kNoLimit = std::numeric_limits<std::int64_t>::max();
+constexpr double kMaxSoakSeconds = 7 * 24 * 3600;  // a week
 
 // Integers in [1, max] from "a,b,c", naming the flag when one is not.
 std::vector<std::int64_t> positive_list(std::string_view text, std::string_view flag, std::int64_t max = kNoLimit) {
@@ -209,44 +170,91 @@ std::int64_t positive(std::string_view text, std::string_view flag, std::int64_t
   return values.front();
 }
 
-Kernel parse_kernel(std::string_view text) {
+// Parsers for CommandLine::value.
+auto positive_in(int max) {
+  return [max](std::string_view text, std::string_view flag) { return static_cast<int>(positive(text, flag, max)); };
+}
+auto positive_list_in(std::int64_t max) {
+  return [max](std::string_view text, std::string_view flag) { return positive_list(text, flag, max); };
+}
+
+Kernel parse_kernel(std::string_view text, std::string_view flag) {
   if (text == "auto") return Kernel::automatic;
   if (text == "reference") return Kernel::reference;
   if (text == "fast") return Kernel::fast;
-  throw UsageError("--kernel: '" + std::string(text) + "' is not one of auto, reference, fast");
+  throw UsageError(std::string(flag) + ": '" + std::string(text) + "' is not one of auto, reference, fast");
 }
 
-std::vector<int> thread_counts(const Args& args) {
+double parse_soak_seconds(std::string_view text, std::string_view flag) {
+  const double seconds = parse_number(text, flag);
+  if (!(seconds > 0 && seconds <= kMaxSoakSeconds)) {
+    throw UsageError(std::string(flag) + ": the duration must be more than 0 and at most a week of seconds, got " +
+                     std::string(text));
+  }
+  return seconds;
+}
+
+// The flags, each filling its field of `r` as the command line is parsed.
+void add_flags(CommandLine& c, Request& r) {
+  c.flag("--quick", r.selection.quick,
+         "a ~30-second subset: n = m in {256, 512}, d = 64, one backward case\n"
+          "(bwd_f32_n256_d64), decode m = 4096, 3 repeats; module cases on a smaller\n"
+          "layer (E = 1024, 8 heads over 2 KV heads, d = 128): mha_prefill_f32_n256_e1024\n"
+          "and mha_decode_f32_m1024_e1024_{paged,contiguous}; varlen lengths from 64 to\n"
+          "1024 (varlen_f32_b16_short_d128)");
+  c.flag("--json", r.json,
+         "one JSON object per line: \"ceilings\" (with \"fma_avx2_gflops\" and\n"
+          "\"fma_avx512_gflops\", null with a \"_note\" when not measured, \"fma_best_isa\",\n"
+          "\"amx_bf16_gflops\" (null with \"amx_bf16_note\" without AMX tiles),\n"
+          "\"blas_core_generic\", \"blas_coretype_advice\", \"copy_gbytes_per_s\" and\n"
+          "\"read_gbytes_per_s\"), then one per case (with \"direction\":\n"
+          "\"forward\" or \"backward\", and \"vs_forward\" for the backward), then one per\n"
+          "module case (\"kind\": \"mha_prefill\" or \"mha_decode\", with \"embed_dim\", \"layout\",\n"
+          "\"tokens_per_second\", \"attention_seconds\" and \"attention_share\"; decode also\n"
+          "\"bytes\", \"gbytes_per_s\", \"fraction_of_bandwidth\" and\n"
+          "\"fraction_of_read_bandwidth\"), then one per varlen case\n"
+          "(\"kind\": \"varlen\", with \"lengths\", \"rate_vs_equal\", \"time_vs_padded\",\n"
+          "\"work_vs_padded\", \"time_vs_masked\" and \"speedup_vs_one_thread\"), then \"peak_memory\"");
+  c.text("--filter", r.selection.filter, "TEXT",
+         "only cases whose name contains TEXT (e.g. fwd_f32_n1024, bwd, causal, decode,\n"
+          "mha_, mha_decode, paged, varlen)");
+  c.value("--repeat", r.repeat, positive_in(kMaxRepeats), "N", "timed calls per measurement after the warm-up (default 5, --quick 3)");
+  c.text("--threads", r.threads, "LIST", "thread counts, e.g. 1,2 (default: 1 and all hardware threads)");
+  c.value("--sizes", r.selection.sizes, positive_list_in(kNoLimit), "LIST",
+          "sequence lengths instead of the defaults: n = m for forward cases, m for decode,\n"
+          "n for mha_prefill and m for mha_decode; varlen_ cases draw their lengths from L/64 to\n"
+          "the largest L given");
+  c.value("--dims", r.selection.dims, positive_list_in(kNoLimit), "LIST",
+          "head dimensions d instead of the defaults (also of varlen_ cases; not for mha_\n"
+          "cases: d is the layer's)");
+  c.value("--copy-mib", r.copy_mib, [](std::string_view text, std::string_view flag) {
+    return static_cast<std::size_t>(positive(text, flag));
+  }, "N",
+          "size of each bandwidth buffer (copy and read) in MiB (default 256; keep it far\n"
+          "beyond the caches)");
+  c.value("--kernel", r.kernel, parse_kernel, "K", "the kernel to time: auto (default), fast or reference (the float64 oracle)");
+  c.flag("--no-naive", r.no_naive, "skip the naive baseline (it takes minutes per case at n = 8192)");
+  c.flag("--no-openblas", r.no_openblas, "skip the OpenBLAS baseline");
+  c.value("--soak", r.soak_seconds, parse_soak_seconds, "SECONDS",
+          "instead of timing: random calls for SECONDS (forward, backward, decoding\n"
+          "through a KV cache, and broken calls that must be refused) across shapes,\n"
+          "dtypes, layouts and options, one valid call in 3 checked against the float64\n"
+          "reference; reports calls, failures, the largest error per dtype against its\n"
+          "bound and the memory growth after warm-up. Exit 1 on any failure or growth.\n"
+          "Takes --seed N (default: from the clock, printed), --threads N and --json");
+  c.value("--seed", r.seed, parse_unsigned, "N", "the soak's seed (default: from the clock, printed)");
+}
+
+std::vector<int> thread_counts(const Request& r) {
   std::vector<int> threads;
-  if (auto text = args.value("threads")) {
-    for (std::int64_t t : positive_list(*text, "--threads", kMaxThreads)) threads.push_back(static_cast<int>(t));
+  if (r.threads) {
+    for (std::int64_t t : positive_list(*r.threads, "--threads", kMaxThreads)) threads.push_back(static_cast<int>(t));
   } else {
     threads = {1, hardware_threads()};
   }
   std::sort(threads.begin(), threads.end());
   threads.erase(std::unique(threads.begin(), threads.end()), threads.end());
   return threads;
-}
-
-Request parse_request(const Args& args) {
-  if (!args.positionals().empty()) throw UsageError("unexpected argument '" + args.positionals().front() + "'");
-  Request r;
-  r.selection.quick = args.has("quick");
-  if (r.selection.quick) {
-    r.repeats = kQuickRepeats;
-    r.budget_seconds = kQuickBudgetSeconds;
-  }
-  r.json = args.has("json");
-  r.selection.filter = args.value("filter").value_or("");
-  if (auto text = args.value("repeat")) r.repeats = static_cast<int>(positive(*text, "--repeat", kMaxRepeats));
-  r.selection.threads = thread_counts(args);
-  if (auto text = args.value("sizes")) r.selection.sizes = positive_list(*text, "--sizes");
-  if (auto text = args.value("dims")) r.selection.dims = positive_list(*text, "--dims");
-  if (auto text = args.value("copy-mib")) r.copy_mib = static_cast<std::size_t>(positive(*text, "--copy-mib"));
-  if (auto text = args.value("kernel")) r.kernel = parse_kernel(*text);
-  r.naive = !args.has("no-naive");
-  r.openblas = !args.has("no-openblas");
-  return r;
 }
 
 // Why Kernel::fast cannot run in this build; empty when it can.
@@ -281,7 +289,7 @@ bench::RunInfo run_info(const Request& r) {
   info.kernel = kernel_name(resolve_kernel(r.kernel));  // raises unsupported for an absent kernel
   info.fast_note = fast_kernel_note();
   info.hardware_threads = hardware_threads();
-  info.repeats = r.repeats;
+  info.repeats = r.repeats();
   info.openblas = bench::BlasAttention::info();
   info.cpu = cpu_vector_features();
   if (info.openblas.available) {
@@ -292,7 +300,7 @@ bench::RunInfo run_info(const Request& r) {
     info.blas_core = module_blas.core;
     info.blas_verdict = module_blas.verdict;
   }
-  if (!r.openblas) info.openblas.description = "skipped (--no-openblas)";
+  if (r.no_openblas) info.openblas.description = "skipped (--no-openblas)";
   info.notes = environment_notes();
   return info;
 }
@@ -314,20 +322,15 @@ std::optional<bench::PeakMemoryResult> peak_memory(const Request& r, const bench
 }
 
 // --soak SECONDS: the soak run (soak/soak.hpp) instead of the timings.
-int soak_main(const Args& args, std::ostream& out, std::ostream& err) {
-  for (const char* timing_only : {"quick", "filter", "repeat", "sizes", "dims", "copy-mib", "kernel", "no-naive", "no-openblas"}) {
-    if (args.has(timing_only)) throw UsageError(std::string("--") + timing_only + " is a timing flag; --soak takes --seed, --threads and --json");
+int soak_main(const CommandLine& c, const Request& r, std::ostream& out, std::ostream& err) {
+  for (const char* timing_only : {"--quick", "--filter", "--repeat", "--sizes", "--dims", "--copy-mib", "--kernel", "--no-naive", "--no-openblas"}) {
+    if (c.given(timing_only)) throw UsageError(std::string(timing_only) + " is a timing flag; --soak takes --seed, --threads and --json");
   }
-  if (!args.positionals().empty()) throw UsageError("unexpected argument '" + args.positionals().front() + "'");
   soak::SoakOptions options;
-  options.seconds = parse_number(args.required("soak"), "--soak");
-  if (!(options.seconds > 0 && options.seconds <= 7 * 24 * 3600)) {
-    throw UsageError("--soak: the duration must be more than 0 and at most a week of seconds, got " + *args.value("soak"));
-  }
-  options.seed = args.value("seed") ? parse_unsigned(*args.value("seed"), "--seed")
-                                    : static_cast<std::uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
-  if (auto text = args.value("threads")) set_num_threads(static_cast<int>(positive(*text, "--threads", kMaxThreads)));
-  const bool json = args.has("json");
+  options.seconds = *r.soak_seconds;
+  options.seed = r.seed.value_or(static_cast<std::uint64_t>(std::chrono::system_clock::now().time_since_epoch().count()));
+  if (r.threads) set_num_threads(static_cast<int>(positive(*r.threads, "--threads", kMaxThreads)));
+  const bool json = r.json;
   if (!json) {
     out << "soak: " << options.seconds << " s of random calls, seed " << options.seed << " (replay with --seed "
         << options.seed << "), " << num_threads() << " threads\n" << std::flush;
@@ -341,14 +344,13 @@ int soak_main(const Args& args, std::ostream& out, std::ostream& err) {
 }
 
 int bench_main(const CommandArgs& words, std::ostream& out, std::ostream& err) {
-  const Args args = Args::parse(words, kFlags);
-  if (args.has("help")) {
-    out << kHelp;
-    return kExitOk;
-  }
-  if (args.has("soak")) return soak_main(args, out, err);
-  if (args.has("seed")) throw UsageError("--seed goes with --soak");
-  const Request r = parse_request(args);
+  Request r;
+  CommandLine command_line(kAbout, kFooter);
+  add_flags(command_line, r);
+  if (!command_line.parse(words, out)) return kExitOk;  // --help
+  if (r.soak_seconds) return soak_main(command_line, r, out, err);
+  if (r.seed) throw UsageError("--seed goes with --soak");
+  r.selection.threads = thread_counts(r);
   const std::vector<BenchCase> cases = bench::select_cases(r.selection);
   const std::vector<bench::ModuleCase> module_cases = bench::select_module_cases(r.selection);
   const std::vector<bench::VarlenCase> varlen_cases = bench::select_varlen_cases(r.selection);
@@ -370,22 +372,22 @@ int bench_main(const CommandArgs& words, std::ostream& out, std::ostream& err) {
   const auto advance = [&] {
     if (bar) bar->advance(1);
   };
-  report.machine(info, bench::measure_ceilings({r.selection.threads, r.repeats, r.copy_mib}));
+  report.machine(info, bench::measure_ceilings({r.selection.threads, r.repeats(), r.copy_mib}));
   advance();
   {
-    bench::CaseRunner runner({{r.repeats, r.budget_seconds}, r.kernel, r.naive, r.openblas});
+    bench::CaseRunner runner({{r.repeats(), r.budget_seconds()}, r.kernel, !r.no_naive, !r.no_openblas});
     for (const BenchCase& c : cases) {
       report.result(runner.run(c));
       advance();
     }
   }  // the runner's cache evictor is freed before the module runner makes its own
-  bench::ModuleRunner modules({{r.repeats, r.budget_seconds}, r.kernel});
+  bench::ModuleRunner modules({{r.repeats(), r.budget_seconds()}, r.kernel});
   for (const bench::ModuleCase& c : module_cases) {
     report.module_result(modules.run(c));
     advance();
   }
   for (const bench::VarlenCase& c : varlen_cases) {
-    report.varlen_result(bench::run_varlen_case(c, {r.repeats, r.budget_seconds}, r.kernel));
+    report.varlen_result(bench::run_varlen_case(c, {r.repeats(), r.budget_seconds()}, r.kernel));
     advance();
   }
   if (bar) bar->finish();

@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-#include "args.hpp"
+#include "value_parsers.hpp"
 #include "attnkit/attention.hpp"
 #include "attnkit/error.hpp"
 #include "commands.hpp"

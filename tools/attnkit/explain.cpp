@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "args.hpp"
 #include "attnkit/attention.hpp"
 #include "attnkit/npy.hpp"
 #include "attnkit/tensor.hpp"
+#include "command_line.hpp"
 #include "commands.hpp"
 
 namespace attnkit::cli {
@@ -26,7 +26,7 @@ namespace {
 constexpr int kDecimals = 4;  // enough to see differences in small examples without clutter
 constexpr std::string_view kNpySuffix = ".npy";
 
-constexpr std::string_view kHelp = R"(Usage: attnkit explain [--q Q] [--k K] [--v V] [--no-scale]
+constexpr std::string_view kAbout = R"(Usage: attnkit explain [--q Q] [--k K] [--v V] [--no-scale]
 
 Walks through scaled dot-product attention for one query, o = softmax(q·Kᵀ · scale) · V, printing
 each step with the numbers the library computes (float64, reference kernel):
@@ -35,14 +35,9 @@ each step with the numbers the library computes (float64, reference kernel):
   3. softmax weights w_j
   4. the output o = Σ_j w_j · v_j
 
-Flags:
-  --q Q        the query: d_k numbers "0.5,0.3,-0.2", or a .npy file of shape [d_k]
-  --k K        the keys: m rows of d_k numbers "0.4,0.2,-0.1;0.1,0.1,0.8", or a .npy file [m, d_k]
-  --v V        the values: m rows of d_v numbers, or a .npy file [m, d_v]
-  --no-scale   use scale = 1 instead of 1/√d_k, to see what the scaling is for
-  -h, --help   show this help
+)";
 
-A flag that is not given takes the built-in example: q = [0.5, 0.3, -0.2];
+constexpr std::string_view kFooter = R"(A flag that is not given takes the built-in example: q = [0.5, 0.3, -0.2];
 keys [0.4, 0.2, -0.1], [0.1, 0.1, 0.8], [-0.3, 0.4, 0.2]; values [0.9, 0.1, 0.3],
 [0.2, 0.5, 0.1], [0.3, 0.2, 0.4]; d_k = 3.
 
@@ -52,10 +47,7 @@ Examples:
   attnkit explain --q 1,0 --k "1,0;0,1;1,1" --v "1,2;3,4;5,6"
   attnkit explain --q q.npy --k k.npy --v v.npy
 
-Exit codes: 0 success, 1 a library or file error, 2 bad usage (including sizes that do not fit).
-)";
-
-constexpr FlagSpec kFlags[] = {{"q"}, {"k"}, {"v"}, {"no-scale", false}, {"help", false}};
+Exit codes: 0 success, 1 a library or file error, 2 bad usage (including sizes that do not fit).)";
 
 using Vector = std::vector<double>;
 using Matrix = std::vector<Vector>;  // rows
@@ -121,18 +113,24 @@ Vector vector_arg(const std::string& text, std::string_view flag) {
   return parse_number_list(text, flag);
 }
 
-Example load_example(const Args& args) {
+// The flags as given: each replaces its part of the built-in example.
+struct Request {
+  std::optional<std::string> q, k, v;
+  bool no_scale = false;
+};
+
+Example load_example(const Request& r) {
   Example e = default_example();
-  if (auto q = args.value("q")) {
-    e.q = vector_arg(*q, "--q");
+  if (r.q) {
+    e.q = vector_arg(*r.q, "--q");
     e.q_source = "--q";
   }
-  if (auto k = args.value("k")) {
-    e.k = matrix_arg(*k, "--k", "[m, d_k]");
+  if (r.k) {
+    e.k = matrix_arg(*r.k, "--k", "[m, d_k]");
     e.k_source = "--k";
   }
-  if (auto v = args.value("v")) {
-    e.v = matrix_arg(*v, "--v", "[m, d_v]");
+  if (r.v) {
+    e.v = matrix_arg(*r.v, "--v", "[m, d_v]");
     e.v_source = "--v";
   }
   return e;
@@ -269,16 +267,16 @@ void print_story(std::ostream& out, const Example& e, const Story& s, bool no_sc
 }
 
 int explain(const CommandArgs& words, std::ostream& out) {
-  const Args args = Args::parse(words, kFlags);
-  if (args.has("help")) {
-    out << kHelp;
-    return kExitOk;
-  }
-  if (!args.positionals().empty()) throw UsageError("unexpected argument '" + args.positionals().front() + "'");
-  const Example example = load_example(args);
+  Request r;
+  CommandLine command_line(kAbout, kFooter);
+  command_line.text("--q", r.q, "Q", "the query: d_k numbers \"0.5,0.3,-0.2\", or a .npy file of shape [d_k]");
+  command_line.text("--k", r.k, "K", "the keys: m rows of d_k numbers \"0.4,0.2,-0.1;0.1,0.1,0.8\", or a .npy file [m, d_k]");
+  command_line.text("--v", r.v, "V", "the values: m rows of d_v numbers, or a .npy file [m, d_v]");
+  command_line.flag("--no-scale", r.no_scale, "use scale = 1 instead of 1/√d_k, to see what the scaling is for");
+  if (!command_line.parse(words, out)) return kExitOk;  // --help
+  const Example example = load_example(r);
   check_sizes(example);
-  const bool no_scale = args.has("no-scale");
-  print_story(out, example, compute(example, no_scale), no_scale);
+  print_story(out, example, compute(example, r.no_scale), r.no_scale);
   return kExitOk;
 }
 

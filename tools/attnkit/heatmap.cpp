@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "args.hpp"
 #include "attention_flags.hpp"
 #include "attnkit/attention.hpp"
+#include "command_line.hpp"
 #include "commands.hpp"
 #include "heatmap/demo.hpp"
 #include "heatmap/figure.hpp"
@@ -23,7 +23,7 @@ namespace attnkit::cli {
 
 namespace {
 
-constexpr std::string_view kHelp = R"(Usage: attnkit heatmap --probs P.npy (--out heatmap.png | --html page.html) [options]
+constexpr std::string_view kAbout = R"(Usage: attnkit heatmap --probs P.npy (--out heatmap.png | --html page.html) [options]
        attnkit heatmap --q Q.npy --k K.npy [--v V.npy] (--out heatmap.png | --html page.html) [attention options] [options]
        attnkit heatmap --demo [--out heatmap-demo.png] [--html heatmap-demo.html]
 
@@ -33,35 +33,9 @@ the head number over each panel and token labels (or positions) on the axes. A p
 than --max-cells queries or keys is downsampled: each cell shows the maximum weight of a block
 (max pooling), and the picture says so.
 
-Input (one of):
-  --probs PATH        softmax weights as `attnkit run --probs` writes them: [B, H, n, m], [H, n, m]
-                      or [n, m]
-  --q PATH --k PATH   queries and keys as for `attnkit run`; the weights are computed with
-                      attnkit::forward. --v PATH is accepted and unused (the weights do not need V)
-  --demo              a built-in sentence with six hand-built heads (previous token, same word,
-                      first token, broad, recent, nouns); prints what each head shows
+)";
 
-Attention options (with --q/--k, as for `attnkit run`):
-  --scale S  --causal MODE  --window L,R  --mask PATH  --key-lengths LIST  --alibi LIST
-  --softcap C  --dtype T  --kernel K  --threads N
-
-Picture:
-  --out PATH          the PNG to write (default heatmap-demo.png with --demo)
-  --html PATH         also (or instead) write a self-contained interactive page: a head selector,
-                      the exact weight and both tokens under the pointer, and a "lines" view
-                      linking each query to the keys it attends to (width ∝ weight); no pooling,
-                      at most 4,000,000 weights in all (pick heads with --heads)
-  --batch B           which batch entry to draw (default 0)
-  --heads LIST        which heads, e.g. 0,3,5 (default all)
-  --tokens PATH       labels, one per line: for the keys, and for the queries too unless
-                      --query-tokens is given (self-attention: n = m)
-  --query-tokens PATH labels for the queries (cross-attention: n labels, --tokens has m)
-  --title TEXT        the title (default "Attention weights")
-  --vmax V            top of the colour scale (default: the largest weight drawn; 1 for 0..1)
-  --max-cells N       cells per axis per panel before max pooling (default 200)
-  -h, --help          show this help
-
-Examples:
+constexpr std::string_view kFooter = R"(Examples:
   attnkit heatmap --demo --out heatmap-demo.png
   attnkit run --q q.npy --k k.npy --v v.npy --out o.npy --probs p.npy --causal top-left
   attnkit heatmap --probs p.npy --tokens tokens.txt --heads 0,1 --out heatmap.png
@@ -69,35 +43,30 @@ Examples:
   attnkit heatmap --q q.npy --k k.npy --causal top-left --tokens tokens.txt --out heatmap.png --vmax 1
 
 Exit codes: 0 success, 1 a library or file error (including a label count that does not match),
-2 bad usage.
-)";
-
-constexpr FlagSpec kFlags[] = {
-    {"q"}, {"k"}, {"v"}, {"probs"}, {"demo", false},                                       // input
-    {"scale"}, {"causal"}, {"window"}, {"mask"}, {"key-lengths"}, {"alibi"}, {"softcap"},  // logits
-    {"dtype"}, {"kernel"}, {"threads"},                                                    // execution
-    {"out"}, {"html"}, {"batch"}, {"heads"}, {"tokens"}, {"query-tokens"}, {"title"}, {"vmax"}, {"max-cells"},
-    {"help", false},
-};
+2 bad usage.)";
 
 // Flags that describe how to compute the weights from Q and K: meaningless with --probs or --demo.
-constexpr std::string_view kComputeFlags[] = {"v",    "scale", "causal", "window", "mask",   "key-lengths",
-                                              "alibi", "softcap", "dtype", "kernel", "threads"};
+constexpr const char* kComputeFlags[] = {"--v",     "--scale",   "--causal", "--window", "--mask",   "--key-lengths",
+                                         "--alibi", "--softcap", "--dtype",  "--kernel", "--threads"};
 constexpr std::string_view kDefaultTitle = "Attention weights";
 constexpr std::string_view kDemoOut = "heatmap-demo.png";
 
 struct Picture {
   std::optional<std::string> out_path, html_path;  // the PNG, the interactive page: one or both
-  std::string title;
+  std::optional<std::string> title;
   Selection selection;
   std::optional<std::string> tokens_path, query_tokens_path;
   std::optional<double> vmax;
   std::int64_t max_cells = kDefaultMaxCells;
 };
 
-void reject(const Args& args, std::string_view flag, std::string_view because) {
-  if (args.has(flag)) throw UsageError("--" + std::string(flag) + " " + std::string(because));
-}
+// Everything the flags say.
+struct Request {
+  std::optional<std::string> q_path, k_path, v_path, probs_path;
+  bool demo = false;
+  AttentionFlags flags;  // with --q/--k
+  Picture picture;
+};
 
 std::int64_t parse_non_negative(std::string_view text, std::string_view flag) {
   const std::int64_t value = parse_integer(text, flag);
@@ -105,35 +74,61 @@ std::int64_t parse_non_negative(std::string_view text, std::string_view flag) {
   return value;
 }
 
-Picture parse_picture(const Args& args, bool demo) {
-  Picture p;
-  p.out_path = args.value("out");
-  p.html_path = args.value("html");
-  if (!p.out_path && !p.html_path) {
-    if (!demo) throw UsageError("missing --out (the PNG to write) or --html (the page to write)");
-    p.out_path = std::string(kDemoOut);
+std::vector<std::int64_t> parse_heads(std::string_view text, std::string_view flag) {
+  std::vector<std::int64_t> heads = parse_integer_list(text, flag);
+  for (std::int64_t h : heads) {
+    if (h < 0) throw UsageError(std::string(flag) + ": " + std::to_string(h) + " is negative; heads are numbered from 0");
   }
-  p.title = args.value("title").value_or(std::string(kDefaultTitle));
-  if (auto s = args.value("batch")) p.selection.batch = parse_non_negative(*s, "--batch");
-  if (auto s = args.value("heads")) {
-    p.selection.heads = parse_integer_list(*s, "--heads");
-    for (std::int64_t h : p.selection.heads) {
-      if (h < 0) throw UsageError("--heads: " + std::to_string(h) + " is negative; heads are numbered from 0");
-    }
+  return heads;
+}
+
+double parse_vmax(std::string_view text, std::string_view flag) {
+  const double vmax = parse_number(text, flag);
+  if (!(vmax > 0.0) || !std::isfinite(vmax)) {
+    throw UsageError(std::string(flag) + ": " + std::string(text) + " is not a positive number (the weight drawn yellow)");
   }
-  p.tokens_path = args.value("tokens");
-  p.query_tokens_path = args.value("query-tokens");
-  if (auto s = args.value("vmax")) {
-    p.vmax = parse_number(*s, "--vmax");
-    if (!(*p.vmax > 0.0) || !std::isfinite(*p.vmax)) {
-      throw UsageError("--vmax: " + *s + " is not a positive number (the weight drawn yellow)");
-    }
-  }
-  if (auto s = args.value("max-cells")) {
-    p.max_cells = parse_integer(*s, "--max-cells");
-    if (p.max_cells < 1) throw UsageError("--max-cells: " + *s + " must be at least 1");
-  }
-  return p;
+  return vmax;
+}
+
+std::int64_t parse_max_cells(std::string_view text, std::string_view flag) {
+  const std::int64_t cells = parse_integer(text, flag);
+  if (cells < 1) throw UsageError(std::string(flag) + ": " + std::string(text) + " must be at least 1");
+  return cells;
+}
+
+void add_flags(CommandLine& c, Request& r) {
+  c.section("Input (one of)");
+  c.text("--probs", r.probs_path, "PATH",
+         "softmax weights as `attnkit run --probs` writes them: [B, H, n, m], [H, n, m]\nor [n, m]");
+  c.text("--q", r.q_path, "PATH", "queries, as for `attnkit run`; with --k the weights are computed with\nattnkit::forward");
+  c.text("--k", r.k_path, "PATH", "keys, as for `attnkit run`");
+  c.text("--v", r.v_path, "PATH", "accepted and unused (the weights do not need V)");
+  c.flag("--demo", r.demo,
+         "a built-in sentence with six hand-built heads (previous token, same word,\n"
+         "first token, broad, recent, nouns); prints what each head shows");
+  c.section("Attention options (with --q/--k, as for `attnkit run`)");
+  add_attention_flags(c, r.flags, false);
+  Picture& p = r.picture;
+  c.section("Picture");
+  c.text("--out", p.out_path, "PATH", "the PNG to write (default heatmap-demo.png with --demo)");
+  c.text("--html", p.html_path, "PATH",
+         "also (or instead) write a self-contained interactive page: a head selector,\n"
+         "the exact weight and both tokens under the pointer, and a \"lines\" view\n"
+         "linking each query to the keys it attends to (width ∝ weight); no pooling,\n"
+         "at most 4,000,000 weights in all (pick heads with --heads)");
+  c.value("--batch", p.selection.batch, parse_non_negative, "B", "which batch entry to draw (default 0)");
+  c.value("--heads", p.selection.heads, parse_heads, "LIST", "which heads, e.g. 0,3,5 (default all)");
+  c.text("--tokens", p.tokens_path, "PATH",
+         "labels, one per line: for the keys, and for the queries too unless\n"
+         "--query-tokens is given (self-attention: n = m)");
+  c.text("--query-tokens", p.query_tokens_path, "PATH", "labels for the queries (cross-attention: n labels, --tokens has m)");
+  c.text("--title", p.title, "TEXT", "the title (default \"Attention weights\")");
+  c.value("--vmax", p.vmax, parse_vmax, "V", "top of the colour scale (default: the largest weight drawn; 1 for 0..1)");
+  c.value("--max-cells", p.max_cells, parse_max_cells, "N", "cells per axis per panel before max pooling (default 200)");
+}
+
+void reject(const CommandLine& c, const char* flag, std::string_view because) {
+  if (c.given(flag)) throw UsageError(std::string(flag) + " " + std::string(because));
 }
 
 // Labels from --tokens / --query-tokens, checked against n and m.
@@ -154,7 +149,7 @@ void attach_tokens(const Picture& p, HeatmapFigure& figure) {
 }
 
 void draw(HeatmapFigure& figure, const Picture& p, std::ostream& out) {
-  figure.title = p.title;
+  figure.title = p.title.value_or(std::string(kDefaultTitle));
   figure.vmax = p.vmax;
   figure.max_cells = p.max_cells;
   // Both files, or neither: the page and the PNG replace their targets only once both are written.
@@ -192,12 +187,12 @@ void draw(HeatmapFigure& figure, const Picture& p, std::ostream& out) {
   out << ")\n";
 }
 
-int run_demo(const Args& args, std::ostream& out) {
-  for (std::string_view flag : {"q", "k", "probs", "tokens", "query-tokens", "batch", "heads"}) {
-    reject(args, flag, "does not go with --demo: the demo has its own sentence and heads");
+int run_demo(const CommandLine& c, Picture p, std::ostream& out) {
+  for (const char* flag : {"--q", "--k", "--probs", "--tokens", "--query-tokens", "--batch", "--heads"}) {
+    reject(c, flag, "does not go with --demo: the demo has its own sentence and heads");
   }
-  for (std::string_view flag : kComputeFlags) reject(args, flag, "does not go with --demo");
-  const Picture p = parse_picture(args, true);
+  for (const char* flag : kComputeFlags) reject(c, flag, "does not go with --demo");
+  if (!p.out_path && !p.html_path) p.out_path = std::string(kDemoOut);
   const Demo demo = make_demo();
   HeatmapFigure figure;
   figure.source = "demo: hand-built heads, causal";
@@ -216,37 +211,33 @@ int run_demo(const Args& args, std::ostream& out) {
 }
 
 int run(const CommandArgs& words, std::ostream& out) {
-  const Args args = Args::parse(words, kFlags);
-  if (args.has("help")) {
-    out << kHelp;
-    return kExitOk;
-  }
-  if (!args.positionals().empty()) throw UsageError("unexpected argument '" + args.positionals().front() + "'");
-  if (args.has("demo")) return run_demo(args, out);
+  Request r;
+  CommandLine command_line(kAbout, kFooter);
+  add_flags(command_line, r);
+  if (!command_line.parse(words, out)) return kExitOk;  // --help
+  if (r.demo) return run_demo(command_line, r.picture, out);
 
-  const bool from_probs = args.has("probs"), from_qk = args.has("q") || args.has("k");
+  const bool from_probs = r.probs_path.has_value(), from_qk = r.q_path || r.k_path;
   if (from_probs && from_qk) throw UsageError("give either --probs or --q and --k, not both");
   if (!from_probs && !from_qk) throw UsageError("missing input: --probs PATH, or --q PATH --k PATH (or --demo)");
-  if (from_qk && !(args.has("q") && args.has("k"))) {
-    throw UsageError(std::string("missing required flag ") + (args.has("q") ? "--k" : "--q") +
+  if (from_qk && !(r.q_path && r.k_path)) {
+    throw UsageError(std::string("missing required flag ") + (r.q_path ? "--k" : "--q") +
                      ": the weights need both queries and keys");
   }
   if (from_probs) {
-    for (std::string_view flag : kComputeFlags) reject(args, flag, "applies to --q/--k input, not to --probs");
+    for (const char* flag : kComputeFlags) reject(command_line, flag, "applies to --q/--k input, not to --probs");
   }
-  const Picture p = parse_picture(args, false);
+  const Picture& p = r.picture;
+  if (!p.out_path && !p.html_path) throw UsageError("missing --out (the PNG to write) or --html (the page to write)");
 
   HeatmapFigure figure;
   if (from_probs) {
-    const std::string path = args.required("probs");
-    figure.weights = load_probs(path, p.selection);
-    figure.source = path + ", batch " + std::to_string(p.selection.batch);
+    figure.weights = load_probs(*r.probs_path, p.selection);
+    figure.source = *r.probs_path + ", batch " + std::to_string(p.selection.batch);
   } else {
-    const AttentionFlags flags = parse_attention_flags(args);
-    if (flags.threads) set_num_threads(*flags.threads);
-    figure.weights = compute_probs(args.required("q"), args.required("k"), args.value("v"), flags, p.selection);
-    figure.source = args.required("q") + " \xC2\xB7 " + args.required("k") + ", batch " +
-                    std::to_string(p.selection.batch);
+    if (r.flags.threads) set_num_threads(*r.flags.threads);
+    figure.weights = compute_probs(*r.q_path, *r.k_path, r.v_path, r.flags, p.selection);
+    figure.source = *r.q_path + " \xC2\xB7 " + *r.k_path + ", batch " + std::to_string(p.selection.batch);
   }
   attach_tokens(p, figure);
   draw(figure, p, out);

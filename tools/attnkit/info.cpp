@@ -3,15 +3,15 @@
 #include <ostream>
 #include <string>
 
-#include "args.hpp"
 #include "attnkit/attention.hpp"
 #include "attnkit/targets.hpp"
+#include "command_line.hpp"
 #include "commands.hpp"
 
 namespace attnkit::cli {
 namespace {
 
-constexpr const char* kHelp = R"(Usage: attnkit info
+constexpr const char* kAbout = R"(Usage: attnkit info
 
 Prints the attnkit version, the kernel each dtype runs on, the SIMD targets compiled into this build
 and those this CPU can run (for each one it cannot, the CPU feature it lacks), the target in use and
@@ -19,13 +19,12 @@ why it is the default (ATTNKIT_TARGET=<name> forces one), how that target multip
 (f32 FMA, or bf16 dot products with P rounded to bf16), and the thread count (ATTNKIT_NUM_THREADS=<n>
 sets it). Targets ending in _emulated are test stand-ins for the AVX-512 ones on any AVX2 CPU.
 
-Examples:
-  attnkit info
-  ATTNKIT_TARGET=scalar attnkit info
-  ATTNKIT_TARGET=avx512_bf16 attnkit info
 )";
 
-constexpr FlagSpec kFlags[] = {{"help", false}};
+constexpr const char* kFooter = R"(Examples:
+  attnkit info
+  ATTNKIT_TARGET=scalar attnkit info
+  ATTNKIT_TARGET=avx512_bf16 attnkit info)";
 
 std::string target_list(const std::vector<Target>& targets) {
   std::string out;
@@ -34,11 +33,8 @@ std::string target_list(const std::vector<Target>& targets) {
 }
 
 int info(const CommandArgs& words, std::ostream& out) {
-  const Args args = Args::parse(words, kFlags);
-  if (args.has("help")) {
-    out << kHelp;
-    return kExitOk;
-  }
+  CommandLine command_line(kAbout, kFooter);
+  if (!command_line.parse(words, out)) return kExitOk;  // --help
   const Target active = active_target();
   out << "attnkit " << version() << '\n'
       << "kernels:           f32, f16, bf16 -> " << kernel_name(resolve_kernel(Kernel::automatic, DType::f32))

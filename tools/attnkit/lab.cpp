@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "args.hpp"
+#include "command_line.hpp"
 #include "commands.hpp"
 #include "staged_outputs.hpp"
 #include "lab/precision.hpp"
@@ -38,7 +38,7 @@ Examples:
 Exit codes: 0 success, 1 a library or file error, 2 bad usage.
 )";
 
-constexpr std::string_view kScalingHelp = R"(Usage: attnkit lab scaling [--keys M] [--trials T] [--seed S] [--json] [--plot FILE]
+constexpr std::string_view kScalingAbout = R"(Usage: attnkit lab scaling [--keys M] [--trials T] [--seed S] [--json] [--plot FILE]
 
 For each d_k, draws queries and keys with N(0, 1) entries and compares softmax attention with the
 logits q·k (unscaled) and q·k/√d_k (scaled), on the same draws. Per d_k and scale, averaged over
@@ -52,27 +52,15 @@ every row (trials x queries per trial):
 Computed in float64 with plain loops (this is about the mathematics, not the kernels). Each d_k has
 its own random stream from (seed, d_k): the same seed gives the same numbers.
 
-Flags:
-  --keys M           keys per softmax row (default 128)
-  --trials T         draws of Q and K per d_k (default 200: about 3 s on one core)
-  --queries N        query rows per draw, sharing its keys (default 16)
-  --dims LIST        d_k values (default 2,4,8,...,1024)
-  --seed S           random seed (default 1)
-  --input-std S      standard deviation of every entry (default 1): the factor assumes 1
-  --correlation R    correlation in [0, 1) between the entries of one vector, each entry staying
-                     N(0, S²) (default 0): the factor assumes independent entries
-  --json             one JSON object per d_k instead of the table
-  --plot FILE        also draw the four figures against d_k as a PNG
-  -h, --help         show this help
+)";
 
-Examples:
+constexpr std::string_view kScalingFooter = R"(Examples:
   attnkit lab scaling
   attnkit lab scaling --plot docs/lab-scaling.png
   attnkit lab scaling --json --trials 1000 --seed 7 > scaling.jsonl
-  attnkit lab scaling --correlation 0.1 --keys 512
-)";
+  attnkit lab scaling --correlation 0.1 --keys 512)";
 
-constexpr std::string_view kPrecisionHelp = R"(Usage: attnkit lab precision [--lengths LIST] [--logit-stds LIST] [--json] [--plot FILE]
+constexpr std::string_view kPrecisionAbout = R"(Usage: attnkit lab precision [--lengths LIST] [--logit-stds LIST] [--json] [--plot FILE]
 
 Runs one attention problem per sequence length m (n queries over m keys, Q, K, V entries N(0, 1),
 Q multiplied by the logit std, so that the logits have that std) through every kernel and dtype
@@ -85,29 +73,23 @@ computed in long double:
   fast f16        Kernel::fast on f16 inputs, f16 output
 The inputs are rounded to each dtype, so the 16-bit errors include that rounding, as they do in use.
 
-Flags:
-  --lengths LIST      key counts m (default 16,32,...,8192)
-  --logit-stds LIST   logit standard deviations (default 1,10,100)
-  --queries N         query rows n (default 64)
-  --dim D             d_k = d_v (default 64)
-  --seed S            random seed (default 1)
-  --json              one JSON object per variant, std and length instead of the table
-  --plot FILE         also draw error against length (log-log), one panel per logit std, as a PNG
-  -h, --help          show this help
-
-Examples:
-  attnkit lab precision
-  attnkit lab precision --plot docs/lab-precision.png
-  attnkit lab precision --lengths 1024,65536 --logit-stds 1,30 --json
 )";
 
-constexpr FlagSpec kScalingFlags[] = {
-    {"keys"}, {"trials"}, {"queries"}, {"dims"}, {"seed"}, {"input-std"}, {"correlation"},
-    {"json", false}, {"plot"}, {"help", false},
+constexpr std::string_view kPrecisionFooter = R"(Examples:
+  attnkit lab precision
+  attnkit lab precision --plot docs/lab-precision.png
+  attnkit lab precision --lengths 1024,65536 --logit-stds 1,30 --json)";
+
+// What both experiments print: a table, or JSON Lines, and perhaps a plot.
+struct Output {
+  bool json = false;
+  std::optional<std::string> plot_path;
 };
-constexpr FlagSpec kPrecisionFlags[] = {
-    {"lengths"}, {"logit-stds"}, {"queries"}, {"dim"}, {"seed"}, {"json", false}, {"plot"}, {"help", false},
-};
+
+void add_output_flags(CommandLine& c, Output& o, const std::string& json_help, const std::string& plot_help) {
+  c.flag("--json", o.json, json_help);
+  c.text("--plot", o.plot_path, "FILE", plot_help);
+}
 
 // Limits that keep sizes in an int and a run in minutes, and catch typos.
 constexpr std::int64_t kMaxKeys = 1 << 20;
@@ -125,20 +107,10 @@ void check_range(std::int64_t value, std::string_view flag, std::int64_t lo, std
   }
 }
 
-std::int64_t integer_in(std::string_view text, std::string_view flag, std::int64_t lo, std::int64_t hi) {
-  const std::int64_t value = parse_integer(text, flag);
-  check_range(value, flag, lo, hi);
-  return value;
-}
-
 std::vector<std::int64_t> integers_in(std::string_view text, std::string_view flag, std::int64_t lo, std::int64_t hi) {
   std::vector<std::int64_t> values = parse_integer_list(text, flag);
   for (std::int64_t v : values) check_range(v, flag, lo, hi);
   return values;
-}
-
-std::string positional_experiment_error(const Args& args) {
-  return "unexpected argument '" + args.positionals().front() + "'";
 }
 
 // The plot replaces its target only once it is completely written.
@@ -149,93 +121,115 @@ void write_plot(const std::string& path, const std::string& title, const std::ve
   staged.commit();
 }
 
-lab::ScalingConfig scaling_config(const Args& args) {
-  lab::ScalingConfig c;
-  if (auto t = args.value("keys")) c.keys = static_cast<int>(integer_in(*t, "--keys", 2, kMaxKeys));
-  if (auto t = args.value("trials")) c.trials = static_cast<int>(integer_in(*t, "--trials", 1, kMaxTrials));
-  if (auto t = args.value("queries")) c.queries_per_trial = static_cast<int>(integer_in(*t, "--queries", 1, kMaxQueries));
-  if (auto t = args.value("dims")) {
-    c.dims.clear();
-    for (std::int64_t d : integers_in(*t, "--dims", 1, kMaxDim)) c.dims.push_back(static_cast<int>(d));
+// A parser for CommandLine::value: an int in [lo, hi].
+auto int_in(std::int64_t lo, std::int64_t hi) {
+  return [lo, hi](std::string_view text, std::string_view flag) {
+    const std::int64_t value = parse_integer(text, flag);
+    check_range(value, flag, lo, hi);
+    return static_cast<int>(value);
+  };
+}
+
+std::vector<int> parse_dims(std::string_view text, std::string_view flag) {
+  std::vector<int> dims;
+  for (std::int64_t d : integers_in(text, flag, 1, kMaxDim)) dims.push_back(static_cast<int>(d));
+  return dims;
+}
+
+double parse_input_std(std::string_view text, std::string_view flag) {
+  const double value = parse_number(text, flag);
+  if (!(value > 0 && value <= kMaxInputStd)) {
+    throw UsageError(std::string(flag) + ": must be > 0 and at most 1e6, got " + std::string(text));
   }
-  if (auto t = args.value("seed")) c.seed = parse_unsigned(*t, "--seed");
-  if (auto t = args.value("input-std")) {
-    c.input_std = parse_number(*t, "--input-std");
-    if (!(c.input_std > 0 && c.input_std <= kMaxInputStd)) {
-      throw UsageError("--input-std: must be > 0 and at most 1e6, got " + *t);
-    }
-  }
-  if (auto t = args.value("correlation")) {
-    c.correlation = parse_number(*t, "--correlation");
-    if (!(c.correlation >= 0 && c.correlation < 1)) throw UsageError("--correlation: must be in [0, 1), got " + *t);
-  }
-  return c;
+  return value;
+}
+
+double parse_correlation(std::string_view text, std::string_view flag) {
+  const double value = parse_number(text, flag);
+  if (!(value >= 0 && value < 1)) throw UsageError(std::string(flag) + ": must be in [0, 1), got " + std::string(text));
+  return value;
+}
+
+void add_scaling_flags(CommandLine& c, lab::ScalingConfig& config, Output& output) {
+  c.value("--keys", config.keys, int_in(2, kMaxKeys), "M", "keys per softmax row (default 128)");
+  c.value("--trials", config.trials, int_in(1, kMaxTrials), "T", "draws of Q and K per d_k (default 200: about 3 s on one core)");
+  c.value("--queries", config.queries_per_trial, int_in(1, kMaxQueries), "N",
+          "query rows per draw, sharing its keys (default 16)");
+  c.value("--dims", config.dims, parse_dims, "LIST", "d_k values (default 2,4,8,...,1024)");
+  c.value("--seed", config.seed, parse_unsigned, "S", "random seed (default 1)");
+  c.value("--input-std", config.input_std, parse_input_std, "S",
+          "standard deviation of every entry (default 1): the factor assumes 1");
+  c.value("--correlation", config.correlation, parse_correlation, "R",
+          "correlation in [0, 1) between the entries of one vector, each entry staying\n"
+          "N(0, S²) (default 0): the factor assumes independent entries");
+  add_output_flags(c, output, "one JSON object per d_k instead of the table", "also draw the four figures against d_k as a PNG");
 }
 
 int scaling(const CommandArgs& words, std::ostream& out, std::ostream& err) {
-  const Args args = Args::parse(words, kScalingFlags);
-  if (args.has("help")) {
-    out << kScalingHelp;
-    return kExitOk;
-  }
-  if (!args.positionals().empty()) throw UsageError(positional_experiment_error(args));
-  const lab::ScalingConfig config = scaling_config(args);
+  lab::ScalingConfig config;
+  Output output;
+  CommandLine command_line(kScalingAbout, kScalingFooter);
+  add_scaling_flags(command_line, config, output);
+  if (!command_line.parse(words, out)) return kExitOk;  // --help
   std::vector<lab::ScalingRow> rows;
   {
     ProgressBar progress(err, "lab scaling", lab::scaling_work(config));
     rows = lab::run_scaling(config, [&](double units) { progress.advance(units); });
   }
-  if (args.has("json")) {
+  if (output.json) {
     lab::print_scaling_json(out, config, rows);
   } else {
     lab::print_scaling_table(out, config, rows);
   }
-  if (auto path = args.value("plot")) {
-    write_plot(*path, lab::scaling_title(config), lab::scaling_panels(config, rows), 2);
-    if (!args.has("json")) out << "plot written to " << *path << '\n';
+  if (output.plot_path) {
+    write_plot(*output.plot_path, lab::scaling_title(config), lab::scaling_panels(config, rows), 2);
+    if (!output.json) out << "plot written to " << *output.plot_path << '\n';
   }
   return kExitOk;
 }
 
-lab::PrecisionConfig precision_config(const Args& args) {
-  lab::PrecisionConfig c;
-  if (auto t = args.value("lengths")) c.lengths = integers_in(*t, "--lengths", 1, kMaxLength);
-  if (auto t = args.value("logit-stds")) {
-    c.logit_stds = parse_number_list(*t, "--logit-stds");
-    for (double s : c.logit_stds) {
-      if (!(s > 0 && s <= kMaxLogitStd)) {
-        throw UsageError("--logit-stds: every value must be > 0 and at most 1e4, got " + std::to_string(s));
-      }
+std::vector<double> parse_logit_stds(std::string_view text, std::string_view flag) {
+  std::vector<double> stds = parse_number_list(text, flag);
+  for (double s : stds) {
+    if (!(s > 0 && s <= kMaxLogitStd)) {
+      throw UsageError(std::string(flag) + ": every value must be > 0 and at most 1e4, got " + std::to_string(s));
     }
   }
-  if (auto t = args.value("queries")) c.queries = static_cast<int>(integer_in(*t, "--queries", 1, kMaxQueries));
-  if (auto t = args.value("dim")) c.head_dim = static_cast<int>(integer_in(*t, "--dim", 1, kMaxDim));
-  if (auto t = args.value("seed")) c.seed = parse_unsigned(*t, "--seed");
-  return c;
+  return stds;
+}
+
+void add_precision_flags(CommandLine& c, lab::PrecisionConfig& config, Output& output) {
+  c.value("--lengths", config.lengths, [](std::string_view text, std::string_view flag) {
+    return integers_in(text, flag, 1, kMaxLength);
+  }, "LIST", "key counts m (default 16,32,...,8192)");
+  c.value("--logit-stds", config.logit_stds, parse_logit_stds, "LIST", "logit standard deviations (default 1,10,100)");
+  c.value("--queries", config.queries, int_in(1, kMaxQueries), "N", "query rows n (default 64)");
+  c.value("--dim", config.head_dim, int_in(1, kMaxDim), "D", "d_k = d_v (default 64)");
+  c.value("--seed", config.seed, parse_unsigned, "S", "random seed (default 1)");
+  add_output_flags(c, output, "one JSON object per variant, std and length instead of the table",
+                   "also draw error against length (log-log), one panel per logit std, as a PNG");
 }
 
 int precision(const CommandArgs& words, std::ostream& out, std::ostream& err) {
-  const Args args = Args::parse(words, kPrecisionFlags);
-  if (args.has("help")) {
-    out << kPrecisionHelp;
-    return kExitOk;
-  }
-  if (!args.positionals().empty()) throw UsageError(positional_experiment_error(args));
-  const lab::PrecisionConfig config = precision_config(args);
+  lab::PrecisionConfig config;
+  Output output;
+  CommandLine command_line(kPrecisionAbout, kPrecisionFooter);
+  add_precision_flags(command_line, config, output);
+  if (!command_line.parse(words, out)) return kExitOk;  // --help
   lab::PrecisionResult result;
   {
     ProgressBar progress(err, "lab precision", lab::precision_work(config));
     result = lab::run_precision(config, [&](double units) { progress.advance(units); });
   }
-  if (args.has("json")) {
+  if (output.json) {
     lab::print_precision_json(out, config, result);
   } else {
     lab::print_precision_table(out, config, result);
   }
-  if (auto path = args.value("plot")) {
+  if (output.plot_path) {
     const int columns = static_cast<int>(std::min<std::size_t>(config.logit_stds.size(), 3));
-    write_plot(*path, lab::precision_title(config), lab::precision_panels(config, result), columns);
-    if (!args.has("json")) out << "plot written to " << *path << '\n';
+    write_plot(*output.plot_path, lab::precision_title(config), lab::precision_panels(config, result), columns);
+    if (!output.json) out << "plot written to " << *output.plot_path << '\n';
   }
   return kExitOk;
 }

@@ -12,8 +12,8 @@
 #include <utility>
 #include <vector>
 
-#include "args.hpp"
 #include "attention_flags.hpp"
+#include "command_line.hpp"
 #include "staged_outputs.hpp"
 #include "attnkit/attention.hpp"
 #include "attnkit/error.hpp"
@@ -27,7 +27,7 @@ namespace attnkit::cli {
 
 namespace {
 
-constexpr std::string_view kHelp = R"(Usage: attnkit run --q Q.npy --k K.npy --v V.npy --out O.npy [options]
+constexpr std::string_view kAbout = R"(Usage: attnkit run --q Q.npy --k K.npy --v V.npy --out O.npy [options]
        attnkit run --q Q.npy --k K.npy --v V.npy --d-out dO.npy --dq dQ.npy --dk dK.npy --dv dV.npy [options]
 
 Computes O = softmax(Q·Kᵀ · scale + bias) · V with attnkit::forward on .npy files and, with
@@ -36,54 +36,9 @@ Q, K and V are floating arrays of the same rank: 4 [B, H, S, D], 3 [H, S, D] or 
 The outputs keep that rank (O [.., n, d_v], LSE [.., n], probabilities [.., n, m], gradients the
 shapes of Q, K and V).
 
-Packed variable-length batches (FlashAttention's varlen layout, attnkit/varlen.hpp):
-  --cu-seqlens-q LIST where each sequence's queries start in Q, e.g. 0,5,12 (B + 1 offsets, from 0,
-                      ending at Q's rows); Q, K, V are then packed [total, H, D]: sequence b's
-                      queries are rows LIST[b] .. LIST[b+1]-1 of Q, and it sees only its own keys
-  --cu-seqlens-k LIST the same for K and V (both flags go together)
-                      Outputs are packed too: O [total_q, Hq, d_v], LSE [Hq, total_q], gradients
-                      the shapes of Q, K and V; probabilities [B, Hq, max_n, max_m], zero past each
-                      sequence's lengths. --mask is per sequence, [max_n, max_m] or
-                      [B|1, Hq|1, max_n, max_m]; --key-lengths does not apply.
+)";
 
-Required:
-  --q PATH            queries   [B, Hq, n, d_k]
-  --k PATH            keys      [B, Hkv, m, d_k]   (Hq % Hkv == 0: grouped-query attention)
-  --v PATH            values    [B, Hkv, m, d_v]
-  --out PATH          where to write O [B, Hq, n, d_v] (optional with --d-out)
-
-Outputs:
-  --lse PATH          also write the log-sum-exp of each row's logits [B, Hq, n] (float32)
-  --probs PATH        also write the softmax weights before dropout [B, Hq, n, m]
-
-Gradients (the backward runs on the O and LSE of the forward above):
-  --d-out PATH        the upstream gradient dO = ∂L/∂O, the shape of O [B, Hq, n, d_v]
-  --dq PATH           write ∂L/∂Q [B, Hq, n, d_k]
-  --dk PATH           write ∂L/∂K [B, Hkv, m, d_k] (summed over the query heads sharing a KV head)
-  --dv PATH           write ∂L/∂V [B, Hkv, m, d_v] (likewise)
-                      --d-out needs at least one of --dq, --dk, --dv, and they need --d-out
-
-Options:
-  --scale S           logit scale (default 1/sqrt(d_k))
-  --causal MODE       none (default), top-left (key j visible when j <= i) or
-                      bottom-right (j <= i + m - n, as in KV-cache decoding)
-  --window L,R        sliding window: keys i'-L <= j <= i'+R are visible; -1 = unbounded side
-  --mask PATH         bool keep-mask (true = attend) or floating additive bias, shape [n, m],
-                      [H, n, m] (for rank-3 inputs) or [B|1, H|1, n, m]
-  --key-lengths LIST  valid keys per batch, e.g. 5,7 (the rest are padding)
-  --alibi LIST        one ALiBi slope per query head, e.g. 0.5,0.25
-  --softcap C         cap the logits with C·tanh(s/C)
-  --dropout P         dropout probability in [0, 1); kept weights are scaled by 1/(1-P)
-  --seed N            dropout seed (default 0); the same seed gives the same output
-  --dtype T           compute dtype f64, f32, bf16 or f16, to which every input is converted
-                      (default: the dtype of Q, which K, V and dO must then have); the outputs and
-                      gradients use it too, except that bf16 is written as float32
-  --kernel K          auto (default), reference (the float64 oracle) or fast
-  --threads N         threads for the kernels; 0 or absent: ATTNKIT_NUM_THREADS or all cores
-  --verbose           print a one-line summary
-  -h, --help          show this help
-
-Examples:
+constexpr std::string_view kFooter = R"(Examples:
   attnkit run --q q.npy --k k.npy --v v.npy --out o.npy
   attnkit run --q q.npy --k k.npy --v v.npy --out o.npy --causal bottom-right --lse lse.npy
   attnkit run --q q.npy --k k.npy --v v.npy --out o.npy --mask keep.npy --dtype bf16 --kernel reference
@@ -92,17 +47,7 @@ Examples:
   attnkit run --q q.npy --k k.npy --v v.npy --out o.npy --cu-seqlens-q 0,5,12 --cu-seqlens-k 0,7,12 \
       --causal bottom-right
 
-Exit codes: 0 success, 1 a library or file error, 2 bad usage.
-)";
-
-constexpr FlagSpec kFlags[] = {
-    {"q"}, {"k"}, {"v"}, {"out"}, {"lse"}, {"probs"},                                 // files
-    {"d-out"}, {"dq"}, {"dk"}, {"dv"},                                                 // gradients
-    {"cu-seqlens-q"}, {"cu-seqlens-k"},                                                // packed batches
-    {"scale"}, {"causal"}, {"window"}, {"mask"}, {"key-lengths"}, {"alibi"}, {"softcap"},  // logits
-    {"dropout"}, {"seed"},                                                             // dropout
-    {"dtype"}, {"kernel"}, {"threads"}, {"verbose", false}, {"help", false},           // execution
-};
+Exit codes: 0 success, 1 a library or file error, 2 bad usage.)";
 
 // Everything the flags say, parsed and checked for form before any file is touched.
 struct Request {
@@ -129,41 +74,56 @@ void check_gradient_flags(const Request& r) {
   }
 }
 
-Request parse_request(const Args& args) {
-  if (!args.positionals().empty()) throw UsageError("unexpected argument '" + args.positionals().front() + "'");
+// The flags, each filling its field of `r` as the command line is parsed.
+void add_flags(CommandLine& c, Request& r) {
+  c.section("Packed variable-length batches (FlashAttention's varlen layout, attnkit/varlen.hpp)");
+  c.value("--cu-seqlens-q", r.cu_seqlens_q, parse_integer_list, "LIST",
+          "where each sequence's queries start in Q, e.g. 0,5,12 (B + 1 offsets, from 0,\n"
+          "ending at Q's rows); Q, K, V are then packed [total, H, D]: sequence b's\n"
+          "queries are rows LIST[b] .. LIST[b+1]-1 of Q, and it sees only its own keys");
+  c.value("--cu-seqlens-k", r.cu_seqlens_k, parse_integer_list, "LIST",
+          "the same for K and V (both flags go together)\n"
+          "Outputs are packed too: O [total_q, Hq, d_v], LSE [Hq, total_q], gradients\n"
+          "the shapes of Q, K and V; probabilities [B, Hq, max_n, max_m], zero past each\n"
+          "sequence's lengths. --mask is per sequence, [max_n, max_m] or\n"
+          "[B|1, Hq|1, max_n, max_m]; --key-lengths does not apply.");
+  c.section("Required");
+  c.text("--q", r.q_path, "PATH", "queries   [B, Hq, n, d_k]");
+  c.text("--k", r.k_path, "PATH", "keys      [B, Hkv, m, d_k]   (Hq % Hkv == 0: grouped-query attention)");
+  c.text("--v", r.v_path, "PATH", "values    [B, Hkv, m, d_v]");
+  c.text("--out", r.out_path, "PATH", "where to write O [B, Hq, n, d_v] (optional with --d-out)");
+  c.section("Outputs");
+  c.text("--lse", r.lse_path, "PATH", "also write the log-sum-exp of each row's logits [B, Hq, n] (float32)");
+  c.text("--probs", r.probs_path, "PATH", "also write the softmax weights before dropout [B, Hq, n, m]");
+  c.section("Gradients (the backward runs on the O and LSE of the forward above)");
+  c.text("--d-out", r.d_out_path, "PATH", "the upstream gradient dO = ∂L/∂O, the shape of O [B, Hq, n, d_v]");
+  c.text("--dq", r.dq_path, "PATH", "write ∂L/∂Q [B, Hq, n, d_k]");
+  c.text("--dk", r.dk_path, "PATH", "write ∂L/∂K [B, Hkv, m, d_k] (summed over the query heads sharing a KV head)");
+  c.text("--dv", r.dv_path, "PATH",
+         "write ∂L/∂V [B, Hkv, m, d_v] (likewise)\n"
+         "--d-out needs at least one of --dq, --dk, --dv, and they need --d-out");
+  c.section("Options");
+  add_attention_flags(c, r.flags, true);
+  c.flag("--verbose", r.verbose, "print a one-line summary");
+}
+
+// What the flags say together: the required ones, and the ones that go in pairs.
+void check_request(const CommandLine& c, const Request& r) {
   std::string missing;
-  for (const char* name : {"q", "k", "v"}) {
-    if (!args.has(name)) missing += std::string(missing.empty() ? "" : ", ") + "--" + name;
+  for (const char* flag : {"--q", "--k", "--v"}) {
+    if (!c.given(flag)) missing += std::string(missing.empty() ? "" : ", ") + flag;
   }
-  if (!args.has("out") && !args.has("d-out")) missing += std::string(missing.empty() ? "" : ", ") + "--out";
+  if (!r.out_path && !r.d_out_path) missing += std::string(missing.empty() ? "" : ", ") + "--out";
   if (!missing.empty()) throw UsageError("missing required flag(s) " + missing);
-  Request r;
-  r.q_path = args.required("q");
-  r.k_path = args.required("k");
-  r.v_path = args.required("v");
-  r.out_path = args.value("out");
-  r.d_out_path = args.value("d-out");
-  r.dq_path = args.value("dq");
-  r.dk_path = args.value("dk");
-  r.dv_path = args.value("dv");
   check_gradient_flags(r);
-  r.lse_path = args.value("lse");
-  r.probs_path = args.value("probs");
-  r.verbose = args.has("verbose");
-  r.flags = parse_attention_flags(args);
-  if (args.has("cu-seqlens-q") != args.has("cu-seqlens-k")) {
-    throw UsageError(std::string(args.has("cu-seqlens-q") ? "--cu-seqlens-q needs --cu-seqlens-k" : "--cu-seqlens-k needs --cu-seqlens-q") +
+  if (r.cu_seqlens_q.has_value() != r.cu_seqlens_k.has_value()) {
+    throw UsageError(std::string(r.cu_seqlens_q ? "--cu-seqlens-q needs --cu-seqlens-k" : "--cu-seqlens-k needs --cu-seqlens-q") +
                      ": a packed batch lists where each sequence starts in Q and in K");
   }
-  if (args.has("cu-seqlens-q")) {
-    // Values are checked by the library, which names the offending index.
-    r.cu_seqlens_q = parse_integer_list(args.required("cu-seqlens-q"), "--cu-seqlens-q");
-    r.cu_seqlens_k = parse_integer_list(args.required("cu-seqlens-k"), "--cu-seqlens-k");
-    if (!r.flags.key_lengths.empty()) {
-      throw UsageError("--key-lengths does not apply to a packed batch: --cu-seqlens-k gives each sequence its keys");
-    }
+  // Offset values are checked by the library, which names the offending index.
+  if (r.packed() && !r.flags.key_lengths.empty()) {
+    throw UsageError("--key-lengths does not apply to a packed batch: --cu-seqlens-k gives each sequence its keys");
   }
-  return r;
 }
 
 // ---- inputs ----
@@ -319,12 +279,11 @@ void run_packed(const Request& r, const Inputs& in, const AttentionOptions& opti
 }
 
 int run(const CommandArgs& words, std::ostream& out) {
-  const Args args = Args::parse(words, kFlags);
-  if (args.has("help")) {
-    out << kHelp;
-    return kExitOk;
-  }
-  Request r = parse_request(args);
+  Request r;
+  CommandLine command_line(kAbout, kFooter);
+  add_flags(command_line, r);
+  if (!command_line.parse(words, out)) return kExitOk;  // --help
+  check_request(command_line, r);
   if (r.flags.threads) set_num_threads(*r.flags.threads);
 
   const Inputs in = read_inputs(r);

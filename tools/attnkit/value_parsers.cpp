@@ -1,24 +1,17 @@
-// The argument parser and the value parsers of the attnkit tool.
-#include "args.hpp"
+// The value parsers of the attnkit tool.
+#include "value_parsers.hpp"
 
-#include <algorithm>
 #include <charconv>
+#include <optional>
 #include <system_error>
 
 namespace attnkit::cli {
 
 namespace {
 
-constexpr std::string_view kFlagPrefix = "--";
-constexpr std::string_view kShortHelp = "-h";
 constexpr std::string_view kUnicodeMinus = "\xE2\x88\x92";  // U+2212, as typeset formulas write −0.2
 constexpr char kListSeparator = ',';
 constexpr char kRowSeparator = ';';
-
-const FlagSpec* find_flag(std::span<const FlagSpec> flags, std::string_view name) {
-  const auto it = std::find_if(flags.begin(), flags.end(), [&](const FlagSpec& f) { return f.name == name; });
-  return it == flags.end() ? nullptr : &*it;
-}
 
 std::string quoted(std::string_view text) { return "'" + std::string(text) + "'"; }
 
@@ -83,61 +76,6 @@ std::vector<T> parse_list(std::string_view text, std::string_view flag, Noun nou
 }
 
 }  // namespace
-
-Args Args::parse(std::span<const std::string> words, std::span<const FlagSpec> flags) {
-  Args args;
-  bool flags_ended = false;
-  for (std::size_t i = 0; i < words.size(); ++i) {
-    const std::string& word = words[i];
-    if (flags_ended || word.empty() || word[0] != '-' || word == "-") {
-      args.positionals_.push_back(word);
-      continue;
-    }
-    if (word == kFlagPrefix) {
-      flags_ended = true;
-      continue;
-    }
-    std::string name, value;
-    bool has_inline_value = false;
-    if (word == kShortHelp) {
-      name = "help";
-    } else if (word.starts_with(kFlagPrefix)) {
-      const std::string_view body = std::string_view(word).substr(kFlagPrefix.size());
-      const auto eq = body.find('=');
-      name = std::string(body.substr(0, eq));
-      if (eq != std::string_view::npos) {
-        value = std::string(body.substr(eq + 1));
-        has_inline_value = true;
-      }
-    } else {
-      throw UsageError("unknown option " + quoted(word) + " (flags are spelled --name)");
-    }
-    const FlagSpec* spec = find_flag(flags, name);
-    if (spec == nullptr) throw UsageError("unknown flag --" + name);
-    if (args.values_.contains(name)) throw UsageError("flag --" + name + " is given more than once");
-    if (!spec->takes_value && has_inline_value) throw UsageError("flag --" + name + " takes no value");
-    if (spec->takes_value && !has_inline_value) {
-      if (i + 1 >= words.size()) throw UsageError("flag --" + name + " needs a value");
-      value = words[++i];
-    }
-    args.values_.emplace(name, value);
-  }
-  return args;
-}
-
-bool Args::has(std::string_view name) const { return values_.find(name) != values_.end(); }
-
-std::optional<std::string> Args::value(std::string_view name) const {
-  const auto it = values_.find(name);
-  if (it == values_.end()) return std::nullopt;
-  return it->second;
-}
-
-std::string Args::required(std::string_view name) const {
-  auto v = value(name);
-  if (!v) throw UsageError("missing required flag --" + std::string(name));
-  return *v;
-}
 
 double parse_number(std::string_view text, std::string_view flag) {
   const auto value = parse_whole<double>(text);
