@@ -6,6 +6,7 @@ packages=(
   libgtest-dev libgmock-dev  # GoogleTest, for the tests
   libopenblas-dev pkg-config # OpenBLAS: the module's projections and the bench's baseline
   nlohmann-json3-dev         # JSON: the tool's --json lines
+  libcli11-dev               # CLI11: the tool's flags and --help
   python3-venv python3-dev   # the Python package: a virtual environment (with pip), and Python.h
   libcairo2-dev libfontconfig-dev fonts-dejavu-core  # the tool's pictures (PNG, SVG, PDF), finding its font, the font
   libopenmpi-dev openmpi-bin # attnkit::dist (ring attention over MPI) and its tests under mpirun

@@ -110,7 +110,9 @@ void add_flags(CommandLine& c, Request& r) {
   add_attention_flags(c, r.flags, false);
   Picture& p = r.picture;
   c.section("Picture");
-  c.text("--out", p.out_path, "PATH", "the PNG to write (default heatmap-demo.png with --demo)");
+  c.text("--out", p.out_path, "PATH",
+         "the PNG to write, or a PDF (vector) for a name ending in .pdf\n"
+         "(default heatmap-demo.png with --demo)");
   c.text("--html", p.html_path, "PATH",
          "also (or instead) write a self-contained interactive page: a head selector,\n"
          "the exact weight and both tokens under the pointer, and a \"lines\" view\n"

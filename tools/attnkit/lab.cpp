@@ -162,7 +162,7 @@ void add_scaling_flags(CommandLine& c, lab::ScalingConfig& config, Output& outpu
   c.value("--correlation", config.correlation, parse_correlation, "R",
           "correlation in [0, 1) between the entries of one vector, each entry staying\n"
           "N(0, S²) (default 0): the factor assumes independent entries");
-  add_output_flags(c, output, "one JSON object per d_k instead of the table", "also draw the four figures against d_k as a PNG");
+  add_output_flags(c, output, "one JSON object per d_k instead of the table", "also draw the four figures against d_k as a PNG (a PDF for a .pdf name)");
 }
 
 int scaling(const CommandArgs& words, std::ostream& out, std::ostream& err) {
@@ -207,7 +207,8 @@ void add_precision_flags(CommandLine& c, lab::PrecisionConfig& config, Output& o
   c.value("--dim", config.head_dim, int_in(1, kMaxDim), "D", "d_k = d_v (default 64)");
   c.value("--seed", config.seed, parse_unsigned, "S", "random seed (default 1)");
   add_output_flags(c, output, "one JSON object per variant, std and length instead of the table",
-                   "also draw error against length (log-log), one panel per logit std, as a PNG");
+                   "also draw error against length (log-log), one panel per logit std, as a PNG\n"
+                   "(a PDF for a .pdf name)");
 }
 
 int precision(const CommandArgs& words, std::ostream& out, std::ostream& err) {
