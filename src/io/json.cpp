@@ -1,7 +1,6 @@
 #include "io/json.hpp"
 
 #include <algorithm>
-#include <array>
 #include <cstddef>
 #include <iterator>
 #include <string>
@@ -11,99 +10,15 @@
 #include "io/file_common.hpp"
 
 namespace attnkit::io {
-namespace {
-
-// How many bytes each byte takes inside a JSON string literal: 1 as itself, 2 as a short escape
-// (\" \\ \b \f \n \r \t), 6 as \u00XX (the other control characters).
-constexpr std::array<std::uint8_t, 256> kJsonEscapedSize = [] {
-  std::array<std::uint8_t, 256> size{};
-  for (std::size_t c = 0; c < size.size(); ++c) size[c] = c < 0x20 ? 6 : 1;
-  for (unsigned char c : {'"', '\\', '\b', '\f', '\n', '\r', '\t'}) size[c] = 2;
-  return size;
-}();
-
-std::size_t json_escaped_size(char ch) { return kJsonEscapedSize[static_cast<unsigned char>(ch)]; }
-
-// The length (1 to 4) of the well-formed UTF-8 sequence that starts at text[pos], or 0 if there is
-// none: stray continuation bytes, overlong forms, UTF-16 surrogates and code points above U+10FFFF
-// are ill-formed (RFC 3629, table 3-7 of the Unicode standard).
-std::size_t utf8_sequence_length(std::string_view text, std::size_t pos) {
-  const auto byte = [&](std::size_t i) -> unsigned {
-    return pos + i < text.size() ? static_cast<unsigned char>(text[pos + i]) : 0u;
-  };
-  const unsigned lead = byte(0);
-  const auto continuation = [&](std::size_t i, unsigned lo = 0x80, unsigned hi = 0xBF) {
-    return pos + i < text.size() && byte(i) >= lo && byte(i) <= hi;
-  };
-  if (lead < 0x80) return 1;
-  if (lead >= 0xC2 && lead <= 0xDF) return continuation(1) ? 2 : 0;
-  if (lead >= 0xE0 && lead <= 0xEF) {
-    const unsigned lo = lead == 0xE0 ? 0xA0 : 0x80;  // E0 80..9F would be overlong
-    const unsigned hi = lead == 0xED ? 0x9F : 0xBF;  // ED A0..BF would encode a surrogate
-    return continuation(1, lo, hi) && continuation(2) ? 3 : 0;
-  }
-  if (lead >= 0xF0 && lead <= 0xF4) {
-    const unsigned lo = lead == 0xF0 ? 0x90 : 0x80;  // F0 80..8F would be overlong
-    const unsigned hi = lead == 0xF4 ? 0x8F : 0xBF;  // F4 90.. would exceed U+10FFFF
-    return continuation(1, lo, hi) && continuation(2) && continuation(3) ? 4 : 0;
-  }
-  return 0;
-}
-
-}  // namespace
-
-// ---- UTF-8 ----
-
-bool is_valid_utf8(std::string_view text) {
-  for (std::size_t pos = 0; pos < text.size();) {
-    if (static_cast<unsigned char>(text[pos]) < 0x80) {  // the common case, kept out of the general path
-      ++pos;
-      continue;
-    }
-    const std::size_t n = utf8_sequence_length(text, pos);
-    if (n == 0) return false;
-    pos += n;
-  }
-  return true;
-}
 
 // ---- writing ----
 
-// A JSON string literal: quotes, backslashes and control characters escaped; UTF-8 kept as is.
-void append_json_string(std::string& out, std::string_view text) {
-  out += '"';
-  for (std::size_t pos = 0; pos < text.size();) {
-    std::size_t end = pos;
-    while (end < text.size() && json_escaped_size(text[end]) == 1) ++end;
-    out.append(text.substr(pos, end - pos));  // the common case: long runs that need no escape
-    pos = end;
-    if (pos == text.size()) break;
-    const char ch = text[pos++];
-    switch (ch) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default: {
-        constexpr char kHex[] = "0123456789abcdef";
-        const auto c = static_cast<unsigned char>(ch);
-        out += "\\u00";
-        out += kHex[c >> 4];
-        out += kHex[c & 0xF];
-      }
-    }
+std::optional<std::string> json_string(std::string_view text) {
+  try {
+    return nlohmann::json(text).dump(/*indent=*/-1, ' ', /*ensure_ascii=*/false, nlohmann::json::error_handler_t::strict);
+  } catch (const nlohmann::json::type_error&) {  // 316: invalid UTF-8
+    return std::nullopt;
   }
-  out += '"';
-}
-
-// The length of append_json_string's output for `text`.
-std::uint64_t json_string_size(std::string_view text) {
-  std::uint64_t size = 2;  // the quotes
-  for (char ch : text) size += json_escaped_size(ch);
-  return size;
 }
 
 // ---- reading ----

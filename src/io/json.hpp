@@ -1,10 +1,10 @@
-// The JSON that file headers are made of (RFC 8259, strictly): UTF-8 checks and string literals for
-// writers, and the base of a reader that a format's schema drives through nlohmann/json's SAX parser.
+// The JSON that file headers are made of (RFC 8259, strictly), through nlohmann/json: string literals
+// for writers, and the base of a reader that a format's schema drives through nlohmann's SAX parser.
 // Used by .safetensors (safetensors.cpp holds its schema and the file layout).
 #pragma once
 
 #include <cstddef>
-#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -12,17 +12,11 @@
 
 namespace attnkit::io {
 
-// ---- UTF-8 ----
-
-bool is_valid_utf8(std::string_view text);
-
 // ---- writing ----
 
-// Appends `text` as a JSON string literal: quotes, backslashes and control characters escaped,
-// UTF-8 kept as is.
-void append_json_string(std::string& out, std::string_view text);
-// The length of append_json_string's output for `text`, without building it.
-std::uint64_t json_string_size(std::string_view text);
+// `text` as a JSON string literal (quotes, backslashes and control characters escaped, UTF-8 kept as
+// is), or nothing if `text` is not valid UTF-8: nlohmann's strict serializer checks it.
+std::optional<std::string> json_string(std::string_view text);
 
 // ---- reading ----
 

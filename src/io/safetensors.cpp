@@ -46,8 +46,7 @@ namespace attnkit {
 
 namespace {
 
-using io::append_json_string, io::errno_text, io::fail, io::FilePtr, io::format_fail, io::in_quotes, io::InputFile, io::kMaxQuotedChars,
-    io::is_valid_utf8, io::json_string_size, io::MemoryInput, io::normalize_bools, io::OutputFile, io::printable;
+using io::fail, io::format_fail, io::in_quotes, io::InputFile, io::MemoryInput, io::normalize_bools, io::OutputFile;
 
 // Elements are copied byte for byte between memory and little-endian files; a big-endian host would
 // need byte swapping, which this file does not implement.
@@ -505,23 +504,14 @@ std::uint64_t checked_nbytes(const WriteItem& item, const void* data, const std:
   return static_cast<std::uint64_t>(count * size);
 }
 
-void check_names(const std::vector<WriteItem>& items, const std::map<std::string, std::string>& metadata,
-                 const std::string& path) {
+void check_names(const std::vector<WriteItem>& items, const std::string& path) {
   std::unordered_set<std::string_view> seen;
   for (const WriteItem& item : items) {
     if (item.name.empty()) fail(ErrorCode::invalid_argument, path, "a tensor name is empty");
     if (item.name == kMetadataKey) {
       fail(ErrorCode::invalid_argument, path, "the tensor name '__metadata__' is reserved for the metadata");
     }
-    if (!is_valid_utf8(item.name)) {
-      fail(ErrorCode::invalid_argument, path, tensor_label(item.name) + ": the name is not valid UTF-8");
-    }
     if (!seen.insert(item.name).second) fail(ErrorCode::invalid_argument, path, "duplicate " + tensor_label(item.name));
-  }
-  for (const auto& [key, value] : metadata) {
-    const std::string label = "metadata key " + in_quotes(key, kMaxQuotedName);
-    if (!is_valid_utf8(key)) fail(ErrorCode::invalid_argument, path, label + " is not valid UTF-8");
-    if (!is_valid_utf8(value)) fail(ErrorCode::invalid_argument, path, "the value of " + label + " is not valid UTF-8");
   }
 }
 
@@ -531,36 +521,66 @@ void check_names(const std::vector<WriteItem>& items, const std::map<std::string
                                               " that readers accept (too many tensors or too much metadata)");
 }
 
+// The metadata and the tensor names as JSON string literals, each checked to be valid UTF-8.
+struct HeaderStrings {
+  std::vector<std::pair<std::string, std::string>> metadata;  // key, value
+  std::vector<std::string> names;
+  std::uint64_t bytes = 0;  // of all of them
+};
+
+// Never more than readers accept: a huge name or value is refused before it is copied (escaping
+// never shortens a string), and the escaped strings are measured before a header is built around them.
+HeaderStrings header_strings(const std::vector<WriteItem>& items, const std::map<std::string, std::string>& metadata,
+                             const std::string& path) {
+  constexpr std::uint64_t kQuotes = 2;
+  std::uint64_t at_least = 0;
+  for (const auto& [key, value] : metadata) at_least += key.size() + value.size() + 2 * kQuotes;
+  for (const WriteItem& item : items) at_least += item.name.size() + kQuotes;
+  if (at_least > kMaxHeaderBytes) header_too_large(path, at_least);
+
+  HeaderStrings strings;
+  const auto add = [&](std::string literal) {
+    strings.bytes += literal.size();
+    return literal;
+  };
+  for (const auto& [key, value] : metadata) {
+    const std::string label = "metadata key " + in_quotes(key, kMaxQuotedName);
+    std::optional<std::string> key_literal = io::json_string(key);
+    if (!key_literal) fail(ErrorCode::invalid_argument, path, label + " is not valid UTF-8");
+    std::optional<std::string> value_literal = io::json_string(value);
+    if (!value_literal) fail(ErrorCode::invalid_argument, path, "the value of " + label + " is not valid UTF-8");
+    strings.metadata.emplace_back(add(std::move(*key_literal)), add(std::move(*value_literal)));
+  }
+  for (const WriteItem& item : items) {
+    std::optional<std::string> name = io::json_string(item.name);
+    if (!name) fail(ErrorCode::invalid_argument, path, tensor_label(item.name) + ": the name is not valid UTF-8");
+    strings.names.push_back(add(std::move(*name)));
+  }
+  if (strings.bytes > kMaxHeaderBytes) header_too_large(path, strings.bytes);
+  return strings;
+}
+
 // The header as the reference writer lays it out: compact JSON, "__metadata__" first (omitted when
 // empty), the tensors in order with consecutive offsets, then spaces up to a multiple of 8 bytes.
-// Never longer than readers accept; the names and metadata are measured first, so that a huge one is
-// refused before a header is built around it.
-std::string header_json(const std::vector<WriteItem>& items, const std::map<std::string, std::string>& metadata,
-                        const std::string& path) {
-  std::uint64_t text_bytes = 0;
-  for (const auto& [key, value] : metadata) text_bytes += json_string_size(key) + json_string_size(value);
-  for (const WriteItem& item : items) text_bytes += json_string_size(item.name);
-  if (text_bytes > kMaxHeaderBytes) header_too_large(path, text_bytes);
-
+// Never longer than readers accept.
+std::string header_json(const std::vector<WriteItem>& items, const HeaderStrings& strings, const std::string& path) {
   constexpr std::size_t kStructureBytes = 128;  // more than the JSON around one tensor's name needs
   std::string json;
-  json.reserve(text_bytes + kStructureBytes * (items.size() + 1));
+  json.reserve(strings.bytes + kStructureBytes * (items.size() + 1));
   json += '{';
-  if (!metadata.empty()) {
-    append_json_string(json, kMetadataKey);
-    json += ":{";
-    for (const auto& [key, value] : metadata) {
+  if (!strings.metadata.empty()) {
+    json += "\"" + std::string(kMetadataKey) + "\":{";
+    for (const auto& [key, value] : strings.metadata) {
       if (json.back() != '{') json += ',';
-      append_json_string(json, key);
-      json += ':';
-      append_json_string(json, value);
+      json += key + ':' + value;
     }
     json += '}';
   }
   std::uint64_t offset = 0;
-  for (const WriteItem& item : items) {
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    const WriteItem& item = items[i];
     if (json.size() > 1) json += ',';
-    append_json_string(json, item.name);
+    json += strings.names[i];
     json += ":{\"dtype\":\"" + std::string(dtype_string(item.elements.dtype)) + "\",\"shape\":[";
     for (std::size_t d = 0; d < item.elements.sizes.size(); ++d) json += (d ? "," : "") + std::to_string(item.elements.sizes[d]);
     if (item.nbytes > std::numeric_limits<std::uint64_t>::max() - offset) {
@@ -577,8 +597,8 @@ std::string header_json(const std::vector<WriteItem>& items, const std::map<std:
 
 void write_items(const std::string& path, const std::vector<WriteItem>& items,
                  const std::map<std::string, std::string>& metadata) {
-  check_names(items, metadata, path);
-  const std::string header = header_json(items, metadata, path);
+  check_names(items, path);
+  const std::string header = header_json(items, header_strings(items, metadata, path), path);
   std::array<unsigned char, kLengthBytes> length{};
   for (std::size_t i = 0; i < length.size(); ++i) length[i] = static_cast<unsigned char>(header.size() >> (8 * i));
 
