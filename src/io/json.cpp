@@ -56,11 +56,14 @@ class TrackedChar {
 constexpr std::string_view kByteOrderMark = "\xEF\xBB\xBF";
 
 // nlohmann's message without its prefix ("[json.exception.parse_error.101] parse error at line 1,
-// column 5: ") and without the token it quotes (which may be the whole of a long string: the error
-// shows the header text instead).
+// column 5: ", or "[json.exception.out_of_range.406] " for a number like 1e400) and without the token
+// it quotes (which may be the whole of a long string: the error shows the header text instead).
 std::string syntax_problem(const nlohmann::detail::exception& ex, const std::string& last_token) {
   std::string message = ex.what();
-  if (const std::size_t at = message.find("syntax error"); at != std::string::npos) message.erase(0, at);
+  if (const std::size_t at = message.find("] "); at != std::string::npos) message.erase(0, at + 2);
+  if (message.starts_with("parse error at ")) {
+    if (const std::size_t at = message.find(": "); at != std::string::npos) message.erase(0, at + 2);
+  }
   const std::string last_read = "; last read: '" + last_token + "'";
   if (const std::size_t at = message.find(last_read); at != std::string::npos) message.erase(at, last_read.size());
   // What nlohmann says it expected, in plainer words: after a value it names only the closing
@@ -82,8 +85,8 @@ std::string syntax_problem(const nlohmann::detail::exception& ex, const std::str
 void JsonSchemaReader::read(std::string_view text, const std::string& source) {
   text_ = text;
   reached_ = text.data();
-  // nlohmann skips a byte-order mark silently; RFC 8259 forbids writing one and the reference reader
-  // refuses it.
+  // nlohmann skips a byte-order mark silently; RFC 8259 forbids writing one, and a header with one
+  // has always been refused.
   if (text.starts_with(kByteOrderMark)) {
     malformed_at(0, "the header starts with a UTF-8 byte-order mark");
     format_fail(source, error_);

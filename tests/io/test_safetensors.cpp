@@ -606,6 +606,7 @@ TEST(Safetensors, RejectsMalformedJson) {
       {R"({"w":{"dtype":"F32","shape":[1.],"data_offsets":[0,4]}})", {"expected digit after '.'"}},
       {R"({"w":{"dtype":"F32","shape":[1e],"data_offsets":[0,4]}})", {"expected '+', '-', or digit after exponent"}},
       {R"({"w":{"dtype":"F32","shape":[-],"data_offsets":[0,4]}})", {"invalid number"}},
+      {R"({"w":{"dtype":"F32","shape":[1e400],"data_offsets":[0,4]}})", {"number overflow parsing '1e400'"}},
       {R"({"w":{"dtype":"F32","shape":[+1],"data_offsets":[0,4]}})", {"invalid literal", "'+1]"}},
       {R"({"w":{"dtype":"F32","shape":[.5],"data_offsets":[0,4]}})", {"invalid literal"}},
       {R"({"w":{"dtype":"F32","shape":[NaN],"data_offsets":[0,4]}})", {"invalid literal"}},
