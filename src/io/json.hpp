@@ -1,64 +1,57 @@
-// The JSON that file headers are made of (RFC 8259, strictly): UTF-8 checks, string literals for
-// writers, and a reader that a format's schema drives token by token. There is no generic JSON tree,
-// so a hostile header cannot make a reader allocate more than a small multiple of its own size.
+// The JSON that file headers are made of (RFC 8259, strictly), through nlohmann/json: string literals
+// for writers, and the base of a reader that a format's schema drives through nlohmann's SAX parser.
 // Used by .safetensors (safetensors.cpp holds its schema and the file layout).
 #pragma once
 
 #include <cstddef>
-#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
-#include <vector>
+
+#include <nlohmann/json.hpp>
 
 namespace attnkit::io {
 
-// ---- UTF-8 ----
-
-// The length (1 to 4) of the well-formed UTF-8 sequence at text[pos], or 0 if there is none.
-std::size_t utf8_sequence_length(std::string_view text, std::size_t pos);
-bool is_valid_utf8(std::string_view text);
-void append_utf8(std::string& out, std::uint32_t code_point);
-
 // ---- writing ----
 
-// Appends `text` as a JSON string literal: quotes, backslashes and control characters escaped,
-// UTF-8 kept as is.
-void append_json_string(std::string& out, std::string_view text);
-// The length of append_json_string's output for `text`, without building it.
-std::uint64_t json_string_size(std::string_view text);
+// `text` as a JSON string literal (quotes, backslashes and control characters escaped, UTF-8 kept as
+// is), or nothing if `text` is not valid UTF-8: nlohmann's strict serializer checks it.
+std::optional<std::string> json_string(std::string_view text);
 
 // ---- reading ----
 
-// Reads JSON tokens from `text`, skipping whitespace between them. Every error is a format_error
-// naming `source`, the byte of the header it happened at, and the text from there.
-class JsonReader {
+// A format's schema as a handler of nlohmann/json's SAX events: each callback checks its event against
+// the schema and keeps only what the schema asks for (there is no generic JSON tree, so a hostile
+// header cannot make a reader allocate more than a small multiple of its own size). At the first
+// departure from the schema a callback returns reject(...), which stops the parser at once.
+class JsonSchemaReader : public nlohmann::json_sax<nlohmann::json> {
  public:
-  JsonReader(std::string_view text, const std::string& source);
+  // Parses `text` (RFC 8259, strictly) into this handler. Every error is a format_error naming
+  // `source` and the byte of the header it happened at; a syntax error also names where() and
+  // shows the text from there.
+  void read(std::string_view text, const std::string& source);
 
-  char peek();                 // the next token's first character, or '\0' at the end
-  bool consume(char c);        // past `c` if it comes next
-  void expect(char c, const std::string& where);
-  void expect_end(const std::string& problem);  // nothing but whitespace may follow
+  // nlohmann's callbacks for a syntax error, and for binary data, which JSON text never holds.
+  bool parse_error(std::size_t position, const std::string& last_token, const nlohmann::detail::exception& ex) final;
+  bool binary(binary_t&) final { return reject("binary data"); }
 
-  std::string parse_string(const std::string& what);  // any escape; valid UTF-8 only
-  std::uint64_t parse_uint(const std::string& what);  // a non-negative integer within 64 bits
-  std::vector<std::uint64_t> parse_uint_array(const std::string& what);
-
-  [[noreturn]] void malformed(const std::string& problem) const;
-  // `what` must be `expected`, and is not: names the value found instead.
-  [[noreturn]] void wrong_type(const std::string& what, const std::string& expected);
+ protected:
+  // What the reader is in the middle of, for syntax errors: "reading the field 'shape' of tensor 'w'".
+  virtual std::string where() const = 0;
+  // Stops the parser: `problem` with the value read, named with the byte reached.
+  bool reject(const std::string& problem);
+  // Stops the parser: `problem` with the JSON text at the byte reached.
+  bool malformed(const std::string& problem);
+  std::size_t position() const { return static_cast<std::size_t>(reached_ - text_.data()); }
+  std::string_view text() const { return text_; }
 
  private:
-  void skip_whitespace();
-  bool digit_at(std::size_t i) const;
-  std::string_view scan_number();
-  std::string describe_value();
-  std::uint32_t parse_hex4();
-  void parse_escape(std::string& out);
+  bool malformed_at(std::size_t byte, const std::string& problem);
 
   std::string_view text_;
-  std::size_t pos_ = 0;
-  const std::string& source_;
+  std::size_t parsed_size_ = 0;    // the bytes handed to nlohmann: the text up to its first NUL byte
+  const char* reached_ = nullptr;  // one past the last byte nlohmann has read
+  std::string error_;
 };
 
 }  // namespace attnkit::io

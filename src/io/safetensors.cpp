@@ -6,9 +6,10 @@
 //   {"__metadata__": {"key": "value", ...},                               (optional)
 //    "name": {"dtype": "F32", "shape": [2, 3], "data_offsets": [begin, end]}, ...}
 // with offsets in bytes from the start of the data buffer. The reader trusts nothing: the header
-// length is checked against the file before anything is allocated; the JSON is read by a strict
-// reader (io/json.hpp) that this file's schema drives token by token (no generic JSON tree, so a
-// hostile header cannot make it allocate more than a small multiple of its own size); and the
+// length is checked against the file before anything is allocated; the JSON is read by nlohmann/json's
+// strict SAX parser, whose events the header's schema (io/safetensors_header.hpp) checks one by one
+// (no generic JSON tree, so a hostile header cannot make it allocate more than a small multiple of
+// its own size); and the
 // tensors, sorted by offset, must tile the data buffer exactly, so every tensor is read from bytes
 // that exist and that no other tensor claims.
 #include "attnkit/safetensors.hpp"
@@ -26,6 +27,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <span>
 #include <string>
@@ -40,13 +42,14 @@
 #include "io/file_common.hpp"
 #include "io/json.hpp"
 #include "io/output_file.hpp"
+#include "io/safetensors_header.hpp"
 
 namespace attnkit {
 
 namespace {
 
-using io::append_json_string, io::errno_text, io::fail, io::FilePtr, io::format_fail, io::in_quotes, io::InputFile, io::kMaxQuotedChars,
-    io::is_valid_utf8, io::json_string_size, io::MemoryInput, io::normalize_bools, io::OutputFile, io::printable;
+using io::dtype_string, io::fail, io::format_fail, io::Header, io::in_quotes, io::InputFile, io::kMaxQuotedName,
+    io::kMetadataKey, io::MemoryInput, io::normalize_bools, io::OutputFile, io::tensor_label, io::TensorEntry;
 
 // Elements are copied byte for byte between memory and little-endian files; a big-endian host would
 // need byte swapping, which this file does not implement.
@@ -57,12 +60,8 @@ constexpr std::size_t kLengthBytes = 8;  // the u64 header length that starts th
 // write them. Real headers are a few hundred bytes per tensor.
 constexpr std::uint64_t kMaxHeaderBytes = 100'000'000;
 constexpr std::size_t kHeaderAlignment = 8;  // writers pad the header so that the data starts 8-byte aligned
-constexpr std::string_view kMetadataKey = "__metadata__";
-constexpr std::size_t kMaxQuotedName = 200;  // longest tensor name or key echoed in a message
 
 // ---- error messages ----
-
-std::string tensor_label(std::string_view name) { return "tensor " + in_quotes(name, kMaxQuotedName); }
 
 std::string shape_string(std::span<const std::int64_t> shape) {
   std::string out = "[";
@@ -73,174 +72,6 @@ std::string shape_string(std::span<const std::int64_t> shape) {
 std::string offsets_string(std::uint64_t begin, std::uint64_t end) {
   return "data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) + "]";
 }
-
-// ---- dtypes ----
-
-struct DtypeName {
-  std::string_view name;
-  DType dtype;
-};
-constexpr std::array<DtypeName, 7> kDtypes{{{"F64", DType::f64},
-                                            {"F32", DType::f32},
-                                            {"F16", DType::f16},
-                                            {"BF16", DType::bf16},
-                                            {"I64", DType::i64},
-                                            {"I32", DType::i32},
-                                            {"BOOL", DType::boolean}}};
-constexpr std::string_view kSupportedDtypes = "F64, F32, F16, BF16, I64, I32, BOOL";
-// The format's other dtypes (the reference's Dtype enum): valid files that attnkit has no DType for.
-constexpr std::array<std::string_view, 13> kUnsupportedDtypes{
-    "U8", "I8", "U16", "I16", "U32", "U64", "F8_E5M2", "F8_E4M3", "F8_E8M0", "F6_E2M3", "F6_E3M2", "F4", "C64"};
-
-std::string_view dtype_string(DType dtype) {
-  for (const auto& d : kDtypes) {
-    if (d.dtype == dtype) return d.name;
-  }
-  return "?";
-}
-
-DType dtype_from_string(const std::string& dtype, const std::string& who, const std::string& source) {
-  for (const auto& d : kDtypes) {
-    if (d.name == dtype) return d.dtype;
-  }
-  const bool known = std::find(kUnsupportedDtypes.begin(), kUnsupportedDtypes.end(), dtype) != kUnsupportedDtypes.end();
-  format_fail(source, who + ": " + (known ? "unsupported dtype " : "unknown dtype ") + in_quotes(dtype) +
-                          " (supported: " + std::string(kSupportedDtypes) + ")");
-}
-
-// ---- reading: the header ----
-
-struct TensorEntry {
-  std::string name;
-  DType dtype = DType::f32;
-  std::vector<std::int64_t> shape;
-  std::uint64_t begin = 0, end = 0;  // byte offsets into the data buffer
-  std::uint64_t nbytes = 0;          // shape × dtype size, set by check_layout
-};
-
-struct Header {
-  std::vector<TensorEntry> tensors;  // in file order until check_layout sorts them by offset
-  std::map<std::string, std::string> metadata;
-};
-
-enum class Field { dtype, shape, data_offsets };
-constexpr std::array<std::string_view, 3> kFieldNames{"dtype", "shape", "data_offsets"};
-
-// Parses exactly the JSON this format allows (RFC 8259, strictly): an object whose values are tensor
-// objects {"dtype": string, "shape": [uint, ...], "data_offsets": [uint, uint]}, each field exactly
-// once, in any order, or, under the key "__metadata__", an object of strings. Strings may hold any
-// escape including \uXXXX (surrogate pairs joined; a lone surrogate is an error) and must be valid
-// UTF-8. Numbers must be non-negative integers that fit in 64 bits. JSON whitespace may surround
-// any token (writers pad the header with spaces). Duplicate keys at any level, unknown fields,
-// trailing commas, values of the wrong type and anything after the object are errors.
-class HeaderParser {
- public:
-  HeaderParser(std::string_view text, const std::string& source) : json_(text, source), source_(source) {}
-
-  Header parse() {
-    json_.expect('{', "at the start of the header, which must be a JSON object");
-    std::unordered_set<std::string> keys;
-    if (!json_.consume('}')) {
-      do {
-        std::string key = json_.parse_string("a key (a tensor name or '__metadata__')");
-        if (!keys.insert(key).second) format_fail(source_, "the header has a duplicate key " + quoted_name(key));
-        json_.expect(':', "after the key " + quoted_name(key));
-        if (key == kMetadataKey) {
-          parse_metadata();
-        } else {
-          // The writer refuses an empty name, so a file with one could be read but not written back.
-          if (key.empty()) format_fail(source_, "a tensor name is empty");
-          header_.tensors.push_back(parse_tensor(std::move(key)));
-        }
-      } while (json_.consume(','));
-      json_.expect('}', "after a header entry (expected ',' or '}')");
-    }
-    json_.expect_end("unexpected text after the header object");
-    return std::move(header_);
-  }
-
- private:
-  static std::string quoted_name(std::string_view name) { return in_quotes(name, kMaxQuotedName); }
-
-  // ---- the schema ----
-
-  void parse_metadata() {
-    const std::string what = "'__metadata__'";
-    if (!json_.consume('{')) json_.wrong_type(what, "an object of strings");
-    if (json_.consume('}')) return;
-    do {
-      std::string key = json_.parse_string("a key in " + what);
-      json_.expect(':', "after the key " + quoted_name(key) + " in " + what);
-      if (json_.peek() != '"') json_.wrong_type(what + " value of " + quoted_name(key), "a string");
-      std::string value = json_.parse_string("a string");
-      const std::string label = quoted_name(key);
-      if (!header_.metadata.emplace(std::move(key), std::move(value)).second) {
-        format_fail(source_, what + " has a duplicate key " + label);
-      }
-    } while (json_.consume(','));
-    json_.expect('}', "to close " + what + " (expected ',' or '}')");
-  }
-
-  TensorEntry parse_tensor(std::string name) {
-    const std::string who = tensor_label(name);
-    if (!json_.consume('{')) json_.wrong_type(who, "an object with 'dtype', 'shape' and 'data_offsets'");
-    std::array<bool, kFieldNames.size()> seen{};
-    std::string dtype;
-    std::vector<std::uint64_t> shape, offsets;
-    if (!json_.consume('}')) {
-      do {
-        const std::string field = json_.parse_string("a field name of " + who);
-        const auto* found = std::find(kFieldNames.begin(), kFieldNames.end(), field);
-        if (found == kFieldNames.end()) {
-          format_fail(source_, who + " has an unknown field " + quoted_name(field) +
-                                   " (expected 'dtype', 'shape' and 'data_offsets')");
-        }
-        const auto index = static_cast<std::size_t>(found - kFieldNames.begin());
-        if (seen[index]) format_fail(source_, who + " has a duplicate field " + quoted_name(field));
-        seen[index] = true;
-        json_.expect(':', "after the field " + quoted_name(field) + " of " + who);
-        const std::string what = who + ": '" + field + "'";
-        switch (static_cast<Field>(index)) {
-          case Field::dtype:
-            if (json_.peek() != '"') json_.wrong_type(what, "a string");
-            dtype = json_.parse_string("a string");
-            break;
-          case Field::shape: shape = json_.parse_uint_array(what); break;
-          case Field::data_offsets: offsets = json_.parse_uint_array(what); break;
-        }
-      } while (json_.consume(','));
-      json_.expect('}', "to close " + who + " (expected ',' or '}')");
-    }
-    for (std::size_t k = 0; k < kFieldNames.size(); ++k) {
-      if (!seen[k]) format_fail(source_, who + " has no '" + std::string(kFieldNames[k]) + "' field");
-    }
-    return make_entry(std::move(name), who, dtype, shape, offsets);
-  }
-
-  TensorEntry make_entry(std::string name, const std::string& who, const std::string& dtype,
-                         const std::vector<std::uint64_t>& shape, const std::vector<std::uint64_t>& offsets) {
-    TensorEntry entry;
-    entry.dtype = dtype_from_string(dtype, who, source_);
-    for (std::uint64_t s : shape) {
-      if (s > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
-        format_fail(source_, who + ": shape entry " + std::to_string(s) + " overflows 64-bit signed sizes");
-      }
-      entry.shape.push_back(static_cast<std::int64_t>(s));
-    }
-    if (offsets.size() != 2) {
-      format_fail(source_, who + ": 'data_offsets' must hold two integers [begin, end], not " +
-                               std::to_string(offsets.size()));
-    }
-    entry.begin = offsets[0];
-    entry.end = offsets[1];
-    entry.name = std::move(name);
-    return entry;
-  }
-
-  io::JsonReader json_;
-  const std::string& source_;
-  Header header_;
-};
 
 // ---- reading: the layout of the data buffer ----
 
@@ -347,7 +178,7 @@ template <class Input>
 SafetensorsFile read_from(Input& in, const std::string& source) {
   std::string text(read_header_length(in, source), '\0');
   in.read(text.data(), text.size(), "header");
-  Header header = HeaderParser(text, source).parse();
+  Header header = io::read_header(text, source);
   check_layout(header, in.remaining(), source);  // before allocating anything the header claims
 
   SafetensorsFile file;
@@ -403,23 +234,14 @@ std::uint64_t checked_nbytes(const WriteItem& item, const void* data, const std:
   return static_cast<std::uint64_t>(count * size);
 }
 
-void check_names(const std::vector<WriteItem>& items, const std::map<std::string, std::string>& metadata,
-                 const std::string& path) {
+void check_names(const std::vector<WriteItem>& items, const std::string& path) {
   std::unordered_set<std::string_view> seen;
   for (const WriteItem& item : items) {
     if (item.name.empty()) fail(ErrorCode::invalid_argument, path, "a tensor name is empty");
     if (item.name == kMetadataKey) {
       fail(ErrorCode::invalid_argument, path, "the tensor name '__metadata__' is reserved for the metadata");
     }
-    if (!is_valid_utf8(item.name)) {
-      fail(ErrorCode::invalid_argument, path, tensor_label(item.name) + ": the name is not valid UTF-8");
-    }
     if (!seen.insert(item.name).second) fail(ErrorCode::invalid_argument, path, "duplicate " + tensor_label(item.name));
-  }
-  for (const auto& [key, value] : metadata) {
-    const std::string label = "metadata key " + in_quotes(key, kMaxQuotedName);
-    if (!is_valid_utf8(key)) fail(ErrorCode::invalid_argument, path, label + " is not valid UTF-8");
-    if (!is_valid_utf8(value)) fail(ErrorCode::invalid_argument, path, "the value of " + label + " is not valid UTF-8");
   }
 }
 
@@ -429,36 +251,66 @@ void check_names(const std::vector<WriteItem>& items, const std::map<std::string
                                               " that readers accept (too many tensors or too much metadata)");
 }
 
+// The metadata and the tensor names as JSON string literals, each checked to be valid UTF-8.
+struct HeaderStrings {
+  std::vector<std::pair<std::string, std::string>> metadata;  // key, value
+  std::vector<std::string> names;
+  std::uint64_t bytes = 0;  // of all of them
+};
+
+// Never more than readers accept: a huge name or value is refused before it is copied (escaping
+// never shortens a string), and the escaped strings are measured before a header is built around them.
+HeaderStrings header_strings(const std::vector<WriteItem>& items, const std::map<std::string, std::string>& metadata,
+                             const std::string& path) {
+  constexpr std::uint64_t kQuotes = 2;
+  std::uint64_t at_least = 0;
+  for (const auto& [key, value] : metadata) at_least += key.size() + value.size() + 2 * kQuotes;
+  for (const WriteItem& item : items) at_least += item.name.size() + kQuotes;
+  if (at_least > kMaxHeaderBytes) header_too_large(path, at_least);
+
+  HeaderStrings strings;
+  const auto add = [&](std::string literal) {
+    strings.bytes += literal.size();
+    return literal;
+  };
+  for (const auto& [key, value] : metadata) {
+    const std::string label = "metadata key " + in_quotes(key, kMaxQuotedName);
+    std::optional<std::string> key_literal = io::json_string(key);
+    if (!key_literal) fail(ErrorCode::invalid_argument, path, label + " is not valid UTF-8");
+    std::optional<std::string> value_literal = io::json_string(value);
+    if (!value_literal) fail(ErrorCode::invalid_argument, path, "the value of " + label + " is not valid UTF-8");
+    strings.metadata.emplace_back(add(std::move(*key_literal)), add(std::move(*value_literal)));
+  }
+  for (const WriteItem& item : items) {
+    std::optional<std::string> name = io::json_string(item.name);
+    if (!name) fail(ErrorCode::invalid_argument, path, tensor_label(item.name) + ": the name is not valid UTF-8");
+    strings.names.push_back(add(std::move(*name)));
+  }
+  if (strings.bytes > kMaxHeaderBytes) header_too_large(path, strings.bytes);
+  return strings;
+}
+
 // The header as the reference writer lays it out: compact JSON, "__metadata__" first (omitted when
 // empty), the tensors in order with consecutive offsets, then spaces up to a multiple of 8 bytes.
-// Never longer than readers accept; the names and metadata are measured first, so that a huge one is
-// refused before a header is built around it.
-std::string header_json(const std::vector<WriteItem>& items, const std::map<std::string, std::string>& metadata,
-                        const std::string& path) {
-  std::uint64_t text_bytes = 0;
-  for (const auto& [key, value] : metadata) text_bytes += json_string_size(key) + json_string_size(value);
-  for (const WriteItem& item : items) text_bytes += json_string_size(item.name);
-  if (text_bytes > kMaxHeaderBytes) header_too_large(path, text_bytes);
-
+// Never longer than readers accept.
+std::string header_json(const std::vector<WriteItem>& items, const HeaderStrings& strings, const std::string& path) {
   constexpr std::size_t kStructureBytes = 128;  // more than the JSON around one tensor's name needs
   std::string json;
-  json.reserve(text_bytes + kStructureBytes * (items.size() + 1));
+  json.reserve(strings.bytes + kStructureBytes * (items.size() + 1));
   json += '{';
-  if (!metadata.empty()) {
-    append_json_string(json, kMetadataKey);
-    json += ":{";
-    for (const auto& [key, value] : metadata) {
+  if (!strings.metadata.empty()) {
+    json += "\"" + std::string(kMetadataKey) + "\":{";
+    for (const auto& [key, value] : strings.metadata) {
       if (json.back() != '{') json += ',';
-      append_json_string(json, key);
-      json += ':';
-      append_json_string(json, value);
+      json += key + ':' + value;
     }
     json += '}';
   }
   std::uint64_t offset = 0;
-  for (const WriteItem& item : items) {
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    const WriteItem& item = items[i];
     if (json.size() > 1) json += ',';
-    append_json_string(json, item.name);
+    json += strings.names[i];
     json += ":{\"dtype\":\"" + std::string(dtype_string(item.elements.dtype)) + "\",\"shape\":[";
     for (std::size_t d = 0; d < item.elements.sizes.size(); ++d) json += (d ? "," : "") + std::to_string(item.elements.sizes[d]);
     if (item.nbytes > std::numeric_limits<std::uint64_t>::max() - offset) {
@@ -475,8 +327,8 @@ std::string header_json(const std::vector<WriteItem>& items, const std::map<std:
 
 void write_items(const std::string& path, const std::vector<WriteItem>& items,
                  const std::map<std::string, std::string>& metadata) {
-  check_names(items, metadata, path);
-  const std::string header = header_json(items, metadata, path);
+  check_names(items, path);
+  const std::string header = header_json(items, header_strings(items, metadata, path), path);
   std::array<unsigned char, kLengthBytes> length{};
   for (std::size_t i = 0; i < length.size(); ++i) length[i] = static_cast<unsigned char>(header.size() >> (8 * i));
 

@@ -562,14 +562,17 @@ TEST(Safetensors, RejectsEveryTruncatedPrefixOfAValidFile) {
 TEST(Safetensors, RejectsMalformedJson) {
   const std::string w = entry("w", "F32", "[2]", 0, 8);
   const std::pair<std::string, std::vector<std::string_view>> cases[] = {
-      {"", {"expected '{' at the start of the header"}},
-      {"   ", {"expected '{' at the start of the header"}},
-      {"[]", {"expected '{' at the start of the header, which must be a JSON object"}},
-      {"\"w\"", {"expected '{' at the start of the header"}},
+      {"", {"at the start of the header, which must be a JSON object", "unexpected end of input"}},
+      {"   ", {"at the start of the header, which must be a JSON object", "unexpected end of input"}},
+      {"[]", {"at the start of the header, which must be a JSON object: expected '{', not an array"}},
+      {"\"w\"", {"at the start of the header", "expected '{', not a string"}},
+      {"\xef\xbb\xbf{}", {"at the start of the header", "byte-order mark"}},  // nlohmann would skip it
       {"{", {"expected a key"}},
       {"{}x", {"unexpected text after the header object", "'x'"}},
       {"{}}", {"unexpected text after the header object"}},
-      {"{}\0\0"s, {"unexpected text after the header object", "\\x00"}},
+      {"{}\0\0"s, {"unexpected text after the header object", "NUL", "\\x00"}},  // nlohmann stops at a NUL
+      {"{\"w\"\0:1}"s, {"at byte 4", "NUL"}},
+      {"{\"w\0\":1}"s, {"at byte 3", "NUL"}},
       {"{" + w + "}garbage", {"unexpected text after"}},
       {"{\"w\"}", {"expected ':'"}},
       {"{\"w\":", {"expected a JSON value"}},
@@ -579,40 +582,42 @@ TEST(Safetensors, RejectsMalformedJson) {
       {"{,}", {"expected a key"}},
       {"{'w': 1}", {"expected a key"}},
       {"{w: 1}", {"expected a key"}},
-      {"{\"w", {"unterminated string"}},
-      {"{\"w\n\":1}", {"unescaped control character"}},
-      {"{\"w\t\":1}", {"unescaped control character"}},
-      {"{\"w\\x\":1}", {"invalid escape sequence"}},
-      {"{\"w\\'\":1}", {"invalid escape sequence"}},
-      {"{\"w\\", {"invalid escape sequence"}},
-      {"{\"w\\u12\":1}", {"four hex digits"}},
-      {"{\"w\\u12g4\":1}", {"four hex digits"}},
-      {"{\"w\\ud800\":1}", {"high surrogate"}},
-      {"{\"w\\ud800\\u0041\":1}", {"high surrogate"}},
-      {"{\"w\\udbff\\udbff\":1}", {"high surrogate"}},
-      {"{\"w\\udc00\":1}", {"low surrogate"}},
-      {"{\"w\xff\":1}", {"invalid UTF-8"}},
-      {"{\"w\xc0\xaf\":1}", {"invalid UTF-8"}},          // overlong '/'
-      {"{\"w\xed\xa0\x80\":1}", {"invalid UTF-8"}},      // a UTF-16 surrogate in UTF-8
-      {"{\"w\xe2\x82\":1}", {"invalid UTF-8"}},          // a cut sequence
-      {"{\"w\xf4\x90\x80\x80\":1}", {"invalid UTF-8"}},  // above U+10FFFF
-      {"{\"w\x80\":1}", {"invalid UTF-8"}},              // a stray continuation byte
+      {"{\"w", {"missing closing quote"}},
+      {"{\"w\n\":1}", {"control character U+000A (LF) must be escaped"}},
+      {"{\"w\t\":1}", {"control character U+0009 (HT) must be escaped"}},
+      {"{\"w\\x\":1}", {"forbidden character after backslash"}},
+      {"{\"w\\'\":1}", {"forbidden character after backslash"}},
+      {"{\"w\\", {"forbidden character after backslash"}},
+      {"{\"w\\u12\":1}", {"must be followed by 4 hex digits"}},
+      {"{\"w\\u12g4\":1}", {"must be followed by 4 hex digits"}},
+      {"{\"w\\ud800\":1}", {"surrogate U+D800..U+DBFF must be followed by U+DC00..U+DFFF"}},
+      {"{\"w\\ud800\\u0041\":1}", {"surrogate U+D800..U+DBFF must be followed by U+DC00..U+DFFF"}},
+      {"{\"w\\udbff\\udbff\":1}", {"surrogate U+D800..U+DBFF must be followed by U+DC00..U+DFFF"}},
+      {"{\"w\\udc00\":1}", {"surrogate U+DC00..U+DFFF must follow U+D800..U+DBFF"}},
+      {"{\"w\xff\":1}", {"ill-formed UTF-8"}},
+      {"{\"w\xc0\xaf\":1}", {"ill-formed UTF-8"}},          // overlong '/'
+      {"{\"w\xed\xa0\x80\":1}", {"ill-formed UTF-8"}},      // a UTF-16 surrogate in UTF-8
+      {"{\"w\xe2\x82\":1}", {"ill-formed UTF-8"}},          // a cut sequence
+      {"{\"w\xf4\x90\x80\x80\":1}", {"ill-formed UTF-8"}},  // above U+10FFFF
+      {"{\"w\x80\":1}", {"ill-formed UTF-8"}},              // a stray continuation byte
       {"{\xef\xbb\xbf\"w\":1}", {"expected a key"}},     // a byte-order mark
-      {R"({"w":{"dtype":"F32","shape":[01],"data_offsets":[0,4]}})", {"leading zero"}},
-      {R"({"w":{"dtype":"F32","shape":[1.],"data_offsets":[0,4]}})", {"no digit after '.'"}},
-      {R"({"w":{"dtype":"F32","shape":[1e],"data_offsets":[0,4]}})", {"no digit in the exponent"}},
+      {R"({"w":{"dtype":"F32","shape":[01],"data_offsets":[0,4]}})", {"leading zero", "the field 'shape' of tensor 'w'"}},
+      {R"({"w":{"dtype":"F32","shape":[2,00],"data_offsets":[0,4]}})", {"leading zero"}},
+      {R"({"w":{"dtype":"F32","shape":[1.],"data_offsets":[0,4]}})", {"expected digit after '.'"}},
+      {R"({"w":{"dtype":"F32","shape":[1e],"data_offsets":[0,4]}})", {"expected '+', '-', or digit after exponent"}},
       {R"({"w":{"dtype":"F32","shape":[-],"data_offsets":[0,4]}})", {"invalid number"}},
-      {R"({"w":{"dtype":"F32","shape":[+1],"data_offsets":[0,4]}})", {"expected a JSON value"}},
-      {R"({"w":{"dtype":"F32","shape":[.5],"data_offsets":[0,4]}})", {"expected a JSON value"}},
-      {R"({"w":{"dtype":"F32","shape":[NaN],"data_offsets":[0,4]}})", {"expected a JSON value"}},
-      {R"({"w":{"dtype":"F32","shape":[Infinity],"data_offsets":[0,4]}})", {"expected a JSON value"}},
+      {R"({"w":{"dtype":"F32","shape":[1e400],"data_offsets":[0,4]}})", {"number overflow parsing '1e400'"}},
+      {R"({"w":{"dtype":"F32","shape":[+1],"data_offsets":[0,4]}})", {"invalid literal", "'+1]"}},
+      {R"({"w":{"dtype":"F32","shape":[.5],"data_offsets":[0,4]}})", {"invalid literal"}},
+      {R"({"w":{"dtype":"F32","shape":[NaN],"data_offsets":[0,4]}})", {"invalid literal"}},
+      {R"({"w":{"dtype":"F32","shape":[Infinity],"data_offsets":[0,4]}})", {"invalid literal"}},
       {R"({"w":{"dtype":"F32","shape":[1,],"data_offsets":[0,4]}})", {"expected a JSON value"}},
       {R"({"w":{"dtype":"F32","shape":[1 1],"data_offsets":[0,4]}})", {"expected ',' or ']'"}},
-      {R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4],}})", {"expected a field name of tensor 'w'"}},
+      {R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4],}})", {"reading a field name of tensor 'w'", "expected a key"}},
       {R"({"w":{"dtype":"F32" "shape":[1],"data_offsets":[0,4]}})", {"expected ',' or '}'", "tensor 'w'"}},
       {R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]})", {"expected ',' or '}'"}},
-      {R"({"__metadata__":{"a":tru}})", {"expected a JSON value"}},
-      {R"({"__metadata__":{"a":"b",}})", {"expected a key in '__metadata__'"}},
+      {R"({"__metadata__":{"a":tru}})", {"reading the '__metadata__' value of 'a'", "invalid literal"}},
+      {R"({"__metadata__":{"a":"b",}})", {"reading a key in '__metadata__'", "expected a key"}},
       {R"({"__metadata__":{"a" "b"}})", {"expected ':'"}},
       {R"({"__metadata__":{"a":"b"})", {"expected ',' or '}'"}},
   };
