@@ -319,6 +319,11 @@ TEST(LabCommand, PlotsArePngFiles) {
   EXPECT_EQ(std::fread(magic, 1, 5, file), 5u);
   std::fclose(file);
   EXPECT_EQ(std::string(magic, 5), "%PDF-");
+  const std::string svg = (dir / "scaling.svg").string();
+  const auto refused = run_cli({"lab", "scaling", "--trials", "1", "--keys", "8", "--dims", "2,16", "--plot", svg});
+  EXPECT_EQ(refused.code, 1);
+  EXPECT_NE(refused.err.find(svg), std::string::npos) << refused.err;
+  EXPECT_EQ(refused.out, "") << "refused before the experiment ran";
   std::filesystem::remove_all(dir);
 }
 

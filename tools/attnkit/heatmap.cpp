@@ -231,6 +231,7 @@ int run(const CommandArgs& words, std::ostream& out) {
   }
   const Picture& p = r.picture;
   if (!p.out_path && !p.html_path) throw UsageError("missing --out (the PNG to write) or --html (the page to write)");
+  if (p.out_path) viz::picture_format(*p.out_path);  // a format it cannot write fails before the weights are read
 
   HeatmapFigure figure;
   if (from_probs) {

@@ -171,6 +171,7 @@ int scaling(const CommandArgs& words, std::ostream& out, std::ostream& err) {
   CommandLine command_line(kScalingAbout, kScalingFooter);
   add_scaling_flags(command_line, config, output);
   if (!command_line.parse(words, out)) return kExitOk;  // --help
+  if (output.plot_path) viz::picture_format(*output.plot_path);  // a format it cannot write fails before the run
   std::vector<lab::ScalingRow> rows;
   {
     ProgressBar progress(err, "lab scaling", lab::scaling_work(config));
@@ -217,6 +218,7 @@ int precision(const CommandArgs& words, std::ostream& out, std::ostream& err) {
   CommandLine command_line(kPrecisionAbout, kPrecisionFooter);
   add_precision_flags(command_line, config, output);
   if (!command_line.parse(words, out)) return kExitOk;  // --help
+  if (output.plot_path) viz::picture_format(*output.plot_path);  // a format it cannot write fails before the run
   lab::PrecisionResult result;
   {
     ProgressBar progress(err, "lab precision", lab::precision_work(config));
