@@ -24,13 +24,6 @@ Causal parse_causal(std::string_view text, std::string_view flag) {
   throw UsageError(std::string(flag) + ": '" + std::string(text) + "' is not one of top-left, bottom-right, none");
 }
 
-Kernel parse_kernel(std::string_view text, std::string_view flag) {
-  if (text == "auto") return Kernel::automatic;
-  if (text == "reference") return Kernel::reference;
-  if (text == "fast") return Kernel::fast;
-  throw UsageError(std::string(flag) + ": '" + std::string(text) + "' is not one of auto, reference, fast");
-}
-
 DType parse_dtype(std::string_view text, std::string_view flag) {
   for (DType d : {DType::f64, DType::f32, DType::bf16, DType::f16}) {
     if (text == dtype_name(d)) return d;
@@ -62,6 +55,13 @@ int parse_threads(std::string_view text, std::string_view flag) {
 }
 
 }  // namespace
+
+Kernel parse_kernel(std::string_view text, std::string_view flag) {
+  if (text == "auto") return Kernel::automatic;
+  if (text == "reference") return Kernel::reference;
+  if (text == "fast") return Kernel::fast;
+  throw UsageError(std::string(flag) + ": '" + std::string(text) + "' is not one of auto, reference, fast");
+}
 
 void add_attention_flags(CommandLine& c, AttentionFlags& f, bool dropout) {
   AttentionOptions& o = f.options;

@@ -28,6 +28,10 @@ struct AttentionFlags {
   std::optional<int> threads;
 };
 
+// --kernel's value: auto, reference or fast; anything else is a UsageError naming `flag` (bench's
+// --kernel reads it too).
+Kernel parse_kernel(std::string_view text, std::string_view flag);
+
 // Adds --scale --causal --window --mask --key-lengths --alibi --softcap, with `dropout` --dropout and
 // --seed, then --dtype --kernel --threads to the current section of `command_line`; its parse fills
 // `flags` (which must outlive it) from those given.

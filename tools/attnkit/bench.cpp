@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "attention_flags.hpp"
 #include "attnkit/attention.hpp"
 #include "attnkit/blas.hpp"
 #include "attnkit/error.hpp"
@@ -176,13 +177,6 @@ auto positive_in(int max) {
 }
 auto positive_list_in(std::int64_t max) {
   return [max](std::string_view text, std::string_view flag) { return positive_list(text, flag, max); };
-}
-
-Kernel parse_kernel(std::string_view text, std::string_view flag) {
-  if (text == "auto") return Kernel::automatic;
-  if (text == "reference") return Kernel::reference;
-  if (text == "fast") return Kernel::fast;
-  throw UsageError(std::string(flag) + ": '" + std::string(text) + "' is not one of auto, reference, fast");
 }
 
 double parse_soak_seconds(std::string_view text, std::string_view flag) {

@@ -88,7 +88,12 @@ struct Output {
 
 void add_output_flags(CommandLine& c, Output& o, const std::string& json_help, const std::string& plot_help) {
   c.flag("--json", o.json, json_help);
-  c.text("--plot", o.plot_path, "FILE", plot_help);
+  // A picture format it cannot write (.svg) fails here, before the experiment runs.
+  const auto writable_picture = [](std::string_view text, std::string_view) {
+    viz::picture_format(std::string(text));
+    return std::string(text);
+  };
+  c.value("--plot", o.plot_path, writable_picture, "FILE", plot_help);
 }
 
 // Limits that keep sizes in an int and a run in minutes, and catch typos.
@@ -171,7 +176,6 @@ int scaling(const CommandArgs& words, std::ostream& out, std::ostream& err) {
   CommandLine command_line(kScalingAbout, kScalingFooter);
   add_scaling_flags(command_line, config, output);
   if (!command_line.parse(words, out)) return kExitOk;  // --help
-  if (output.plot_path) viz::picture_format(*output.plot_path);  // a format it cannot write fails before the run
   std::vector<lab::ScalingRow> rows;
   {
     ProgressBar progress(err, "lab scaling", lab::scaling_work(config));
@@ -218,7 +222,6 @@ int precision(const CommandArgs& words, std::ostream& out, std::ostream& err) {
   CommandLine command_line(kPrecisionAbout, kPrecisionFooter);
   add_precision_flags(command_line, config, output);
   if (!command_line.parse(words, out)) return kExitOk;  // --help
-  if (output.plot_path) viz::picture_format(*output.plot_path);  // a format it cannot write fails before the run
   lab::PrecisionResult result;
   {
     ProgressBar progress(err, "lab precision", lab::precision_work(config));
