@@ -433,6 +433,20 @@ def test_rows_with_no_visible_key_give_zeros(rng, dtype):
         assert np.isfinite(out).all(), call
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])  # the fast kernel, the float64 reference
+def test_window_sides_up_to_sys_maxsize_mean_unbounded(rng, dtype):
+    # sys.maxsize (INT64_MAX) is a natural way to write "unbounded"; the result equals None's.
+    B, H, L, S, E = 1, 2, 5, 9, 8
+    q, k, v = (random_array(rng, s, dtype) for s in ((B, H, L, E), (B, H, S, E), (B, H, S, E)))
+    for causal in (False, True):
+        for side in (sys.maxsize, sys.maxsize - 1, 2**62, 2**31, S + L):
+            call = dict(is_causal=causal, causal_alignment="bottom_right")
+            for window, unbounded in (((side, 2), (None, 2)), ((1, side), (1, None)), ((side, side), (None, None))):
+                got = sdpa(q, k, v, window=window, **call)
+                want = sdpa(q, k, v, window=unbounded, **call)
+                np.testing.assert_array_equal(got, want, err_msg=f"window={window} causal={causal}")
+
+
 def test_masked_keys_never_leak(rng):
     B, H, L, S, E = 1, 2, 9, 12, 8
     q, k, v = (rng.standard_normal(s).astype(np.float32) for s in ((B, H, L, E), (B, H, S, E), (B, H, S, E)))

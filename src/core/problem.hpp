@@ -125,8 +125,10 @@ struct Problem {
     const std::int64_t pos = aligned_position(b, i);
     VisibleKeys keys{pos, 0, key_count(b) - 1};
     if (causal != Causal::none) keys.last = std::min(keys.last, pos);
-    if (window.left >= 0) keys.first = std::max(keys.first, pos - window.left);
-    if (window.right >= 0) keys.last = std::min(keys.last, pos + window.right);
+    // Compared as distances, which are bounded by the sizes: pos − left and pos + right would
+    // overflow for sides near INT64_MAX, which mean "unbounded" like −1 (docs/semantics.md, Limits).
+    if (window.left >= 0 && pos - keys.first > window.left) keys.first = pos - window.left;
+    if (window.right >= 0 && keys.last - pos > window.right) keys.last = pos + window.right;
     if (!key_lengths.empty()) keys.last = std::min(keys.last, key_lengths[static_cast<std::size_t>(b)] - 1);
     return keys;
   }

@@ -23,8 +23,9 @@ bool key_visible(const Problem& p, std::int64_t b, std::int64_t h, std::int64_t 
   if (i >= p.query_count(b) || j >= p.key_count(b)) return false;
   const std::int64_t pos = p.aligned_position(b, i);  // i' (core/problem.hpp)
   if (p.causal != Causal::none && j > pos) return false;
-  if (p.window.left >= 0 && j < pos - p.window.left) return false;
-  if (p.window.right >= 0 && j > pos + p.window.right) return false;
+  // i' − left ≤ j ≤ i' + right, written as distances so that no side up to INT64_MAX overflows
+  if (p.window.left >= 0 && pos - j > p.window.left) return false;
+  if (p.window.right >= 0 && j - pos > p.window.right) return false;
   if (!p.key_lengths.empty() && j >= p.key_lengths[static_cast<std::size_t>(b)]) return false;
   if (p.mask_kind == MaskKind::keep && load_as_double(element(p.mask, b, h, i, j), DType::boolean) == 0.0) return false;
   return true;

@@ -611,6 +611,20 @@ TEST_P(CliRunOptions, WindowWithUnboundedSideAndCausal) {
   check_run({"--window", "3,-1", "--causal", "bottom-right"}, spec, dtype());
 }
 
+// Sides near the top of int64 ("unbounded" written as INT64_MAX or sys.maxsize) keep every key on
+// their side, exactly as −1 does.
+TEST_P(CliRunOptions, WindowSidesUpToInt64MaxMeanUnbounded) {
+  make_default(dtype());
+  for (const char* window : {"-1,9223372036854775807", "9223372036854775807,-1", "4611686018427387904,9223372036854775806"}) {
+    SCOPED_TRACE(window);
+    Spec spec;
+    spec.causal = CausalMode::bottom_right;
+    check_run({"--window", window, "--causal", "bottom-right"}, spec, dtype());
+    spec.causal = CausalMode::none;
+    check_run({"--window", window}, spec, dtype());
+  }
+}
+
 // A keep-mask with a fully masked row (row 1) and an additive mask with large negative entries.
 bool keep_pattern(std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t j) {
   return i != 1 && (b + h + i + j) % 3 != 0;
@@ -757,6 +771,14 @@ TEST_F(CliRun, NonFloatingQueryNeedsDtype) {
   EXPECT_EQ(r.code, kError);
   EXPECT_TRUE(contains(r.err, "i32")) << r.err;
   EXPECT_TRUE(contains(r.err, "--dtype")) << r.err;
+}
+
+TEST_F(CliRun, AMaskOfFiveDimensionsIsRefusedByItsFlag) {
+  make_default();
+  attnkit::write_npy(path("mask.npy"), Tensor(DType::boolean, {1, kB, kH, kN, kM}));
+  const Result r = run({"--mask", path("mask.npy")});
+  EXPECT_EQ(r.code, kError);
+  EXPECT_TRUE(contains(r.err, "--mask " + path("mask.npy") + ": shape [1, 2, 3, 5, 7] has 5 dimensions")) << r.err;
 }
 
 TEST_F(CliRun, LseAndProbsOutputs) {
