@@ -32,7 +32,11 @@ void attend_sequences(const KVCache& cache, std::span<const KVCache::SequenceId>
     if (std::count(sequences.begin(), sequences.end(), id) > 1) {
       fail(ErrorCode::invalid_argument, "sequences: sequence " + std::to_string(id) + " is listed twice");
     }
-    lengths.push_back(cache.length(id));  // raises for an unknown sequence
+    if (!cache.contains(id)) {
+      fail(ErrorCode::invalid_argument, "sequences[" + std::to_string(b) + "]: sequence " + std::to_string(id) +
+                                            " is not in the cache (never added, or freed)");
+    }
+    lengths.push_back(cache.length(id));
     const std::span<const std::int64_t> row = cache.block_table(id);
     table.insert(table.end(), row.begin(), row.end());
   }

@@ -5,6 +5,7 @@
 // so the projections are plain matrix products and the attention kernels see each head through a
 // strided [B, H, S, d] view, without a copy in either direction.
 #include <algorithm>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -104,6 +105,14 @@ Tensor project_out(const std::map<std::string, Tensor>& params, const MultiHeadA
   return out;
 }
 
+// RoPE positions first .. first + count − 1 must be int64 values: the last one is computed.
+void check_positions(const char* name, std::int64_t first, std::int64_t count) {
+  if (count > 0 && first > std::numeric_limits<std::int64_t>::max() - (count - 1)) {
+    fail(ErrorCode::invalid_argument, std::string(name) + ": " + std::to_string(first) + " + " + std::to_string(count - 1) +
+                                          " (the last of " + std::to_string(count) + " positions) overflows int64");
+  }
+}
+
 AttentionOptions attention_options(const MultiHeadAttentionOptions& o, const std::optional<ConstTensorView>& mask) {
   AttentionOptions a;
   a.causal = o.causal;
@@ -145,6 +154,8 @@ MultiHeadAttentionOutput MultiHeadAttention::forward(ConstTensorView query, Cons
   ctx.k = project(parameters_, layout, c.bias, 1, ctx.key, weights);
   ctx.v = project(parameters_, layout, c.bias, 2, ctx.value, weights);
   if (c.rope) {
+    check_positions("query_position", options.query_position, n);
+    check_positions("key_position", options.key_position, m);
     mha::apply_rope(ctx.q.data<float>(), batch, n, c.num_heads, d, options.query_position, *c.rope, false);
     mha::apply_rope(ctx.k.data<float>(), batch, m, c.num_kv_heads, d, options.key_position, *c.rope, false);
   }
@@ -204,8 +215,14 @@ Tensor MultiHeadAttention::forward_cached(ConstTensorView x, KVCache& cache, std
                                        ", but the module has " + std::to_string(c.num_kv_heads) + " of dimension " +
                                        std::to_string(d));
   }
-  std::vector<std::int64_t> positions;  // of each sequence's first new token; raises for unknown ones
-  for (KVCache::SequenceId id : sequences) positions.push_back(cache.length(id));
+  std::vector<std::int64_t> positions;  // of each sequence's first new token
+  for (std::size_t b = 0; b < sequences.size(); ++b) {
+    if (!cache.contains(sequences[b])) {
+      fail(ErrorCode::invalid_argument, "sequences[" + std::to_string(b) + "]: sequence " + std::to_string(sequences[b]) +
+                                            " is not in the cache (never added, or freed)");
+    }
+    positions.push_back(cache.length(sequences[b]));
+  }
 
   const Tensor input = as_batch_major(x, c.batch_first);
   Weights weights;

@@ -794,6 +794,7 @@ TEST(Attend, BadCallsRaiseTheRightErrorAndWriteNothing) {
   EXPECT_ATTNKIT_ERROR(attend(cache, ab, Tensor(DType::i32, {2, 4, 1, 8}).view(), o), invalid_dtype, "q");
   EXPECT_ATTNKIT_ERROR(attend(cache, a_unknown, q.view(), o), invalid_argument, "77");
   EXPECT_ATTNKIT_ERROR(attend(cache, a_freed, q.view(), o), invalid_argument, "freed");
+  EXPECT_ATTNKIT_ERROR(attend(cache, a_freed, q.view(), o), invalid_argument, "sequences[1]: sequence");
   EXPECT_ATTNKIT_ERROR(attend(cache, aa, q.view(), o), invalid_argument, "twice");
   EXPECT_ATTNKIT_ERROR(attend(cache, ab, q.view(), poisoned(DType::f32, {2, 4, 1, 6}).view()), invalid_shape, "out");
   EXPECT_ATTNKIT_ERROR(attend(cache, ab, q.view(), poisoned(DType::f64, {2, 4, 1, 5}).view()), invalid_dtype, "out");

@@ -1961,7 +1961,7 @@ TEST(MultiHeadAttentionDecodeErrors, RaiseNamingTheArgumentAndLeaveTheCacheUncha
                ErrorCode::invalid_shape, "sequences", "two rows, one sequence listed");
   const KVCache::SequenceId unknown = 99;
   expect_error([&] { (void)module.forward_cached(three.view(), cache, std::span(&unknown, 1)); }, ErrorCode::invalid_argument,
-               "sequence 99", "unknown sequence");
+               "sequences[0]: sequence 99", "unknown sequence");
   const Tensor wide = testing::random_tensor(rng, {1, 1, 9}, DType::f32);
   expect_error([&] { (void)module.forward_cached(wide.view(), cache, std::span(&a, 1)); }, ErrorCode::invalid_shape, "x",
                "wrong width");
@@ -1978,6 +1978,24 @@ TEST(MultiHeadAttentionDecodeErrors, RaiseNamingTheArgumentAndLeaveTheCacheUncha
   EXPECT_EQ(y.shape(), (std::vector<int64_t>{2, 1, 8}));
   EXPECT_EQ(cache.length(a), 4);
   EXPECT_EQ(cache.length(b), 1);
+}
+
+// RoPE positions are int64: a first position whose last one would overflow is refused by name.
+TEST(MultiHeadAttentionErrors, RopePositionsThatOverflowInt64AreRefused) {
+  Rng rng(32);
+  MultiHeadAttention module({.embed_dim = 8, .num_heads = 2, .head_dim = 4, .rope = RopeConfig{}}, 1);
+  const Tensor x = testing::random_tensor(rng, {1, 3, 8}, DType::f32);
+  MultiHeadAttentionOptions options;
+  options.query_position = std::numeric_limits<std::int64_t>::max() - 2;  // positions ..., INT64_MAX: fine
+  options.key_position = std::numeric_limits<std::int64_t>::max() - 2;
+  EXPECT_NO_THROW((void)module.forward(x.view(), x.view(), x.view(), options));
+  options.query_position = std::numeric_limits<std::int64_t>::max() - 1;
+  expect_error([&] { (void)module.forward(x.view(), x.view(), x.view(), options); }, ErrorCode::invalid_argument,
+               "query_position: 9223372036854775806 + 2", "query positions past INT64_MAX");
+  options.query_position = 0;
+  options.key_position = std::numeric_limits<std::int64_t>::max();
+  expect_error([&] { (void)module.forward(x.view(), x.view(), x.view(), options); }, ErrorCode::invalid_argument,
+               "key_position", "key positions past INT64_MAX");
 }
 
 }  // namespace
