@@ -29,13 +29,26 @@ struct SoftmaxPartial {
 
   // Merges the partial (other_max, other_sum, other_acc) of a disjoint key set into this one: with
   // m = merged_max, sum = sum · e^(max − m) + other_sum · e^(other_max − m), acc likewise, max = m.
-  void merge(float other_max, float other_sum, const float* other_acc, std::int64_t width) {
-    const float merged = merged_max(max, other_max);
+  //
+  // `headroom` h >= 0 places the merged reference point h above the larger max, m = merged_max + h:
+  // the partial means the same (sum · e^max is unchanged), but sum and acc shrink by e^(−h). With h
+  // at least log(number of keys · largest weight), acc = Σ p·v cannot overflow while every |v| is
+  // finite; merges of large values that overflowed are redone that way (headroom_for).
+  void merge(float other_max, float other_sum, const float* other_acc, std::int64_t width, float headroom = 0) {
+    const float merged = merged_max(max, other_max == -INFINITY ? other_max : other_max + headroom);
     if (merged == -INFINITY) return;  // both empty
     const float keep = std::exp(rescale_exponent(max, merged)), take = std::exp(rescale_exponent(other_max, merged));
     sum = sum * keep + other_sum * take;
     for (std::int64_t c = 0; c < width; ++c) acc[c] = acc[c] * keep + other_acc[c] * take;
     max = merged;
+  }
+
+  // The headroom that keeps acc = Σ_j w_j e^(s_j − max) v_j finite for `keys` keys of weight w_j at
+  // most `largest_weight` (dropout's 1/(1 − p)): log(keys · largest_weight) + 1 makes Σ w e^(s − max)
+  // at most 1/e, so |acc| < max |v|. Weights that fall below float's range then were below 2^-100
+  // of the largest anyway.
+  static float headroom_for(std::int64_t keys, float largest_weight) {
+    return static_cast<float>(std::log(static_cast<double>(std::max<std::int64_t>(keys, 1)) * largest_weight) + 1.0);
   }
 
   // Normalises acc in place, acc ← acc / sum, and returns the log-sum-exp, max + log(sum). The empty

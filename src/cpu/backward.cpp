@@ -1,6 +1,7 @@
 #include "cpu/backward.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -89,6 +90,9 @@ void prepare_head(const BackwardPlan& plan, std::int64_t batch, std::int64_t hea
     const detail::StoredRow at = detail::query_row(p, batch, i);
     detail::load_row(p.q, at.outer, head, at.row, q, s.d_k);
     detail::load_row(plan.io->d_out, at.outer, head, at.row, d_out, s.d_v);
+    if (plan.gradient_exponent != 0) {
+      for (std::int64_t c = 0; c < s.d_v; ++c) d_out[c] = std::ldexp(d_out[c], -plan.gradient_exponent);
+    }
     detail::load_row(plan.io->out, at.outer, head, at.row, out_row, s.d_v);
     double delta = 0;
     for (std::int64_t c = 0; c < s.d_v; ++c) delta += static_cast<double>(d_out[c]) * out_row[c];
@@ -126,8 +130,46 @@ void reduce_dq_head(const BackwardPlan& plan, std::int64_t batch, std::int64_t h
       for (std::int64_t c = 0; c < d_k; ++c) sum[c] += part[c];
     }
     const detail::StoredRow at = detail::query_row(p, batch, i);
+    finish_gradient_row(plan, sum, d_k);
     detail::store_row_part(sum, plan.io->dq, at.outer, head, at.row, 0, d_k);
   }
+}
+
+// The largest |x| over a view's elements, NaN if one is NaN (rows read as float32, a chunk at a time).
+float largest_magnitude(const ConstTensorView& t) {
+  constexpr std::int64_t kChunk = 256;
+  float chunk[kChunk];
+  float largest = 0;
+  for (std::int64_t a = 0; a < t.size(0); ++a)
+    for (std::int64_t h = 0; h < t.size(1); ++h)
+      for (std::int64_t i = 0; i < t.size(2); ++i)
+        for (std::int64_t c0 = 0; c0 < t.size(3); c0 += kChunk) {
+          const std::int64_t count = std::min(kChunk, t.size(3) - c0);
+          detail::load_row_part(t, a, h, i, c0, chunk, count);
+          for (std::int64_t c = 0; c < count; ++c) {
+            if (std::isnan(chunk[c])) return NAN;
+            largest = std::max(largest, std::fabs(chunk[c]));
+          }
+        }
+  return largest;
+}
+
+// The exponent e for a second run whose dO is scaled by 2^−e (BackwardPlan::gradient_exponent), or 0
+// when there is no point: an input holds NaN or ±inf, and the gradients are non-finite because of
+// it. Every intermediate is bounded by its inputs' magnitudes: dP = dO·v and D = dO·O by
+// d_v·|dO|·max(|v|, |O|), dS by twice that times the dropout weight, and the sums of dQ, dK and dV
+// by max(n, m) such terms times scale·max(|q|, |k|, 1); e brings that bound below 2^120.
+int gradient_exponent_for(const detail::Problem& p, const detail::BackwardIO& io) {
+  const float q = largest_magnitude(p.q), k = largest_magnitude(p.k), v = largest_magnitude(p.v),
+              out = largest_magnitude(io.out), d_out = largest_magnitude(io.d_out);
+  for (float x : {q, k, v, out, d_out})
+    if (!std::isfinite(x)) return 0;
+  const detail::Sizes& s = p.sizes;
+  const double terms = static_cast<double>(std::max<std::int64_t>({s.n, s.m, 1}));
+  const double bound = 2.0 * static_cast<double>(std::max<std::int64_t>(s.d_v, 1)) * d_out * std::max(v, out) *
+                       p.f32.keep_scale * terms * std::max({1.0, p.scale * q, p.scale * k});
+  const int exponent = std::ilogb(bound) - 120;
+  return exponent > 0 ? exponent : 0;
 }
 
 // Every gradient is empty (dQ, dK and dV have the shapes of Q, K and V): nothing to compute and no
@@ -185,10 +227,21 @@ void fast_backward(const detail::Problem& p, const detail::BackwardIO& io) {
   // Every thread's workspace is sized before any task runs: the tasks then allocate nothing, and
   // memory that runs out leaves every gradient untouched.
   const std::int64_t heads = s.batch * s.q_heads;
-  detail::parallel_loops([&] { thread_backward_workspace().prepare(plan.padded_d_k, plan.padded_d_v); },
-                         {{heads, [&](std::int64_t t) { prepare_head(plan, t / s.q_heads, t % s.q_heads); }},
-                          {plan.items, [&](std::int64_t item) { kernels.run_item(plan, item); }},
-                          {heads, [&](std::int64_t t) { reduce_dq_head(plan, t / s.q_heads, t % s.q_heads); }}});
+  std::atomic<bool> stored_non_finite{false};
+  plan.stored_non_finite = &stored_non_finite;
+  auto run = [&] {
+    detail::parallel_loops([&] { thread_backward_workspace().prepare(plan.padded_d_k, plan.padded_d_v); },
+                           {{heads, [&](std::int64_t t) { prepare_head(plan, t / s.q_heads, t % s.q_heads); }},
+                            {plan.items, [&](std::int64_t item) { kernels.run_item(plan, item); }},
+                            {heads, [&](std::int64_t t) { reduce_dq_head(plan, t / s.q_heads, t % s.q_heads); }}});
+  };
+  run();
+  // Intermediates such as dP = dO·v can overflow float32 while the gradients are finite: on finite
+  // inputs the call runs again with dO scaled down, which costs nothing unless a gradient overflowed.
+  if (stored_non_finite.load()) {
+    plan.gradient_exponent = gradient_exponent_for(p, io);
+    if (plan.gradient_exponent != 0) run();
+  }
 }
 
 }  // namespace attnkit::cpu

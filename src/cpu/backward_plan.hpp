@@ -9,6 +9,8 @@
 // and no items or rows for padding; so its gradients are bitwise those of that call.
 #pragma once
 
+#include <atomic>
+#include <cmath>
 #include <cstdint>
 
 #include "core/problem.hpp"
@@ -47,6 +49,11 @@ struct BackwardPlan {
   float* delta = nullptr;          // [rows]               D = Σ_c dO ∘ O
   std::uint8_t* finite = nullptr;  // [rows]               bit 0: q row finite, bit 1: dO row finite
   float* dq_partials = nullptr;    // [chunks][rows][padded_d_k]  each chunk's contribution to dQ
+  // The gradients are linear in dO: a call whose gradients overflowed on finite inputs runs again
+  // with dO scaled by 2^−gradient_exponent as it is loaded and the gradients by 2^gradient_exponent
+  // as they are stored (fast_backward). 0 on the first run.
+  int gradient_exponent = 0;
+  std::atomic<bool>* stored_non_finite = nullptr;  // set when a stored gradient row holds NaN or ±inf
   // Only when the call takes bf16 dot products (bf16 inputs on a target that has them; else null):
   // Q and dO as bf16 values (for S and dP) and as pairs of consecutive rows (for dK and dV). Rows
   // pair within a head: padded_n is whole tiles of an even number of rows.
@@ -72,5 +79,16 @@ struct BackwardPlan {
 };
 
 inline constexpr std::uint8_t kQueryFinite = 1, kGradientFinite = 2;
+
+// Before a gradient row is stored: scaled back by 2^plan.gradient_exponent (exact, a power of two),
+// and a NaN or ±inf in it noted for fast_backward's check.
+inline void finish_gradient_row(const BackwardPlan& plan, float* row, std::int64_t count) {
+  bool finite = true;
+  for (std::int64_t c = 0; c < count; ++c) {
+    if (plan.gradient_exponent != 0) row[c] = std::ldexp(row[c], plan.gradient_exponent);
+    finite = finite && std::isfinite(row[c]);
+  }
+  if (!finite) plan.stored_non_finite->store(true, std::memory_order_relaxed);
+}
 
 }  // namespace attnkit::cpu

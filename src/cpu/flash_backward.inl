@@ -390,6 +390,8 @@ void run_backward_item(const BackwardPlan& plan, std::int64_t item_index) {
         query_block(plan, ws, item, chunk, head, i0, j0, width, cols, kv_finite);
     for (std::int64_t j = 0; j < width; ++j) {
       const StoredRow at = stored_row(p, item.batch, j0 + j);
+      finish_gradient_row(plan, ws.dk_acc + j * ws.d_k, s.d_k);
+      finish_gradient_row(plan, ws.dv_acc + j * ws.d_v, s.d_v);
       store_row_part(ws.dk_acc + j * ws.d_k, plan.io->dk, at.outer, item.kv_head, at.row, 0, s.d_k);
       store_row_part(ws.dv_acc + j * ws.d_v, plan.io->dv, at.outer, item.kv_head, at.row, 0, s.d_v);
     }

@@ -851,7 +851,8 @@ void merge_block_max(const ForwardWorkspace& ws, std::int64_t tile, std::int64_t
     const float* s = ws.scores + r * kKeyBlock;
     Vec block_max = Isa::set1(kMinusInf);
     for (std::int64_t c0 = 0; c0 < cols; c0 += kLanes) block_max = Isa::max(block_max, Isa::load(s + c0));
-    const float old_max = ws.row_max[tile + r], candidate = Isa::reduce_max(block_max);
+    // (+ headroom: 0 but in a redone item, see run_item; −inf + headroom stays −inf)
+    const float old_max = ws.row_max[tile + r], candidate = Isa::reduce_max(block_max) + ws.headroom;
     // A NaN score makes the row NaN. The vector max may keep or drop it (it returns its second
     // operand when either is NaN), and either way the row ends NaN: a NaN max makes every p NaN; a
     // finite one leaves p = e^(NaN − max) = NaN in the sum and, through P·V, in every output element.
@@ -1075,16 +1076,30 @@ void run_item(const ForwardPlan& plan, std::int64_t item_index, std::int64_t spl
   ForwardWorkspace& ws = thread_workspace();
   ws.prepare(round_up(plan.group * item.queries, kTileRows), plan.problem->sizes.d_k, plan.padded_d_v);
   prepare_rows(plan, ws, item);
-  std::fill(ws.row_max, ws.row_max + ws.rows, kMinusInf);
-  std::fill(ws.row_sum, ws.row_sum + ws.rows, 0.0f);
-  std::fill(ws.acc, ws.acc + ws.rows * ws.d_v, 0.0f);
   // Keys past the entry's own count (a cached or packed sequence shorter than m) are never touched:
   // they may lie in blocks the sequence does not hold, or belong to the next sequence.
   const std::int64_t begin = split_begin(item, split);
   const std::int64_t key_end = std::min(split_end(plan, item, split), plan.problem->key_count(item.batch));
-  stream_key_blocks(plan, ws, item, KeyRange{begin, std::max(key_end, begin)});
+  const KeyRange keys{begin, std::max(key_end, begin)};
+  const std::int64_t live_rows = plan.group * item.queries;
+  auto stream = [&](float headroom) {
+    ws.headroom = headroom;
+    std::fill(ws.row_max, ws.row_max + ws.rows, kMinusInf);
+    std::fill(ws.row_sum, ws.row_sum + ws.rows, 0.0f);
+    std::fill(ws.acc, ws.acc + ws.rows * ws.d_v, 0.0f);
+    stream_key_blocks(plan, ws, item, keys);
+    ws.headroom = 0;
+  };
+  stream(0);
+  // Σ p·v of large finite values can overflow although the output, a weighted mean, is finite: the
+  // item is then streamed again with headroom (core/softmax_partial.hpp), which scales every p down
+  // so that no sum can. Checking costs a pass over the accumulators; only items with a non-finite
+  // one (overflow, or NaN and ±inf from the inputs, which the second pass reproduces) pay twice.
+  if (!all_finite(ws.acc, live_rows * ws.d_v)) {
+    stream(detail::SoftmaxPartial::headroom_for(keys.end - keys.begin, plan.problem->f32.keep_scale));
+  }
 
-  for (std::int64_t r = 0; r < plan.group * item.queries; ++r) {
+  for (std::int64_t r = 0; r < live_rows; ++r) {
     float* acc = ws.acc + r * ws.d_v;
     if (item.splits > 1) {
       float* out = plan.partial(item_index, split, r);

@@ -9,6 +9,7 @@
 #include "core/element_io.hpp"
 #include "core/parallel_for.hpp"
 #include "core/softmax_partial.hpp"
+#include "core/visible_keys.hpp"
 #include "cpu/call_scratch.hpp"
 #include "cpu/kernels.hpp"
 #include "cpu/workspace.hpp"
@@ -50,18 +51,38 @@ ForwardPlan make_plan(const detail::Problem& p, const detail::ForwardOutputs& ou
   return plan;
 }
 
+// Whether every split partial of the item's row r holds finite numbers only.
+bool partials_finite(const ForwardPlan& plan, std::int64_t item_index, std::int64_t splits, std::int64_t r) {
+  for (std::int64_t split = 0; split < splits; ++split) {
+    const float* part = plan.partial(item_index, split, r);
+    if (!std::isfinite(part[1]) || !std::all_of(part + 2, part + 2 + plan.padded_d_v, [](float x) { return std::isfinite(x); })) return false;
+  }
+  return true;
+}
+
 // Merges an item's split partials in split order and finalizes its rows, summing in the first row
 // of the thread's workspace accumulator (prepared for the call: no allocation here).
 void merge_and_finalize(const ForwardPlan& plan, std::int64_t item_index) {
   const ItemCoordinates item = item_coordinates(plan, item_index);
   if (item.splits == 1) return;  // a packed sequence that does not decode: finalized by its item
   float* acc = thread_workspace().acc;
+  const detail::Problem& p = *plan.problem;
   for (std::int64_t r = 0; r < plan.group * item.queries; ++r) {
-    std::fill(acc, acc + plan.padded_d_v, 0.0f);
-    detail::SoftmaxPartial row{.max = -std::numeric_limits<float>::infinity(), .sum = 0, .acc = acc};
-    for (std::int64_t split = 0; split < item.splits; ++split) {
-      const float* part = plan.partial(item_index, split, r);
-      row.merge(part[0], part[1], part + 2, plan.padded_d_v);
+    auto merge_splits = [&](float headroom) {
+      std::fill(acc, acc + plan.padded_d_v, 0.0f);
+      detail::SoftmaxPartial row{.max = -std::numeric_limits<float>::infinity(), .sum = 0, .acc = acc};
+      for (std::int64_t split = 0; split < item.splits; ++split) {
+        const float* part = plan.partial(item_index, split, r);
+        row.merge(part[0], part[1], part + 2, plan.padded_d_v, headroom);
+      }
+      return row;
+    };
+    detail::SoftmaxPartial row = merge_splits(0);
+    // Finite partials whose merge overflowed (large values over many keys): merged again with
+    // headroom, as run_item redoes an item (core/softmax_partial.hpp).
+    if (!std::all_of(acc, acc + plan.padded_d_v, [](float x) { return std::isfinite(x); }) &&
+        partials_finite(plan, item_index, item.splits, r)) {
+      row = merge_splits(detail::SoftmaxPartial::headroom_for(p.key_count(item.batch), p.f32.keep_scale));
     }
     const std::int64_t head = item.kv_head * plan.group + r / item.queries, query = item.first_query + r % item.queries;
     finalize_row(plan, item_index, r, head, query, row);
@@ -87,7 +108,15 @@ void finalize_row(const ForwardPlan& plan, std::int64_t item, std::int64_t row, 
                   detail::SoftmaxPartial partial) {
   const detail::Sizes& s = plan.problem->sizes;
   const detail::StoredRow at = detail::query_row(*plan.problem, item_coordinates(plan, item).batch, query);
-  const float lse = partial.finalize(s.d_v);
+  float lse = partial.finalize(s.d_v);
+  // A row that sees keys but whose every logit fell below float32's range (−inf by overflow) is not
+  // an empty row: its softmax is outside what float32 computes, so it is NaN, never O = 0 with
+  // lse = −inf (docs/semantics.md, Limits). Only rows that end empty pay for the check.
+  if (lse == -std::numeric_limits<float>::infinity() &&
+      detail::row_has_visible_key(*plan.problem, item_coordinates(plan, item).batch, head, query)) {
+    std::fill(partial.acc, partial.acc + s.d_v, std::numeric_limits<float>::quiet_NaN());
+    lse = std::numeric_limits<float>::quiet_NaN();
+  }
   const TensorView& out = plan.outputs->out;
   if (out.dtype() == DType::bf16 && out.stride(3) == 1 && s.d_v > 0) {
     // The target's vector rounding: store_row_part, compiled for the baseline CPU, was 5% of a bf16

@@ -49,6 +49,9 @@ struct ForwardWorkspace {
   float* zero_row = nullptr;   // [d_k]                  zeros: the padding keys of the last panel
   std::uint8_t* seen = nullptr;  // [tile rows][key block] visible keys, for blocks with non-finite v
   RowInfo* row_info = nullptr;   // [rows]
+  // Added to every running max (core/softmax_partial.hpp's headroom): 0, except when a row is redone
+  // because its accumulator overflowed; then p = e^(s − max − headroom) keeps Σ p·v finite.
+  float headroom = 0;
   // The bf16-dot path (targets with vdpbf16ps; bf16 q, k, v) keeps bf16 bits in pairs: q_bf16 holds
   // the queries as bf16 rows of even length (d_k rounded up), p_pairs one tile's rounded
   // probabilities, bf16_rows two value rows converted for interleaving (and, as d_v floats, the one

@@ -42,12 +42,21 @@ HeadOutputs forward_head(const Problem& p, bool want_probs, std::int64_t b, std:
   return {std::move(o), std::move(softmax.lse), want_probs ? std::move(softmax.probs) : Matrix()};
 }
 
+// The float32 LSE of a row: −inf only for a row with no visible key. A row that sees keys but whose
+// log-sum-exp lies below float32's range stores its most negative finite value instead (and one
+// above it +inf, where rounding takes it): −inf keeps its one meaning (docs/semantics.md, Limits).
+float lse_as_float(double lse) {
+  constexpr double kLowest = std::numeric_limits<float>::lowest();
+  if (lse != -std::numeric_limits<double>::infinity() && lse < kLowest) return std::numeric_limits<float>::lowest();
+  return lse > static_cast<double>(std::numeric_limits<float>::max()) ? INFINITY : static_cast<float>(lse);
+}
+
 void write_head(const Problem& p, const HeadOutputs& head, const ForwardOutputs& outputs, std::int64_t b, std::int64_t h) {
   scatter_queries(p, head.out, outputs.out, b, h);
   if (outputs.lse) {
     for (std::int64_t i = 0; i < p.query_count(b); ++i) {
       const StoredRow at = query_row(p, b, i);
-      *outputs.lse->at<float>({at.outer, h, at.row}) = static_cast<float>(head.lse[static_cast<std::size_t>(i)]);
+      *outputs.lse->at<float>({at.outer, h, at.row}) = lse_as_float(head.lse[static_cast<std::size_t>(i)]);
     }
   }
   if (outputs.probs) scatter(head.probs, *outputs.probs, b, h);
