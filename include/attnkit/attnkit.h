@@ -112,6 +112,11 @@ enum {
   ATTNKIT_KERNEL_FAST = 2        /* the fast kernel; f64 is refused with ATTNKIT_UNSUPPORTED */
 };
 
+/* The largest struct_size any struct of this API may carry, now or in a later version: a larger one
+ * is refused with ATTNKIT_INVALID_ARGUMENT before any byte past the known struct is read, so a
+ * garbage struct_size cannot make attnkit read far past the caller's struct. */
+#define ATTNKIT_MAX_STRUCT_SIZE 4096
+
 /* Everything an attention call computes beyond Q, K and V. Initialise with attnkit_options_init,
  * then set what differs; a struct whose struct_size is 0 is refused. Pointers are read during the
  * call only. */
@@ -120,7 +125,8 @@ typedef struct attnkit_options {
   double scale;                /* 0: 1/sqrt(d_k); else finite and > 0 */
   attnkit_causal causal;
   attnkit_kernel kernel;
-  int64_t window_left;         /* keys i' - left <= j <= i' + right are kept; -1: unbounded */
+  int64_t window_left;         /* keys i' - left <= j <= i' + right are kept; -1: unbounded (any
+                                  side up to INT64_MAX is exact: no overflow) */
   int64_t window_right;
   const attnkit_tensor* mask;  /* NULL, or a bool keep-mask or floating additive bias, [n, m] or
                                   [B|1, Hq|1, n|1, m|1] (size-1 dimensions broadcast) */

@@ -109,6 +109,14 @@ Struct read_struct(const char* name, const Struct* given, const char* init_funct
     fail(ErrorCode::invalid_argument,
          std::string(name) + ".struct_size is 0: initialise the struct with " + init_function + " first");
   }
+  // Checked before the bytes past the known struct are read: a garbage size must not send the
+  // check below past the end of the caller's memory.
+  static_assert(sizeof(Struct) <= ATTNKIT_MAX_STRUCT_SIZE);
+  if (size > ATTNKIT_MAX_STRUCT_SIZE) {
+    fail(ErrorCode::invalid_argument, std::string(name) + ".struct_size " + std::to_string(size) +
+                                          " exceeds ATTNKIT_MAX_STRUCT_SIZE (" + std::to_string(ATTNKIT_MAX_STRUCT_SIZE) +
+                                          "): not a struct initialised with " + init_function);
+  }
   if (size < sizeof(Struct)) {
     fail(ErrorCode::invalid_argument, std::string(name) + ".struct_size " + std::to_string(size) +
                                           " is smaller than the first version's struct (" +

@@ -5,6 +5,8 @@
 // (test_c_api_status covers the status mapping itself; python/tests/test_c_api.py calls the library
 // through ctypes against a numpy oracle.)
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdint>
@@ -288,6 +290,62 @@ TEST(CApiErrors, StructSizeRule) {
   attnkit_options_init(&shorter);
   shorter.struct_size = 16;
   EXPECT_EQ(attnkit_forward(&q, &k, &v, &c_out, &shorter, nullptr, nullptr), ATTNKIT_INVALID_ARGUMENT);
+}
+
+// A struct placed just before memory that cannot be read: a struct_size past ATTNKIT_MAX_STRUCT_SIZE
+// is refused by name before any byte beyond the known struct is read (a crash otherwise), and the
+// output is left as it was.
+TEST(CApiErrors, StructSizeIsBoundedSoNothingPastTheStructIsRead) {
+  const long page = sysconf(_SC_PAGESIZE);
+  void* pages = mmap(nullptr, static_cast<std::size_t>(2 * page), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(pages, MAP_FAILED);
+  ASSERT_EQ(mprotect(static_cast<char*>(pages) + page, static_cast<std::size_t>(page), PROT_NONE), 0);
+  char* end_of_readable = static_cast<char*>(pages) + page;
+  Rng rng(60);
+  const Inputs in = random_inputs(rng, DType::f32);
+  Tensor out = poisoned(DType::f32, {2, 4, 7, 8});
+  const attnkit_tensor q = describe(in.q), k = describe(in.k), v = describe(in.v), c_out = describe(out);
+  for (std::size_t size : {std::size_t{ATTNKIT_MAX_STRUCT_SIZE + 1}, std::size_t{1} << 20, SIZE_MAX}) {
+    SCOPED_TRACE("struct_size " + std::to_string(size));
+    auto* options = reinterpret_cast<attnkit_options*>(end_of_readable - sizeof(attnkit_options));
+    attnkit_options_init(options);
+    options->struct_size = size;
+    EXPECT_EQ(attnkit_forward(&q, &k, &v, &c_out, options, nullptr, nullptr), ATTNKIT_INVALID_ARGUMENT);
+    EXPECT_TRUE(contains(attnkit_last_error_message(), "options.struct_size " + std::to_string(size) +
+                                                           " exceeds ATTNKIT_MAX_STRUCT_SIZE"))
+        << attnkit_last_error_message();
+    EXPECT_TRUE(all_nan(out)) << "a failed call wrote its output";
+    auto* config = reinterpret_cast<attnkit_kv_cache_config*>(end_of_readable - sizeof(attnkit_kv_cache_config));
+    attnkit_kv_cache_config_init(config);
+    config->struct_size = size;
+    attnkit_kv_cache* cache = nullptr;
+    EXPECT_EQ(attnkit_kv_cache_create(config, &cache), ATTNKIT_INVALID_ARGUMENT);
+    EXPECT_TRUE(contains(attnkit_last_error_message(), "config.struct_size")) << attnkit_last_error_message();
+    EXPECT_EQ(cache, nullptr);
+  }
+  munmap(pages, static_cast<std::size_t>(2 * page));
+}
+
+// Window sides up to INT64_MAX through the C API: "unbounded", the same bits as −1.
+TEST(CApi, WindowSidesUpToInt64MaxMeanUnbounded) {
+  Rng rng(61);
+  const Inputs in = random_inputs(rng, DType::f32);
+  const attnkit_tensor q = describe(in.q), k = describe(in.k), v = describe(in.v);
+  for (attnkit_causal causal : {ATTNKIT_CAUSAL_NONE, ATTNKIT_CAUSAL_BOTTOM_RIGHT}) {
+    for (attnkit_kernel kernel : {ATTNKIT_KERNEL_FAST, ATTNKIT_KERNEL_REFERENCE}) {
+      Tensor unbounded = poisoned(DType::f32, {2, 4, 7, 8}), huge = poisoned(DType::f32, {2, 4, 7, 8});
+      const attnkit_tensor c_unbounded = describe(unbounded), c_huge = describe(huge);
+      attnkit_options options;
+      attnkit_options_init(&options);
+      options.causal = causal;
+      options.kernel = kernel;
+      options.window_left = 2;
+      ASSERT_EQ(attnkit_forward(&q, &k, &v, &c_unbounded, &options, nullptr, nullptr), ATTNKIT_OK) << attnkit_last_error_message();
+      options.window_right = std::numeric_limits<std::int64_t>::max();
+      ASSERT_EQ(attnkit_forward(&q, &k, &v, &c_huge, &options, nullptr, nullptr), ATTNKIT_OK) << attnkit_last_error_message();
+      EXPECT_EQ(std::memcmp(unbounded.raw(), huge.raw(), static_cast<std::size_t>(unbounded.numel()) * sizeof(float)), 0);
+    }
+  }
 }
 
 TEST(CApiErrors, LastErrorMessageIsPerThread) {
