@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -105,6 +106,23 @@ void expect_cells(const Canvas& image, const attnkit::cli::FigureLayout& layout,
                              << int(got.b);
       }
     }
+  }
+}
+
+// A picture captioned "from 0 to 1" of numbers that are not weights would mislead: refused, naming
+// the element and its value, and nothing is written.
+TEST_F(Heatmap, WeightsOutsideZeroToOneAreRefusedNamingTheElement) {
+  for (float bad : {-1.0f, 1.5f, std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+    SCOPED_TRACE(bad);
+    Tensor t(DType::f32, {1, 2, 3, 4});
+    std::fill_n(t.data<float>(), t.numel(), 0.25f);
+    t.data<float>()[1 * 12 + 2 * 4 + 3] = bad;  // [0, 1, 2, 3]
+    attnkit::write_npy(path("bad.npy"), t);
+    const auto r = cli({"heatmap", "--probs", path("bad.npy"), "--out", path("bad.png")});
+    EXPECT_EQ(r.code, kError);
+    EXPECT_TRUE(contains(r.err, "weight [0, 1, 2, 3] is ")) << r.err;
+    EXPECT_TRUE(contains(r.err, "lie in [0, 1]")) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(path("bad.png")));
   }
 }
 

@@ -263,6 +263,7 @@ TEST(LabCommand, UsageErrorsNameTheArgument) {
       {{"lab", "scaling", "extra"}, "unexpected argument 'extra'"},
       {{"lab", "precision", "--lengths", "0"}, "--lengths"},
       {{"lab", "precision", "--logit-stds", "1,nan"}, "--logit-stds"},
+      {{"lab", "precision", "--logit-stds", "1e300"}, "at most 1e4, got 1e+300\n"},  // short, not 300 digits
       {{"lab", "precision", "--keys", "4"}, "unknown flag --keys"},
   };
   for (const auto& [args, expected] : cases) {

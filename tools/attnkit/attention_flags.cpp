@@ -94,7 +94,16 @@ AttentionOptions with_spans(const AttentionFlags& flags, const Tensor* mask) {
   AttentionOptions options = flags.options;
   options.key_lengths = flags.key_lengths;
   options.alibi_slopes = flags.alibi_slopes;
-  if (mask != nullptr) options.mask = mask_view(*mask);
+  if (mask != nullptr) {
+    // A view has at most 4 dimensions: a deeper mask is refused here, by its flag and file, rather
+    // than by the view's own constructor, which knows neither.
+    if (mask->rank() > kAttentionRank) {
+      throw Error(ErrorCode::invalid_shape, "--mask " + flags.mask_path.value_or("") + ": shape " + shape_of(*mask) +
+                                                " has " + std::to_string(mask->rank()) +
+                                                " dimensions; a mask is [n, m], [H, n, m] or [B, H, n, m]");
+    }
+    options.mask = mask_view(*mask);
+  }
   return options;
 }
 

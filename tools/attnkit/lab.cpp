@@ -197,7 +197,7 @@ std::vector<double> parse_logit_stds(std::string_view text, std::string_view fla
   std::vector<double> stds = parse_number_list(text, flag);
   for (double s : stds) {
     if (!(s > 0 && s <= kMaxLogitStd)) {
-      throw UsageError(std::string(flag) + ": every value must be > 0 and at most 1e4, got " + std::to_string(s));
+      throw UsageError(std::string(flag) + ": every value must be > 0 and at most 1e4, got " + short_number(s));
     }
   }
   return stds;

@@ -2,6 +2,7 @@
 #include "value_parsers.hpp"
 
 #include <charconv>
+#include <cstdio>
 #include <optional>
 #include <system_error>
 
@@ -116,6 +117,12 @@ std::vector<std::vector<double>> parse_matrix(std::string_view text, std::string
     }
   }
   return rows;
+}
+
+std::string short_number(double x) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.6g", x);
+  return text;
 }
 
 }  // namespace attnkit::cli

@@ -28,4 +28,7 @@ std::vector<std::int64_t> parse_integer_list(std::string_view text, std::string_
 // Rows separated by ';', numbers by ','; every row must have the same length.
 std::vector<std::vector<double>> parse_matrix(std::string_view text, std::string_view flag);
 
+// A number for a message, in at most 6 significant digits ("1e+300", not 300 digits).
+std::string short_number(double x);
+
 }  // namespace attnkit::cli

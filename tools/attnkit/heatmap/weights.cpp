@@ -2,6 +2,7 @@
 #include "heatmap/weights.hpp"
 
 #include <cstddef>
+#include <cstdio>
 #include <utility>
 
 #include "attnkit/attention.hpp"
@@ -13,6 +14,15 @@ namespace attnkit::cli {
 namespace {
 
 constexpr int kMatrixRank = 2;  // [n, m]: one head of one batch entry
+
+// Weights above 1 by a rounding of the dtype that stored them (bf16: 2^-8) are still weights.
+constexpr double kLargestWeight = 1.0 + 0x1p-7;
+
+std::string short_text(double x) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.6g", x);
+  return text;
+}
 
 std::string range_text(std::int64_t count) {
   return count == 0 ? "none" : "0.." + std::to_string(count - 1);
@@ -50,8 +60,14 @@ HeadWeights select_heads(ConstTensorView probs, const Selection& selection, cons
         const std::int64_t offset = selection.batch * probs.stride(0) + h * probs.stride(1) + i * probs.stride(2) +
                                     j * probs.stride(3);
         const auto* base = static_cast<const unsigned char*>(probs.data());
-        matrix[static_cast<std::size_t>(i * w.m + j)] = static_cast<float>(
-            load_as_double(base + offset * static_cast<std::int64_t>(dtype_size(probs.dtype())), probs.dtype()));
+        const double weight = load_as_double(base + offset * static_cast<std::int64_t>(dtype_size(probs.dtype())), probs.dtype());
+        if (!(weight >= 0 && weight <= kLargestWeight)) {  // NaN fails both
+          throw Error(ErrorCode::invalid_argument,
+                      source + ": weight [" + std::to_string(selection.batch) + ", " + std::to_string(h) + ", " +
+                          std::to_string(i) + ", " + std::to_string(j) + "] is " + short_text(weight) +
+                          "; attention weights lie in [0, 1], and the picture's scale assumes so");
+        }
+        matrix[static_cast<std::size_t>(i * w.m + j)] = static_cast<float>(weight);
       }
     }
     w.weights.push_back(std::move(matrix));
