@@ -133,8 +133,6 @@ OutputTarget check_output(const std::string& path, const std::string& label) {
       t.exists = false;
       return t;
     }
-    // As cp: a file this user may not write is not replaced behind its back (root may, as with cp).
-    if (::faccessat(AT_FDCWD, t.path.c_str(), W_OK, AT_EACCESS) != 0) refuse(label, errno_message(errno));
     // A file with several names is refused, as careful atomic writers that keep the guarantee do:
     // a rename would give this name new contents and leave the others the old ones (splitting what
     // the user linked), and writing in place would give up all or nothing.
@@ -143,6 +141,8 @@ OutputTarget check_output(const std::string& path, const std::string& label) {
                         " hard links, and replacing it would separate them (write to another name, or remove "
                         "the other links)");
     }
+    // As cp: a file this user may not write is not replaced behind its back (root may, as with cp).
+    if (::faccessat(AT_FDCWD, t.path.c_str(), W_OK, AT_EACCESS) != 0) refuse(label, errno_message(errno));
     t.mode = status.st_mode & kPermissionBits;
     t.owner = status.st_uid;
     t.group = status.st_gid;
