@@ -131,11 +131,38 @@ def _captions(names, values):
     return lines
 
 
-def draw(heads: HeadWeights, html: str | None = None, png: str | None = None, layers=None, title: str | None = None):
-    """Writes the page and/or the PNG for ``heads`` (every layer, or those in ``layers``); returns
-    the statistics as (names, values [layers, heads, k]) for the layers drawn and the PNG's size."""
+def stage(html: str | None = None, png: str | None = None):
+    """The page and the picture, checked before any work (a directory, a path that cannot be written,
+    both naming one file: ValueError naming the flag and the path), to be written all or nothing."""
+    staged = _core.StagedOutputs()
+    if html is not None:
+        staged.add(str(html), "--out")
+    if png is not None:
+        staged.add(str(png), "--png")
+    return staged
+
+
+def _write(staged, path, write):
+    """staged.write(path, write), with an error naming ``path`` rather than its temporary file."""
+
+    def call(file):
+        try:
+            write(file)
+        except ValueError as error:
+            raise ValueError(str(error).replace(file, str(path))) from None
+
+    staged.write(str(path), call)
+
+
+def draw(heads: HeadWeights, html: str | None = None, png: str | None = None, layers=None, title: str | None = None,
+         staged=None):
+    """Writes the page and/or the PNG for ``heads`` (every layer, or those in ``layers``), both or
+    neither (``staged``: what ``stage(html, png)`` returned, else staged here); returns the statistics
+    as (names, values [layers, heads, k]) for the layers drawn and the PNG's size."""
     if not _core.has_drawing:
         raise RuntimeError(_NO_DRAWING)
+    if staged is None:
+        staged = stage(html, png)
     count, head_count, n, _ = heads.weights.shape
     chosen = _layers_drawn(count, layers)
     for layer in chosen:
@@ -153,15 +180,19 @@ def draw(heads: HeadWeights, html: str | None = None, png: str | None = None, la
             raise ValueError(f"the page would hold {total} weights ({len(chosen)} layers x {head_count} heads x {n} x {n} "
                              f"tokens), more than a page shows well ({_core.max_html_weights}): pick layers with "
                              "--layers, or a shorter --text")  # fmt: skip
-        _core.heatmap_html(weights, str(html), head_numbers, layer_numbers, title, heads.tokens, [], names,
-                           flat.tolist(), STAT_NOTE)  # fmt: skip
+        _write(staged, html, lambda file: _core.heatmap_html(weights, file, head_numbers, layer_numbers, title,
+                                                             heads.tokens, [], names, flat.tolist(), STAT_NOTE))
     size = None
     if png is not None:
         panel_titles = [f"layer {layer} \u00b7 head {h}" for layer, h in zip(layer_numbers, head_numbers)]
         captions = [_captions(names, row) for row in flat]
         source = f"{heads.model} on \u201c{' '.join(heads.tokens)}\u201d \u00b7 computed by attnkit"
-        size = _core.heatmap_png(weights, str(png), head_numbers, title, source, heads.tokens, panel_titles, captions,
-                                 head_count, 14 * max(n, 1), True, 1.0)  # fmt: skip
+        sizes = []
+        _write(staged, png, lambda file: sizes.append(_core.heatmap_png(
+            weights, file, head_numbers, title, source, heads.tokens, panel_titles, captions, head_count,
+            14 * max(n, 1), True, 1.0)))  # fmt: skip
+        size = sizes[0]
+    staged.commit()
     return names, values, size
 
 
@@ -250,9 +281,10 @@ def main(argv=None) -> int:
               file=sys.stderr)  # fmt: skip
         return 1
     try:
+        staged = stage(args.out, args.png)  # before the model is loaded
         heads = attention_weights(args.model, args.text)
         links = strongest_links(heads, args.token, args.to) if args.token is not None else None
-        names, values, size = draw(heads, args.out, args.png, args.layers, args.title)
+        names, values, size = draw(heads, args.out, args.png, args.layers, args.title, staged)
     except (ValueError, RuntimeError, OSError) as error:
         print(f"python -m attnkit.heads: {error}", file=sys.stderr)
         return 1

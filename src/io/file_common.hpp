@@ -9,7 +9,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
+#include <fcntl.h>
+#include <new>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <memory>
 #include <span>
 #include <string>
@@ -67,39 +70,21 @@ using FilePtr = std::unique_ptr<std::FILE, FileCloser>;
 
 inline std::string errno_text() { return std::generic_category().message(errno); }
 
-// What a path that is not a regular file is, for messages.
-inline const char* file_kind(std::filesystem::file_type type) {
-  switch (type) {
-    case std::filesystem::file_type::directory: return "a directory";
-    case std::filesystem::file_type::fifo: return "a FIFO (named pipe)";
-    case std::filesystem::file_type::socket: return "a socket";
-    case std::filesystem::file_type::block: return "a block device";
-    case std::filesystem::file_type::character: return "a character device";
-    default: return "not a regular file";
-  }
-}
-
-// Inputs are regular files (or links to one), checked before opening: opening a FIFO would wait for a
-// writer, possibly forever, and a directory or a device fails late or never ends.
-inline void require_regular_file(const std::string& path) {
-  std::error_code ec;
-  const std::filesystem::file_status status = std::filesystem::status(path, ec);
-  if (ec) fail(ErrorCode::io_error, path, "cannot open for reading: " + ec.message());
-  if (!std::filesystem::is_regular_file(status)) {
-    fail(ErrorCode::io_error, path, std::string("cannot read: it is ") + file_kind(status.type()) +
-                                        ", not a regular file");
-  }
+// What a file that is not a regular file is, for messages.
+inline const char* file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISCHR(mode)) return "a character device";
+  return "not a regular file";
 }
 
 // A regular file opened for reading that knows how many bytes remain, so that every length read from
 // the file is checked before it is used.
 class InputFile {
  public:
-  explicit InputFile(const std::string& path) : path_(path), file_(open(path)) {
-    std::error_code ec;
-    size_ = std::filesystem::file_size(path, ec);  // also rejects a path replaced since the check
-    if (ec) fail(ErrorCode::io_error, path, "cannot read: " + ec.message());
-  }
+  explicit InputFile(const std::string& path) : path_(path), file_(open(path, size_)) {}
 
   std::uint64_t remaining() const { return size_ - offset_; }
 
@@ -114,18 +99,56 @@ class InputFile {
   }
 
  private:
-  static FilePtr open(const std::string& path) {
-    require_regular_file(path);
-    FilePtr file(std::fopen(path.c_str(), "rb"));
-    if (!file) fail(ErrorCode::io_error, path, "cannot open for reading: " + errno_text());
+  // Opened once, then asked what it is: checking the path first and opening it after would let it
+  // change in between. O_NONBLOCK makes opening a FIFO return at once instead of waiting for a
+  // writer; it is cleared before reading, once the descriptor is known to be a regular file.
+  static FilePtr open(const std::string& path, std::uint64_t& size) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) fail(ErrorCode::io_error, path, "cannot open for reading: " + errno_text());
+    struct stat status {};
+    if (::fstat(fd, &status) != 0) {
+      const std::string problem = errno_text();
+      ::close(fd);
+      fail(ErrorCode::io_error, path, "cannot read: " + problem);
+    }
+    if (!S_ISREG(status.st_mode)) {
+      ::close(fd);
+      fail(ErrorCode::io_error, path, std::string("cannot read: it is ") + file_kind(status.st_mode) +
+                                          ", not a regular file");
+    }
+    const int flags = ::fcntl(fd, F_GETFL);
+    if (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+      const std::string problem = errno_text();
+      ::close(fd);
+      fail(ErrorCode::io_error, path, "cannot read: " + problem);
+    }
+    FilePtr file(::fdopen(fd, "rb"));
+    if (!file) {
+      const std::string problem = errno_text();
+      ::close(fd);
+      fail(ErrorCode::io_error, path, "cannot open for reading: " + problem);
+    }
+    size = static_cast<std::uint64_t>(status.st_size);
     return file;
   }
 
   const std::string& path_;
-  FilePtr file_;
   std::uint64_t size_ = 0;
+  FilePtr file_;
   std::uint64_t offset_ = 0;
 };
+
+// A tensor for data read from `source`: running out of memory names the file and the part.
+inline Tensor allocate_for(const std::string& source, const std::string& what, DType dtype,
+                           const std::vector<std::int64_t>& shape) {
+  try {
+    return Tensor(dtype, shape);
+  } catch (const Error& error) {
+    fail(error.code(), source, what + ": " + error.what());
+  } catch (const std::bad_alloc&) {
+    fail(ErrorCode::out_of_memory, source, what + ": out of memory");
+  }
+}
 
 // The bytes of a whole file in memory, read like an InputFile: every length is checked against
 // what remains.

@@ -391,7 +391,7 @@ Tensor read_from(Input& in, const std::string& path) {
   const std::uint64_t nbytes = data_bytes(header.shape, dtype, path);
   check_data_size(nbytes, in.remaining(), header, path);  // before allocating anything the file claims
 
-  Tensor tensor(dtype, header.shape);
+  Tensor tensor = io::allocate_for(path, "data", dtype, header.shape);  // out of memory names the file
   in.read(tensor.raw(), static_cast<std::size_t>(nbytes), "data");
   if (dtype == DType::boolean) normalize_bools(tensor);
   return tensor;

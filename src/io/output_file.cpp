@@ -5,15 +5,11 @@
 #include <cstring>
 #include <cstdint>
 #include <cstdio>
-#include <filesystem>
-#include <random>
-#include <system_error>
+#include <unistd.h>
 
 namespace attnkit::io {
 namespace {
 
-constexpr int kMaxTempFileAttempts = 16;  // fresh random temporary names tried before giving up
-constexpr std::size_t kMaxQuotedPath = 200;
 constexpr std::size_t kWriteChunkBytes = std::size_t{1} << 20;  // gather buffer for strided writes
 
 // One element in its file representation: bf16 widened to f32 when the file holds f32, bools as 0/1,
@@ -33,29 +29,19 @@ void store_file_element(const std::byte* src, DType dtype, DType file_dtype, std
 
 }  // namespace
 
-OutputFile::OutputFile(const std::string& path) : path_(path), target_(path) {
-  std::error_code ec;
-  const std::filesystem::file_status status = std::filesystem::status(path, ec);  // follows links
-  if (!ec && std::filesystem::exists(status) && !std::filesystem::is_regular_file(status)) {
-    file_.reset(std::fopen(path.c_str(), "wb"));  // a device or FIFO: written in place
+OutputFile::OutputFile(const std::string& path) : path_(path), target_(check_output(path, path)) {
+  if (target_.in_place) {
+    file_.reset(std::fopen(target_.path.c_str(), "wb"));  // a device or FIFO: written in place
     if (!file_) fail(ErrorCode::io_error, path, "cannot open for writing: " + errno_text());
     return;
   }
-  if (std::filesystem::is_symlink(std::filesystem::symlink_status(path, ec))) {
-    const std::filesystem::path resolved = std::filesystem::weakly_canonical(path, ec);
-    if (!ec) target_ = resolved.string();
-  }
-  std::random_device random;
-  int error = 0;
-  for (int attempt = 0; attempt < kMaxTempFileAttempts && !file_; ++attempt) {
-    temp_ = target_ + ".tmp-" + std::to_string((std::uint64_t{random()} << 32) | random());
-    file_.reset(std::fopen(temp_.c_str(), "wbx"));  // "x": never clobber an existing file
-    error = errno;
-    if (!file_ && error != EEXIST) break;
-  }
+  const int fd = create_temp_beside(target_, temp_);
+  file_.reset(::fdopen(fd, "wb"));
   if (!file_) {
-    fail(ErrorCode::io_error, path, "cannot open for writing (as " + in_quotes(temp_, kMaxQuotedPath) +
-                                        "): " + std::generic_category().message(error));
+    const std::string error = errno_text();
+    ::close(fd);
+    std::remove(temp_.c_str());
+    fail(ErrorCode::io_error, path, "cannot open for writing: " + error);
   }
 }
 
@@ -70,8 +56,10 @@ void OutputFile::write(const void* data, std::size_t n) {
 }
 
 void OutputFile::commit() {
+  if (std::fflush(file_.get()) != 0) fail(ErrorCode::io_error, path_, "write failed: " + errno_text());
+  if (!temp_.empty()) keep_attributes(::fileno(file_.get()), target_);
   if (std::fclose(file_.release()) != 0) fail(ErrorCode::io_error, path_, "write failed on close: " + errno_text());
-  if (!temp_.empty() && std::rename(temp_.c_str(), target_.c_str()) != 0) {
+  if (!temp_.empty() && rename_file(temp_, target_.path) != 0) {
     fail(ErrorCode::io_error, path_, "cannot replace with the written file: " + errno_text());
   }
   committed_ = true;

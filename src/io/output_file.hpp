@@ -10,15 +10,18 @@
 #include "attnkit/dtype.hpp"
 
 #include "io/file_common.hpp"
+#include "io/replace_file.hpp"
 
 namespace attnkit::io {
 
-// A file written under a temporary name beside its target and renamed over it by commit(), so that
-// a failed write (a full disk, an error in the middle) leaves the target as it was and no partial
-// file behind. A target that exists and is not a regular file (/dev/null, /dev/stdout, a FIFO) is
-// written in place instead: it cannot be replaced by a rename, and holds nothing to protect. A
-// symbolic link is followed, so the file it points to is replaced, not the link. Every failure is
-// an io_error naming the target.
+// A file written under a short temporary name beside its target and renamed over it by commit(), so
+// that a failed write (a full disk, an error in the middle) leaves the target as it was and no
+// partial file behind. The target is checked first (io/replace_file.hpp: not a directory, a
+// directory this user may write in, an existing file this user may write, one name only), and a
+// replaced file keeps its mode (and, as root, its owner and group). A target that exists and is not
+// a regular file (/dev/null, /dev/stdout, a FIFO) is written in place instead: it cannot be replaced
+// by a rename, and holds nothing to protect. A symbolic link is followed, so the file it points to
+// is replaced, not the link. Every failure is an io_error naming the target.
 class OutputFile {
  public:
   explicit OutputFile(const std::string& path);
@@ -33,7 +36,7 @@ class OutputFile {
 
  private:
   const std::string& path_;  // the target as the caller named it, for messages
-  std::string target_;       // where the file ends up: the path, or the file a link points to
+  OutputTarget target_;
   std::string temp_;         // empty when writing in place
   FilePtr file_;
   bool committed_ = false;

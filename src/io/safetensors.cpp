@@ -165,15 +165,6 @@ std::uint64_t read_header_length(Input& in, const std::string& source) {
   return length;
 }
 
-// The tensor's storage; an allocation failure names the file and the tensor.
-Tensor allocate(const TensorEntry& e, const std::string& source) {
-  try {
-    return Tensor(e.dtype, e.shape);
-  } catch (const Error& error) {
-    fail(error.code(), source, tensor_label(e.name) + ": " + error.what());
-  }
-}
-
 template <class Input>
 SafetensorsFile read_from(Input& in, const std::string& source) {
   std::string text(read_header_length(in, source), '\0');
@@ -184,7 +175,7 @@ SafetensorsFile read_from(Input& in, const std::string& source) {
   SafetensorsFile file;
   file.metadata = std::move(header.metadata);
   for (TensorEntry& e : header.tensors) {  // in offset order: the data buffer is read front to back
-    Tensor tensor = allocate(e, source);
+    Tensor tensor = io::allocate_for(source, tensor_label(e.name), e.dtype, e.shape);
     in.read(tensor.raw(), static_cast<std::size_t>(e.nbytes), "data of " + tensor_label(e.name));
     if (e.dtype == DType::boolean) normalize_bools(tensor);
     file.tensors.emplace(std::move(e.name), std::move(tensor));

@@ -9,6 +9,7 @@
 
 #include "attention_flags.hpp"
 #include "attnkit/attention.hpp"
+#include "attnkit/staged_outputs.hpp"
 #include "command_line.hpp"
 #include "commands.hpp"
 #include "heatmap/demo.hpp"
@@ -16,7 +17,6 @@
 #include "heatmap/html.hpp"
 #include "heatmap/tokens.hpp"
 #include "heatmap/weights.hpp"
-#include "staged_outputs.hpp"
 #include "viz/picture_file.hpp"
 
 namespace attnkit::cli {
@@ -150,12 +150,19 @@ void attach_tokens(const Picture& p, HeatmapFigure& figure) {
   }
 }
 
-void draw(HeatmapFigure& figure, const Picture& p, std::ostream& out) {
+// The page and the picture, checked and staged before the weights are read or computed: a path
+// that cannot be written, or --out and --html naming one file, fails with nothing done.
+void stage_pictures(const Picture& p, StagedOutputs& staged) {
+  if (p.out_path) viz::picture_format(*p.out_path);  // a format it cannot write (.svg) fails first
+  if (p.html_path) staged.add(*p.html_path, "--html");
+  if (p.out_path) staged.add(*p.out_path, "--out");
+}
+
+void draw(HeatmapFigure& figure, const Picture& p, std::ostream& out, StagedOutputs& staged) {
   figure.title = p.title.value_or(std::string(kDefaultTitle));
   figure.vmax = p.vmax;
   figure.max_cells = p.max_cells;
   // Both files, or neither: the page and the PNG replace their targets only once both are written.
-  StagedOutputs staged;
   if (p.html_path) {
     // The page shows every weight (no pooling): write_heatmap_html refuses sizes a browser would not
     // handle well, naming --heads.
@@ -195,6 +202,8 @@ int run_demo(const CommandLine& c, Picture p, std::ostream& out) {
   }
   for (const char* flag : kComputeFlags) reject(c, flag, "does not go with --demo");
   if (!p.out_path && !p.html_path) p.out_path = std::string(kDemoOut);
+  StagedOutputs staged;
+  stage_pictures(p, staged);
   const Demo demo = make_demo();
   HeatmapFigure figure;
   figure.source = "demo: hand-built heads, causal";
@@ -208,7 +217,7 @@ int run_demo(const CommandLine& c, Picture p, std::ostream& out) {
   for (std::size_t h = 0; h < demo.heads.size(); ++h) {
     out << "  head " << h << "  " << demo.heads[h].name << ": " << demo.heads[h].description << '\n';
   }
-  draw(figure, p, out);
+  draw(figure, p, out, staged);
   return kExitOk;
 }
 
@@ -231,7 +240,8 @@ int run(const CommandArgs& words, std::ostream& out) {
   }
   const Picture& p = r.picture;
   if (!p.out_path && !p.html_path) throw UsageError("missing --out (the PNG to write) or --html (the page to write)");
-  if (p.out_path) viz::picture_format(*p.out_path);  // a format it cannot write fails before the weights are read
+  StagedOutputs staged;
+  stage_pictures(p, staged);  // before the weights are read
 
   HeatmapFigure figure;
   if (from_probs) {
@@ -243,7 +253,7 @@ int run(const CommandArgs& words, std::ostream& out) {
     figure.source = *r.q_path + " \xC2\xB7 " + *r.k_path + ", batch " + std::to_string(p.selection.batch);
   }
   attach_tokens(p, figure);
-  draw(figure, p, out);
+  draw(figure, p, out, staged);
   return kExitOk;
 }
 

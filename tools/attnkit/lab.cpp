@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "attnkit/staged_outputs.hpp"
 #include "command_line.hpp"
 #include "commands.hpp"
-#include "staged_outputs.hpp"
 #include "lab/precision.hpp"
 #include "lab/precision_report.hpp"
 #include "lab/scaling.hpp"
@@ -118,10 +118,16 @@ std::vector<std::int64_t> integers_in(std::string_view text, std::string_view fl
   return values;
 }
 
+// The plot's path, checked and staged before the experiment runs (minutes, sometimes): a path that
+// cannot be written fails at once.
+void stage_plot(const Output& output, StagedOutputs& staged) {
+  if (output.plot_path) staged.add(*output.plot_path, "--plot");
+}
+
 // The plot replaces its target only once it is completely written.
-void write_plot(const std::string& path, const std::string& title, const std::vector<viz::Panel>& panels, int columns) {
+void write_plot(const std::string& path, const std::string& title, const std::vector<viz::Panel>& panels, int columns,
+                StagedOutputs& staged) {
   const viz::Canvas image = viz::plot(title, panels, columns);
-  StagedOutputs staged;
   staged.write(path, [&](const std::string& file) { viz::write_picture(image, file, viz::picture_format(path)); });
   staged.commit();
 }
@@ -176,6 +182,8 @@ int scaling(const CommandArgs& words, std::ostream& out, std::ostream& err) {
   CommandLine command_line(kScalingAbout, kScalingFooter);
   add_scaling_flags(command_line, config, output);
   if (!command_line.parse(words, out)) return kExitOk;  // --help
+  StagedOutputs staged;
+  stage_plot(output, staged);
   std::vector<lab::ScalingRow> rows;
   {
     ProgressBar progress(err, "lab scaling", lab::scaling_work(config));
@@ -187,7 +195,7 @@ int scaling(const CommandArgs& words, std::ostream& out, std::ostream& err) {
     lab::print_scaling_table(out, config, rows);
   }
   if (output.plot_path) {
-    write_plot(*output.plot_path, lab::scaling_title(config), lab::scaling_panels(config, rows), 2);
+    write_plot(*output.plot_path, lab::scaling_title(config), lab::scaling_panels(config, rows), 2, staged);
     if (!output.json) out << "plot written to " << *output.plot_path << '\n';
   }
   return kExitOk;
@@ -222,6 +230,8 @@ int precision(const CommandArgs& words, std::ostream& out, std::ostream& err) {
   CommandLine command_line(kPrecisionAbout, kPrecisionFooter);
   add_precision_flags(command_line, config, output);
   if (!command_line.parse(words, out)) return kExitOk;  // --help
+  StagedOutputs staged;
+  stage_plot(output, staged);
   lab::PrecisionResult result;
   {
     ProgressBar progress(err, "lab precision", lab::precision_work(config));
@@ -234,7 +244,7 @@ int precision(const CommandArgs& words, std::ostream& out, std::ostream& err) {
   }
   if (output.plot_path) {
     const int columns = static_cast<int>(std::min<std::size_t>(config.logit_stds.size(), 3));
-    write_plot(*output.plot_path, lab::precision_title(config), lab::precision_panels(config, result), columns);
+    write_plot(*output.plot_path, lab::precision_title(config), lab::precision_panels(config, result), columns, staged);
     if (!output.json) out << "plot written to " << *output.plot_path << '\n';
   }
   return kExitOk;

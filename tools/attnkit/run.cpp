@@ -14,11 +14,11 @@
 
 #include "attention_flags.hpp"
 #include "command_line.hpp"
-#include "staged_outputs.hpp"
 #include "attnkit/attention.hpp"
 #include "attnkit/error.hpp"
 #include "attnkit/npy.hpp"
 #include "attnkit/options.hpp"
+#include "attnkit/staged_outputs.hpp"
 #include "attnkit/tensor.hpp"
 #include "attnkit/varlen.hpp"
 #include "commands.hpp"
@@ -218,24 +218,32 @@ Outputs allocate_outputs(const Request& r, const Inputs& in) {
   return o;
 }
 
-// The (path, tensor) pairs the flags asked for, in flag order.
-std::vector<std::pair<std::string, const Tensor*>> requested_files(const Request& r, const Outputs& o) {
-  std::vector<std::pair<std::string, const Tensor*>> files;
-  const std::pair<const std::optional<std::string>*, const Tensor*> all[] = {
-      {&r.out_path, &o.out}, {&r.lse_path, &o.lse}, {&r.probs_path, &o.probs},
-      {&r.dq_path, &o.dq},   {&r.dk_path, &o.dk},   {&r.dv_path, &o.dv},
-  };
-  for (const auto& [path, tensor] : all) {
-    if (*path) files.emplace_back(**path, tensor);
+// The output flags, each with its path field and the tensor it saves, in flag order.
+struct OutputFlag {
+  const char* flag;
+  const std::optional<std::string> Request::*path;
+  Tensor Outputs::*tensor;
+};
+constexpr OutputFlag kOutputFlags[] = {
+    {"--out", &Request::out_path, &Outputs::out}, {"--lse", &Request::lse_path, &Outputs::lse},
+    {"--probs", &Request::probs_path, &Outputs::probs}, {"--dq", &Request::dq_path, &Outputs::dq},
+    {"--dk", &Request::dk_path, &Outputs::dk},    {"--dv", &Request::dv_path, &Outputs::dv},
+};
+
+// Every output the flags name, checked and staged before any input is read: a directory, a path
+// this user may not write, or one file named twice fails now, with nothing read or written.
+void stage_outputs(const Request& r, StagedOutputs& staged) {
+  for (const OutputFlag& o : kOutputFlags) {
+    if (r.*o.path) staged.add(*(r.*o.path), o.flag);
   }
-  return files;
 }
 
 // Every requested file, or none: a failure on the last leaves the first ones untouched.
-void write_outputs(const Request& r, const Outputs& o) {
-  StagedOutputs staged;
-  for (const auto& [path, tensor] : requested_files(r, o)) {
-    staged.write(path, [&](const std::string& file) { write_npy(file, *tensor); });
+void write_outputs(const Request& r, const Outputs& o, StagedOutputs& staged) {
+  for (const OutputFlag& flag : kOutputFlags) {
+    if (!(r.*flag.path)) continue;
+    const Tensor& tensor = o.*flag.tensor;
+    staged.write(*(r.*flag.path), [&](const std::string& file) { write_npy(file, tensor); });
   }
   staged.commit();
 }
@@ -245,7 +253,9 @@ void print_summary(std::ostream& out, const Request& r, const Inputs& in, const 
   out << "attnkit run: q " << shape_of(in.q) << ", k " << shape_of(in.k) << ", v " << shape_of(in.v) << " in "
       << dtype_name(dtype) << "; " << (wants_gradients(r) ? "forward and backward" : "forward") << " on the "
       << kernel_name(resolve_kernel(r.flags.options.kernel, dtype)) << " kernel ->";
-  for (const auto& [path, tensor] : requested_files(r, o)) out << ' ' << path << ' ' << shape_of(*tensor);
+  for (const OutputFlag& flag : kOutputFlags) {
+    if (r.*flag.path) out << ' ' << *(r.*flag.path) << ' ' << shape_of(o.*flag.tensor);
+  }
   out << "; " << num_threads() << " threads\n";
 }
 
@@ -285,6 +295,8 @@ int run(const CommandArgs& words, std::ostream& out) {
   if (!command_line.parse(words, out)) return kExitOk;  // --help
   check_request(command_line, r);
   if (r.flags.threads) set_num_threads(*r.flags.threads);
+  StagedOutputs staged;
+  stage_outputs(r, staged);
 
   const Inputs in = read_inputs(r);
   Tensor mask;
@@ -297,7 +309,7 @@ int run(const CommandArgs& words, std::ostream& out) {
   } else {
     run_batched(r, in, options, o);
   }
-  write_outputs(r, o);  // only after every call succeeded: nothing is written on failure
+  write_outputs(r, o, staged);  // only after every call succeeded: nothing is written on failure
   if (r.verbose) print_summary(out, r, in, o);
   return kExitOk;
 }
