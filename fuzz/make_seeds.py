@@ -126,6 +126,7 @@ def cli_seeds():
         "integer_edge.txt": "9223372036854775807",
         "unsigned.txt": "18446744073709551615",
         "window_causal.txt": "--window -1,4 --causal bottom_right",
+        "window_int64_max.txt": "--window -1,9223372036854775807 --causal bottom-right",
         "run_flags.txt": "--q q.npy --k k.npy --v v.npy --out o.npy --scale 0.125 --causal top-left --window 128,0 "
                          "--key-lengths 3,4 --alibi 0.5,0.25 --softcap 30 --dropout 0.1 --seed 42 --dtype bf16 "
                          "--kernel reference --threads 2",
@@ -141,7 +142,7 @@ DTYPES = {"f32": 0, "f16": 1, "bf16": 2, "f64": 3}
 KERNELS = {"automatic": 0, "reference": 1, "fast": 2}
 # Indices into fuzz_validation.cpp's tables.
 SCALE_DEFAULT, SCALE_HALF, SCALE_ZERO, SCALE_NAN = 0, 6, 9, 11
-WINDOW_UNBOUNDED, WINDOW_2, WINDOW_INT64_MIN = 0, 7, 11
+WINDOW_UNBOUNDED, WINDOW_2, WINDOW_INT64_MIN, WINDOW_2_31, WINDOW_INT64_MAX_1, WINDOW_INT64_MAX = 0, 7, 11, 12, 14, 15
 SOFTCAP_OFF, SOFTCAP_30 = 0, 9
 DROPOUT_OFF, DROPOUT_HALF = 0, 9
 CONTIGUOUS, ORDER, PADDED, BROADCAST, REVERSED, STRIDES = 0, 3, 4, 5, 6, 7
@@ -203,6 +204,9 @@ def validation_seeds():
         "forward_huge_strides": forward(gqa, views=view(STRIDES, bytes([0xF5, 1, 0xF6, 9])) + view() * 3),
         "forward_bad_options": forward(gqa, options(scale=SCALE_NAN, window=(WINDOW_INT64_MIN, WINDOW_2))),
         "forward_zero_scale": forward(gqa, options(scale=SCALE_ZERO)),
+        "forward_window_int64_max": forward(gqa, options(causal=2, window=(WINDOW_INT64_MAX, WINDOW_INT64_MAX_1))),
+        "forward_window_2_31_reference": forward(gqa, options(window=(WINDOW_2, WINDOW_2_31)), kernel="reference"),
+        "backward_window_int64_max": backward(gqa, options(causal=1, window=(WINDOW_INT64_MAX_1, WINDOW_INT64_MAX))),
         "backward_plain": backward([1, 2, 1, 3, 4, 5, 5]),
         "backward_causal_dropout_f16": backward(gqa, options(causal=2, dropout=DROPOUT_HALF, seed=3), dtype="f16"),
         "backward_mask_reference": backward(gqa, options(mask=bytes([4, 0b0101]) + view() + b"\x30"),
@@ -212,6 +216,8 @@ def validation_seeds():
         "attend_paged_bf16": attend([1, 7, 5, 3, 3, 1, 2, 6, 3], [3, 9, 2, 4, 1, 11, 0, 0], [2, 0], [2, 2],
                                     options(causal=0, window=(WINDOW_2, WINDOW_UNBOUNDED), slopes=[1, 0]),
                                     dtype="bf16"),
+        "attend_window_int64_max": attend([2, 3, 0, 2, 3, 0, 0, 0, 0], [2, 5, 0, 7, 0, 0], [0, 1], [1, 1],
+                                          options(causal=0, window=(WINDOW_INT64_MAX, WINDOW_2))),
         "attend_unknown_sequence": attend([0, 3, 0, 0, 0, 0, 0, 0, 0], [1, 4, 0, 0], [0xF1], [0, 1]),
         # head_dim and value_dim bytes with the top bit set: 32 or 64 features (whole quantisation blocks)
         "attend_paged_int8": attend([1, 0x80, 0, 3, 3, 1, 2, 6, 8], [3, 9, 2, 4, 1, 11, 0, 0], [2, 0], [2, 2]),

@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <functional>
 #include <limits>
+#include <new>
 #include <random>
 #include <sstream>
 #include <string>
@@ -28,6 +29,7 @@
 #include "attnkit/attnkit.hpp"
 #include "attnkit/targets.hpp"
 #include "cli.hpp"
+#include "commands.hpp"
 #include "cli/cli_runner.hpp"
 
 namespace {
@@ -76,6 +78,17 @@ TEST(CliTopLevel, HelpListsCommandsAndExamples) {
     EXPECT_TRUE(contains(r.out, "attnkit explain")) << "an example invocation: " << r.out;
     EXPECT_TRUE(r.err.empty());
   }
+}
+
+// Memory that runs out inside a command (a huge --keys for lab or bench) is reported in words with
+// the error code, never as a bare "std::bad_alloc".
+TEST(CliTopLevel, OutOfMemoryIsSaidInWords) {
+  std::ostringstream err;
+  const int code = attnkit::cli::guarded("lab", err, []() -> int { throw std::bad_alloc(); });
+  EXPECT_EQ(code, 1);
+  EXPECT_TRUE(contains(err.str(), "attnkit lab: out of memory")) << err.str();
+  EXPECT_TRUE(contains(err.str(), "[out_of_memory]")) << err.str();
+  EXPECT_FALSE(contains(err.str(), "std::bad_alloc")) << err.str();
 }
 
 TEST(CliTopLevel, VersionPrintsLibraryVersion) {

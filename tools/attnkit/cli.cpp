@@ -3,6 +3,7 @@
 #include "cli.hpp"
 
 #include <exception>
+#include <new>
 #include <ostream>
 #include <string>
 #include <string_view>
@@ -70,6 +71,10 @@ int guarded(std::string_view command, std::ostream& err, const std::function<int
     return kExitUsage;
   } catch (const Error& e) {
     err << "attnkit " << command << ": " << e.what() << " [" << error_code_name(e.code()) << "]\n";
+    return kExitError;
+  } catch (const std::bad_alloc&) {  // the sizes asked for more memory than there is: say so in words
+    err << "attnkit " << command << ": out of memory: the sizes asked for need more memory than this machine "
+        << "can give; try smaller ones [" << error_code_name(ErrorCode::out_of_memory) << "]\n";
     return kExitError;
   } catch (const std::exception& e) {
     err << "attnkit " << command << ": " << e.what() << '\n';
