@@ -108,6 +108,11 @@ def test_head_viewer_as_an_unprivileged_user(request):
         nobody = pwd.getpwnam("nobody")
     except KeyError:
         pytest.skip("no user nobody")
+    reach = subprocess.run([setpriv, "--reuid=nobody", "--regid=nogroup", "--clear-groups", sys.executable, "-c",
+                            "import attnkit.heads"], capture_output=True,
+                           env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})  # fmt: skip
+    if reach.returncode != 0:
+        pytest.skip(f"user nobody cannot run {sys.executable} with attnkit (a folder on its path is private)")
     folder = pathlib.Path(tempfile.mkdtemp(prefix="attnkit_outputs_"))  # pytest's own folder is root's, 0700
     request.addfinalizer(lambda: shutil.rmtree(folder, ignore_errors=True))
     folder.chmod(0o777)

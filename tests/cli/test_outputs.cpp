@@ -55,6 +55,11 @@ std::string cannot_drop_privileges() {
   if (std::system("setpriv --reuid=nobody --regid=nogroup --clear-groups true >/dev/null 2>&1") != 0) {
     return "setpriv cannot drop to nobody:nogroup";
   }
+  // A clone in a private folder (under /root, say) is out of nobody's reach.
+  if (std::system(("setpriv --reuid=nobody --regid=nogroup --clear-groups " + quoted(ATTNKIT_CLI_BINARY) +
+                   " --version >/dev/null 2>&1").c_str()) != 0) {
+    return std::string("user nobody cannot run ") + ATTNKIT_CLI_BINARY + " (a folder on its path is private)";
+  }
   return "";
 }
 
