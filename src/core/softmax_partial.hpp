@@ -30,10 +30,11 @@ struct SoftmaxPartial {
   // Merges the partial (other_max, other_sum, other_acc) of a disjoint key set into this one: with
   // m = merged_max, sum = sum · e^(max − m) + other_sum · e^(other_max − m), acc likewise, max = m.
   //
-  // `headroom` h >= 0 places the merged reference point h above the larger max, m = merged_max + h:
-  // the partial means the same (sum · e^max is unchanged), but sum and acc shrink by e^(−h). With h
-  // at least log(number of keys · largest weight), acc = Σ p·v cannot overflow while every |v| is
-  // finite; merges of large values that overflowed are redone that way (headroom_for).
+  // `headroom` h >= 0 is added to other_max: a partial built from empty by merging every part with
+  // the same h keeps its reference point h above the parts' largest max, so its sum and acc are
+  // e^(−h) times their plain values and mean the same (sum · e^max is unchanged). With h at least
+  // log(keys · largest weight) (headroom_for), acc = Σ p·v cannot overflow while every |v| is
+  // finite: split-key merges that overflowed are redone that way, and ring attention folds with it.
   void merge(float other_max, float other_sum, const float* other_acc, std::int64_t width, float headroom = 0) {
     const float merged = merged_max(max, other_max == -INFINITY ? other_max : other_max + headroom);
     if (merged == -INFINITY) return;  // both empty

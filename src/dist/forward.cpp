@@ -20,11 +20,14 @@ constexpr int kKvTag = 801;
 
 // Running softmax partials of the local query rows (core/softmax_partial.hpp). A block call's
 // normalised (out, lse) is the partial (max = lse, sum = 1, acc = out), so the one merge function
-// of the library folds ring blocks too.
+// of the library folds ring blocks too. Each row folds at most `blocks` partials of weight 1, and
+// folds them with the headroom of that many: Σ out · e^(lse − max) then stays below max |out|, so
+// values near float32's largest cannot overflow the sum across blocks.
 class RowPartials {
  public:
-  RowPartials(std::int64_t B, std::int64_t H, std::int64_t n, std::int64_t dv)
-      : B_(B), H_(H), n_(n), dv_(dv), acc_(DType::f32, {B, H, n, dv}), rows_(static_cast<std::size_t>(B * H * n)) {
+  RowPartials(std::int64_t B, std::int64_t H, std::int64_t n, std::int64_t dv, std::int64_t blocks)
+      : B_(B), H_(H), n_(n), dv_(dv), headroom_(attnkit::detail::SoftmaxPartial::headroom_for(blocks, 1.0f)),
+        acc_(DType::f32, {B, H, n, dv}), rows_(static_cast<std::size_t>(B * H * n)) {
     for (std::size_t row = 0; row < rows_.size(); ++row) rows_[row].acc = acc_.data<float>() + row * static_cast<std::size_t>(dv_);
   }
 
@@ -34,7 +37,7 @@ class RowPartials {
       for (std::int64_t h = 0; h < H_; ++h)
         for (std::int64_t i = 0; i < out.size(2); ++i) {
           rows_[static_cast<std::size_t>((b * H_ + h) * n_ + start + i)].merge(*lse.at<float>({b, h, i}), 1.0f,
-                                                                               out.at<float>({b, h, i, 0}), dv_);
+                                                                               out.at<float>({b, h, i, 0}), dv_, headroom_);
         }
   }
 
@@ -48,6 +51,7 @@ class RowPartials {
 
  private:
   std::int64_t B_, H_, n_, dv_;
+  float headroom_;
   Tensor acc_;  // the rows' accumulators (zero-initialised)
   std::vector<attnkit::detail::SoftmaxPartial> rows_;
 };
@@ -69,7 +73,9 @@ void ring_forward(MPI_Comm comm, ConstTensorView q, ConstTensorView k, ConstTens
   const Tensor q32 = to_f32(q);
   BlockBuffer current(p.B, p.Hkv, p.max_length(), p.dk, p.dv), next = current;
   current.pack(k, v);
-  RowPartials partials(p.B, p.Hq, p.length(p.rank), p.dv);
+  std::int64_t blocks = 0;  // key chunks over the ring: each local row folds at most one partial per chunk
+  for (int rank = 0; rank < P; ++rank) blocks += static_cast<std::int64_t>(p.chunks_of(rank).size());
+  RowPartials partials(p.B, p.Hq, p.length(p.rank), p.dv, blocks);
   Tensor block_out(DType::f32, {p.B, p.Hq, longest(mine), p.dv}), block_lse(DType::f32, {p.B, p.Hq, longest(mine)});
   RingExchange ring(comm, kKvTag);
   std::vector<std::int64_t> key_lengths;

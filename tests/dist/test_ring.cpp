@@ -170,6 +170,27 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"f16_padding", 2, 4, 2, 45, 10, 10, true, L::contiguous, true, 0.0, DType::f16}),
     [](const ::testing::TestParamInfo<Case>& info) { return std::string(info.param.name); });
 
+// Values near float32's largest: every block's output is finite, and so is their fold across the
+// ring (equal weights over uniform logits: out = the value, exactly in exact arithmetic).
+TEST(RingForward, LargeValuesStayFiniteAcrossTheRing) {
+  const int rank = testing::world_rank(), P = testing::world_size();
+  for (Layout layout : {Layout::zigzag, Layout::contiguous}) {
+    const std::int64_t N = 37, d = 8;
+    Tensor q(DType::f32, {1, 2, N, d}), k(DType::f32, {1, 2, N, d}), v(DType::f32, {1, 2, N, d});
+    std::fill_n(q.data<float>(), q.numel(), 0.0f);
+    std::fill_n(k.data<float>(), k.numel(), 1.0f);
+    std::fill_n(v.data<float>(), v.numel(), 3e38f);
+    const Tensor q_l = shard(q.view(), layout, rank, P), k_l = shard(k.view(), layout, rank, P), v_l = shard(v.view(), layout, rank, P);
+    const std::int64_t n = local_length(layout, N, rank, P);
+    Tensor out = testing::poisoned(DType::f32, {1, 2, n, d}), lse = testing::poisoned(DType::f32, {1, 2, n});
+    ring_forward(MPI_COMM_WORLD, q_l.view(), k_l.view(), v_l.view(), out.view(), lse.view(), RingOptions{.layout = layout});
+    for (std::int64_t e = 0; e < out.numel(); ++e) {
+      ASSERT_TRUE(std::isfinite(out.data<float>()[e])) << "element " << e << " on rank " << rank << " of " << P;
+      ASSERT_NEAR(out.data<float>()[e], 3e38, 3e38 * 1e-5) << "element " << e << " on rank " << rank;
+    }
+  }
+}
+
 // Prints the accuracy figures once, after every test (rank 0 only).
 struct WorstReport : ::testing::Environment {
   void TearDown() override {
