@@ -620,7 +620,7 @@ TEST_P(AttendAccuracy, EverySequenceMatchesTheOracleInOneBatchedCall) {
 INSTANTIATE_TEST_SUITE_P(Shapes, AttendAccuracy, ::testing::ValuesIn(attend_cases()), attend_case_name);
 
 std::vector<std::pair<std::string, CachedAttentionOptions>> option_cases() {
-  std::vector<std::pair<std::string, CachedAttentionOptions>> cases(6);
+  std::vector<std::pair<std::string, CachedAttentionOptions>> cases(7);
   cases[0].first = "window {50, 0}", cases[0].second.window = {50, 0};
   cases[1].first = "window {0, 0}", cases[1].second.window = {0, 0};
   cases[2].first = "alibi", cases[2].second.alibi_slopes = kSlopes;
@@ -628,6 +628,10 @@ std::vector<std::pair<std::string, CachedAttentionOptions>> option_cases() {
   cases[4].first = "scale", cases[4].second.scale = 0.3;
   cases[5].first = "all", cases[5].second.window = {200, 0}, cases[5].second.alibi_slopes = kSlopes;
   cases[5].second.softcap = 4, cases[5].second.scale = 0.2;
+  // sides near the top of int64 mean unbounded (the oracle, the float64 reference, is checked
+  // against a 128-bit keep-mask in tests/properties/test_extremes.cpp)
+  cases[6].first = "window {INT64_MAX, 2^62}";
+  cases[6].second.window = {std::numeric_limits<int64_t>::max(), int64_t{1} << 62};
   return cases;
 }
 

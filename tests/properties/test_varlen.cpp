@@ -12,6 +12,7 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -244,6 +245,26 @@ PackedForward run_packed_forward(const PackedCase& c, Kernel kernel, DType dtype
   if (probs) extras.probs = r.probs.view();
   varlen_forward(q.view(), k.view(), v.view(), c.offsets(), r.out.view(), c.options(kernel), extras);
   return r;
+}
+
+// A window side near the top of int64 keeps every key on its side, per sequence, as −1 does:
+// bitwise the same call (no visible key differs).
+TEST_P(Varlen, WindowSidesUpToInt64MaxEqualUnbounded) {
+  for_each_packed_case(variant(), 4, [&](const PackedCase& c, Rng& rng) {
+    constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+    const int64_t other = rng.integer(0, 3);
+    for (const auto& [side, unbounded] : std::vector<std::pair<Window, Window>>{
+             {{kMax, other}, {-1, other}}, {{other, kMax - 1}, {other, -1}}, {{kMax, int64_t{1} << 62}, {-1, -1}}}) {
+      SCOPED_TRACE("window=(" + std::to_string(side.left) + "," + std::to_string(side.right) + ")");
+      PackedCase huge = c, plain = c;
+      huge.settings.window = side;
+      plain.settings.window = unbounded;
+      const PackedForward got = run_packed_forward(huge, variant().kernel, variant().dtype, false);
+      const PackedForward want = run_packed_forward(plain, variant().kernel, variant().dtype, false);
+      ASSERT_TRUE(testing::bitwise_equal(got.out, want.out));
+      ASSERT_TRUE(testing::bitwise_equal(got.lse, want.lse));
+    }
+  });
 }
 
 TEST_P(Varlen, EachSequenceIsBitwiseACallOnItAlone) {
