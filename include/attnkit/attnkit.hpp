@@ -12,6 +12,7 @@
 #include "attnkit/options.hpp"
 #include "attnkit/quantized.hpp"
 #include "attnkit/safetensors.hpp"
+#include "attnkit/staged_outputs.hpp"
 #include "attnkit/targets.hpp"
 #include "attnkit/tensor.hpp"
 #include "attnkit/varlen.hpp"
