@@ -39,6 +39,10 @@ class StagedOutputs {
   // Replaces every target by its written file, or, if any step fails, none (the error names it).
   void commit();
 
+  // Removes every temporary file not committed and forgets every output, leaving each target as it
+  // was: what the destructor does, for callers (Python) whose objects may outlive a failure.
+  void discard() noexcept;
+
  private:
   struct Staged;
   std::vector<std::unique_ptr<Staged>> staged_;

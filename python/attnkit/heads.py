@@ -135,10 +135,14 @@ def stage(html: str | None = None, png: str | None = None):
     """The page and the picture, checked before any work (a directory, a path that cannot be written,
     both naming one file: ValueError naming the flag and the path), to be written all or nothing."""
     staged = _core.StagedOutputs()
-    if html is not None:
-        staged.add(str(html), "--out")
-    if png is not None:
-        staged.add(str(png), "--png")
+    try:
+        if html is not None:
+            staged.add(str(html), "--out")
+        if png is not None:
+            staged.add(str(png), "--png")
+    except BaseException:
+        staged.discard()  # now, not when the traceback that holds it is collected
+        raise
     return staged
 
 
@@ -163,6 +167,13 @@ def draw(heads: HeadWeights, html: str | None = None, png: str | None = None, la
         raise RuntimeError(_NO_DRAWING)
     if staged is None:
         staged = stage(html, png)
+    try:
+        return _draw_staged(heads, html, png, layers, title, staged)
+    finally:
+        staged.discard()  # after a failure, the temporary files go now; after the commit, nothing is left
+
+
+def _draw_staged(heads, html, png, layers, title, staged):
     count, head_count, n, _ = heads.weights.shape
     chosen = _layers_drawn(count, layers)
     for layer in chosen:
@@ -190,7 +201,7 @@ def draw(heads: HeadWeights, html: str | None = None, png: str | None = None, la
         sizes = []
         _write(staged, png, lambda file: sizes.append(_core.heatmap_png(
             weights, file, head_numbers, title, source, heads.tokens, panel_titles, captions, head_count,
-            14 * max(n, 1), True, 1.0)))  # fmt: skip
+            14 * max(n, 1), True, 1.0, format_name=str(png))))  # fmt: skip
         size = sizes[0]
     staged.commit()
     return names, values, size
@@ -280,12 +291,15 @@ def main(argv=None) -> int:
         print(f"python -m attnkit.heads: needs transformers and torch ({error}); pip install attnkit[transformers]",
               file=sys.stderr)  # fmt: skip
         return 1
+    staged = None
     try:
         staged = stage(args.out, args.png)  # before the model is loaded
         heads = attention_weights(args.model, args.text)
         links = strongest_links(heads, args.token, args.to) if args.token is not None else None
         names, values, size = draw(heads, args.out, args.png, args.layers, args.title, staged)
     except (ValueError, RuntimeError, OSError) as error:
+        if staged is not None:
+            staged.discard()
         print(f"python -m attnkit.heads: {error}", file=sys.stderr)
         return 1
     count, head_count, n, _ = heads.weights.shape

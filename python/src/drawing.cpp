@@ -50,7 +50,8 @@ HeadWeights head_weights(const PanelWeights& weights, const std::vector<std::int
 std::pair<int, int> heatmap_png(const PanelWeights& weights, const std::string& path, const std::vector<std::int64_t>& heads,
                                 std::string title, std::string source, std::vector<std::string> tokens,
                                 std::vector<std::string> panel_titles, std::vector<std::vector<std::string>> captions,
-                                int columns, int panel_side, bool outer_labels_only, std::optional<double> vmax) {
+                                int columns, int panel_side, bool outer_labels_only, std::optional<double> vmax,
+                                const std::string& format_name) {
   HeatmapFigure figure;
   figure.weights = head_weights(weights, heads);
   figure.title = std::move(title);
@@ -66,7 +67,9 @@ std::pair<int, int> heatmap_png(const PanelWeights& weights, const std::string& 
   figure.vmax_source = "the same scale for every head";
   nb::gil_scoped_release release;
   const viz::Canvas image = cli::render_figure(figure);
-  viz::write_picture(image, path, viz::picture_format(path));
+  // The format comes from the name the picture will have (format_name, when it is written under a
+  // temporary name first), not from where it is written now.
+  viz::write_picture(image, path, viz::picture_format(format_name.empty() ? path : format_name));
   return {image.width(), image.height()};
 }
 
@@ -95,7 +98,9 @@ void bind_drawing(nb::module_& m) {
   m.attr("max_html_weights") = cli::kMaxHtmlWeights;
   m.def("heatmap_png", &heatmap_png, "weights"_a, "path"_a, "heads"_a, "title"_a, "source"_a, "tokens"_a,
         "panel_titles"_a, "captions"_a, "columns"_a, "panel_side"_a, "outer_labels_only"_a, "vmax"_a.none(),
-        "Draws [panels, n, m] weights as `attnkit heatmap`'s PNG figure; returns (width, height).");
+        "format_name"_a = "",
+        "Draws [panels, n, m] weights as `attnkit heatmap`'s figure, PNG or PDF as format_name's (else path's) "
+        "extension says; returns (width, height).");
   m.def("heatmap_html", &heatmap_html, "weights"_a, "path"_a, "heads"_a, "layers"_a, "title"_a, "tokens"_a,
         "head_names"_a, "stat_names"_a, "stats"_a, "stat_note"_a,
         "Writes [panels, n, m] weights as `attnkit heatmap --html`'s self-contained page.");

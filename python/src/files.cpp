@@ -47,7 +47,9 @@ void bind_files(nb::module_& m) {
            "Checks `path` as an output (ValueError naming `argument` and the path) and reserves its temporary file.")
       .def("write", &StagedOutputs::write, "path"_a, "write_to"_a,
            "Calls write_to(file) with the file to write `path`'s contents to now.")
-      .def("commit", &StagedOutputs::commit, "Replaces every written target, or none.");
+      .def("commit", &StagedOutputs::commit, "Replaces every written target, or none.")
+      .def("discard", &StagedOutputs::discard,
+           "Removes every temporary file not committed, leaving each target as it was (after a failure).");
 }
 
 }  // namespace attnkit::python

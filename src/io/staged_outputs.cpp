@@ -38,10 +38,13 @@ std::string replaced(std::string message, const std::string& from, const std::st
 
 StagedOutputs::StagedOutputs() = default;
 
-StagedOutputs::~StagedOutputs() {
+StagedOutputs::~StagedOutputs() { discard(); }
+
+void StagedOutputs::discard() noexcept {
   for (const auto& s : staged_) {
     if (!s->temp.empty()) std::remove(s->temp.c_str());
   }
+  staged_.clear();
 }
 
 void StagedOutputs::add(const std::string& path, const std::string& argument) {

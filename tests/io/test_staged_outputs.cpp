@@ -100,6 +100,22 @@ TEST(StagedOutputs, RefusesBadTargetsWhenTheyAreAdded) {
   EXPECT_EQ(dir.entries(), (std::vector<std::string>{"a", "sub"})) << "a temporary file left";
 }
 
+// discard() removes the temporary files of what was added or written and forgets it: commit() then
+// replaces nothing, and the object can be dropped later without touching anything.
+TEST(StagedOutputs, DiscardLeavesEveryTargetAsItWas) {
+  const ScratchDir dir("attnkit_staged");
+  put(dir.file("a"), "old a");
+  StagedOutputs staged;
+  staged.add(dir.file("a"), "--first");
+  staged.write(dir.file("b"), [](const std::string& file) { put(file, "new b"); });
+  EXPECT_EQ(dir.entries().size(), 3u) << "a, and the two temporary files";
+  staged.discard();
+  EXPECT_EQ(dir.entries(), (std::vector<std::string>{"a"}));
+  staged.commit();
+  EXPECT_EQ(contents(dir.file("a")), "old a");
+  EXPECT_EQ(dir.entries(), (std::vector<std::string>{"a"}));
+}
+
 // One file named twice through a symbolic link, a link to a new file, or a hard link.
 TEST(StagedOutputs, RefusesOneFileNamedTwiceThroughLinks) {
   const ScratchDir dir("attnkit_staged");
