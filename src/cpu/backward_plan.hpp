@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include "core/problem.hpp"
 #include "cpu/workspace.hpp"
@@ -83,12 +84,19 @@ inline constexpr std::uint8_t kQueryFinite = 1, kGradientFinite = 2;
 // Before a gradient row is stored: scaled back by 2^plan.gradient_exponent (exact, a power of two),
 // and a NaN or ±inf in it noted for fast_backward's check.
 inline void finish_gradient_row(const BackwardPlan& plan, float* row, std::int64_t count) {
-  bool finite = true;
-  for (std::int64_t c = 0; c < count; ++c) {
-    if (plan.gradient_exponent != 0) row[c] = std::ldexp(row[c], plan.gradient_exponent);
-    finite = finite && std::isfinite(row[c]);
+  if (plan.gradient_exponent != 0) {
+    for (std::int64_t c = 0; c < count; ++c) row[c] = std::ldexp(row[c], plan.gradient_exponent);
   }
-  if (!finite) plan.stored_non_finite->store(true, std::memory_order_relaxed);
+  // NaN and ±inf are the floats whose exponent bits are all set: an integer test the compiler
+  // vectorises (std::isfinite per element measured 6% of a small backward's instructions).
+  constexpr std::uint32_t kExponent = 0x7f800000u;
+  std::uint32_t non_finite = 0;
+  for (std::int64_t c = 0; c < count; ++c) {
+    std::uint32_t bits;
+    std::memcpy(&bits, row + c, sizeof bits);
+    non_finite |= static_cast<std::uint32_t>((bits & kExponent) == kExponent);
+  }
+  if (non_finite != 0) plan.stored_non_finite->store(true, std::memory_order_relaxed);
 }
 
 }  // namespace attnkit::cpu
