@@ -64,10 +64,6 @@ BackwardPlan make_plan(const detail::Problem& p, const detail::BackwardIO& io, c
   return plan;
 }
 
-bool all_finite(const float* x, std::int64_t count) {
-  return std::all_of(x, x + count, [](float v) { return std::isfinite(v); });
-}
-
 // The rows of one (batch, query head): Q and dO in float32 (zero-padded), the forward's LSE, and
 // D_i = Σ_c dO[i, c] · O[i, c], summed in double since every dS of the row subtracts it.
 void prepare_head(const BackwardPlan& plan, std::int64_t batch, std::int64_t head) {

@@ -55,7 +55,7 @@ ForwardPlan make_plan(const detail::Problem& p, const detail::ForwardOutputs& ou
 bool partials_finite(const ForwardPlan& plan, std::int64_t item_index, std::int64_t splits, std::int64_t r) {
   for (std::int64_t split = 0; split < splits; ++split) {
     const float* part = plan.partial(item_index, split, r);
-    if (!std::isfinite(part[1]) || !std::all_of(part + 2, part + 2 + plan.padded_d_v, [](float x) { return std::isfinite(x); })) return false;
+    if (!std::isfinite(part[1]) || !all_finite(part + 2, plan.padded_d_v)) return false;
   }
   return true;
 }
@@ -80,7 +80,7 @@ void merge_and_finalize(const ForwardPlan& plan, std::int64_t item_index) {
     detail::SoftmaxPartial row = merge_splits(0);
     // Finite partials whose merge overflowed (large values over many keys): merged again with
     // headroom, as run_item redoes an item (core/softmax_partial.hpp).
-    if (!std::all_of(acc, acc + plan.padded_d_v, [](float x) { return std::isfinite(x); }) &&
+    if (!all_finite(acc, plan.padded_d_v) &&
         partials_finite(plan, item_index, item.splits, r)) {
       row = merge_splits(detail::SoftmaxPartial::headroom_for(p.key_count(item.batch), p.f32.keep_scale));
     }
@@ -107,13 +107,14 @@ void zero_probs_padding(const detail::Problem& p, const TensorView& probs, std::
 void finalize_row(const ForwardPlan& plan, std::int64_t item, std::int64_t row, std::int64_t head, std::int64_t query,
                   detail::SoftmaxPartial partial) {
   const detail::Sizes& s = plan.problem->sizes;
-  const detail::StoredRow at = detail::query_row(*plan.problem, item_coordinates(plan, item).batch, query);
+  const std::int64_t batch = item_coordinates(plan, item).batch;
+  const detail::StoredRow at = detail::query_row(*plan.problem, batch, query);
   float lse = partial.finalize(s.d_v);
   // A row that sees keys but whose every logit fell below float32's range (−inf by overflow) is not
   // an empty row: its softmax is outside what float32 computes, so it is NaN, never O = 0 with
   // lse = −inf (docs/semantics.md, Limits). Only rows that end empty pay for the check.
   if (lse == -std::numeric_limits<float>::infinity() &&
-      detail::row_has_visible_key(*plan.problem, item_coordinates(plan, item).batch, head, query)) {
+      detail::row_has_visible_key(*plan.problem, batch, head, query)) {
     std::fill(partial.acc, partial.acc + s.d_v, std::numeric_limits<float>::quiet_NaN());
     lse = std::numeric_limits<float>::quiet_NaN();
   }
