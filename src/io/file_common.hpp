@@ -68,7 +68,8 @@ struct FileCloser {
 };
 using FilePtr = std::unique_ptr<std::FILE, FileCloser>;
 
-inline std::string errno_text() { return std::generic_category().message(errno); }
+// The system's text for an errno value (the current errno by default).
+inline std::string errno_text(int error = errno) { return std::generic_category().message(error); }
 
 // What a file that is not a regular file is, for messages.
 inline const char* file_kind(mode_t mode) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "attnkit/error.hpp"
+#include "io/file_common.hpp"
 
 namespace attnkit::io {
 namespace {
@@ -26,8 +27,6 @@ constexpr mode_t kNewFileMode = 0666;      // less the umask, as fopen(path, "w"
 constexpr std::size_t kCopyChunk = 1 << 16;
 
 RenameFunction rename_function = nullptr;
-
-std::string errno_message(int error) { return std::generic_category().message(error); }
 
 [[noreturn]] void refuse(const std::string& label, const std::string& why) {
   throw Error(ErrorCode::io_error, label + ": cannot open for writing: " + why);
@@ -50,7 +49,7 @@ std::string follow_links(const std::string& path, const std::string& label, stru
   std::string at = path;
   for (int hop = 0; hop <= kMaxSymlinkHops; ++hop) {
     if (::lstat(at.c_str(), &status) != 0) {
-      if (errno != ENOENT) refuse(label, errno_message(errno));
+      if (errno != ENOENT) refuse(label, errno_text(errno));
       exists = false;
       return at;
     }
@@ -60,27 +59,27 @@ std::string follow_links(const std::string& path, const std::string& label, stru
     }
     std::vector<char> buffer(static_cast<std::size_t>(status.st_size > 0 ? status.st_size : PATH_MAX) + 1);
     const ssize_t n = ::readlink(at.c_str(), buffer.data(), buffer.size());
-    if (n < 0) refuse(label, errno_message(errno));
+    if (n < 0) refuse(label, errno_text(errno));
     const std::string link(buffer.data(), static_cast<std::size_t>(n));
     at = link.front() == '/' ? link : directory_of(at) + "/" + link;
   }
-  refuse(label, errno_message(ELOOP));
+  refuse(label, errno_text(ELOOP));
 }
 
 void check_directory(OutputTarget& t) {
   const std::string directory = directory_of(t.path);
   struct stat status {};
-  if (::stat(directory.c_str(), &status) != 0) refuse(t.label, errno_message(errno));
-  if (!S_ISDIR(status.st_mode)) refuse(t.label, errno_message(ENOTDIR));
+  if (::stat(directory.c_str(), &status) != 0) refuse(t.label, errno_text(errno));
+  if (!S_ISDIR(status.st_mode)) refuse(t.label, errno_text(ENOTDIR));
   // The replacement is created beside the target and renamed over it: both need the directory.
   if (::faccessat(AT_FDCWD, directory.c_str(), W_OK | X_OK, AT_EACCESS) != 0) {
-    refuse(t.label, errno_message(errno) + " (cannot create files in " + directory + ")");
+    refuse(t.label, errno_text(errno) + " (cannot create files in " + directory + ")");
   }
   if (t.exists) return;
   // A new name must fit the directory's file system: found now, not at the rename that ends a commit.
   const long name_max = ::pathconf(directory.c_str(), _PC_NAME_MAX);
   if (name_max > 0 && t.name.size() > static_cast<std::size_t>(name_max)) {
-    refuse(t.label, errno_message(ENAMETOOLONG) + " (the name has " + std::to_string(t.name.size()) +
+    refuse(t.label, errno_text(ENAMETOOLONG) + " (the name has " + std::to_string(t.name.size()) +
                         " bytes; the file system allows " + std::to_string(name_max) + ")");
   }
   t.device = status.st_dev;
@@ -121,13 +120,13 @@ OutputTarget check_output(const std::string& path, const std::string& label) {
   OutputTarget t;
   t.label = label;
   if (path.empty()) refuse(label, "the file name is empty");
-  if (path.back() == '/') refuse(label, errno_message(EISDIR) + " (a name ending in '/' names a directory)");
+  if (path.back() == '/') refuse(label, errno_text(EISDIR) + " (a name ending in '/' names a directory)");
   struct stat status {};
   t.path = follow_links(path, label, status, t.exists);
   t.name = name_of(t.path);
-  if (t.name == "." || t.name == "..") refuse(label, errno_message(EISDIR));
+  if (t.name == "." || t.name == "..") refuse(label, errno_text(EISDIR));
   if (t.exists) {
-    if (S_ISDIR(status.st_mode)) refuse(label, errno_message(EISDIR));
+    if (S_ISDIR(status.st_mode)) refuse(label, errno_text(EISDIR));
     if (!S_ISREG(status.st_mode)) {
       t.in_place = true;  // a device, FIFO or socket: nothing to protect, and no rename could replace it
       t.exists = false;
@@ -142,7 +141,7 @@ OutputTarget check_output(const std::string& path, const std::string& label) {
                         "the other links)");
     }
     // As cp: a file this user may not write is not replaced behind its back (root may, as with cp).
-    if (::faccessat(AT_FDCWD, t.path.c_str(), W_OK, AT_EACCESS) != 0) refuse(label, errno_message(errno));
+    if (::faccessat(AT_FDCWD, t.path.c_str(), W_OK, AT_EACCESS) != 0) refuse(label, errno_text(errno));
     t.mode = status.st_mode & kPermissionBits;
     t.owner = status.st_uid;
     t.group = status.st_gid;
@@ -170,7 +169,7 @@ int create_temp_beside(const OutputTarget& target, std::string& temp) {
     error = errno;
     if (error != EEXIST) break;
   }
-  refuse(target.label, errno_message(error) + " (creating a file in " + directory + ")");
+  refuse(target.label, errno_text(error) + " (creating a file in " + directory + ")");
 }
 
 void keep_attributes(int fd, const OutputTarget& target) {
@@ -184,7 +183,7 @@ void keep_attributes(int fd, const OutputTarget& target) {
   }
   if (::fchmod(fd, target.mode) != 0) {
     throw Error(ErrorCode::io_error, target.label + ": cannot give the new file the old one's mode: " +
-                                         errno_message(errno));
+                                         errno_text(errno));
   }
 }
 
@@ -213,7 +212,7 @@ std::string keep_previous(const OutputTarget& target) {
     break;
   }
   throw Error(ErrorCode::io_error, target.label + ": cannot keep the previous file until every output is written: " +
-                                       errno_message(error));
+                                       errno_text(error));
 }
 
 int rename_file(const std::string& from, const std::string& to) {

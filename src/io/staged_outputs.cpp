@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "attnkit/error.hpp"
+#include "io/file_common.hpp"
 #include "io/replace_file.hpp"
 
 namespace attnkit {
@@ -22,8 +23,6 @@ struct StagedOutputs::Staged {
 };
 
 namespace {
-
-std::string errno_message(int error) { return std::generic_category().message(error); }
 
 // `message` with every `from` replaced by `to`.
 std::string replaced(std::string message, const std::string& from, const std::string& to) {
@@ -93,7 +92,7 @@ void StagedOutputs::commit() {
   for (Staged* s : pending) {
     const int fd = ::open(s->temp.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) {
-      throw Error(ErrorCode::io_error, s->target.label + ": cannot reopen the written file: " + errno_message(errno));
+      throw Error(ErrorCode::io_error, s->target.label + ": cannot reopen the written file: " + io::errno_text(errno));
     }
     try {
       io::keep_attributes(fd, s->target);
@@ -119,7 +118,7 @@ void StagedOutputs::commit() {
   // 3. The renames, in order; a failure puts back the ones before it.
   for (std::size_t k = 0; k < pending.size(); ++k) {
     if (io::rename_file(pending[k]->temp, pending[k]->target.path) == 0) continue;
-    std::string message = pending[k]->target.label + ": cannot replace with the written file: " + errno_message(errno);
+    std::string message = pending[k]->target.label + ": cannot replace with the written file: " + io::errno_text(errno);
     for (std::size_t j = k; j-- > 0;) {
       Staged& done = *pending[j];
       const bool back = done.previous.empty() ? ::unlink(done.target.path.c_str()) == 0
@@ -127,7 +126,7 @@ void StagedOutputs::commit() {
       if (back) {
         done.previous.clear();
       } else {
-        message += "; and " + done.target.label + " could not be put back (" + errno_message(errno) + ")" +
+        message += "; and " + done.target.label + " could not be put back (" + io::errno_text(errno) + ")" +
                    (done.previous.empty() ? "" : ": its previous contents are in " + done.previous);
         done.previous.clear();  // kept for the user, not removed
       }

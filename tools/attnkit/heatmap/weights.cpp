@@ -2,12 +2,12 @@
 #include "heatmap/weights.hpp"
 
 #include <cstddef>
-#include <cstdio>
 #include <utility>
 
 #include "attnkit/attention.hpp"
 #include "attnkit/error.hpp"
 #include "attnkit/npy.hpp"
+#include "value_parsers.hpp"
 
 namespace attnkit::cli {
 
@@ -17,12 +17,6 @@ constexpr int kMatrixRank = 2;  // [n, m]: one head of one batch entry
 
 // Weights above 1 by a rounding of the dtype that stored them (bf16: 2^-8) are still weights.
 constexpr double kLargestWeight = 1.0 + 0x1p-7;
-
-std::string short_text(double x) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.6g", x);
-  return text;
-}
 
 std::string range_text(std::int64_t count) {
   return count == 0 ? "none" : "0.." + std::to_string(count - 1);
@@ -64,7 +58,7 @@ HeadWeights select_heads(ConstTensorView probs, const Selection& selection, cons
         if (!(weight >= 0 && weight <= kLargestWeight)) {  // NaN fails both
           throw Error(ErrorCode::invalid_argument,
                       source + ": weight [" + std::to_string(selection.batch) + ", " + std::to_string(h) + ", " +
-                          std::to_string(i) + ", " + std::to_string(j) + "] is " + short_text(weight) +
+                          std::to_string(i) + ", " + std::to_string(j) + "] is " + short_number(weight) +
                           "; attention weights lie in [0, 1], and the picture's scale assumes so");
         }
         matrix[static_cast<std::size_t>(i * w.m + j)] = static_cast<float>(weight);
