@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# attnkit on a CPU without AVX (issue 16): the release build's CLI commands and kernel tests run under
+# attnkit on a CPU without AVX: the release build's CLI commands and kernel tests run under
 # qemu-user's model of an Intel Nehalem (SSE4.2, no AVX), with dispatch left to choose. qemu raises
 # SIGILL for any AVX instruction, so a function compiled for AVX2 that the scalar path reaches (see
 # src/cpu/target_region.hpp) fails this stage instead of a user's old machine. Then the whole C++ test

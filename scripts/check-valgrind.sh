@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The CLI's main commands under valgrind's memcheck (issue 9): no invalid read or write, no use of
+# The CLI's main commands under valgrind's memcheck: no invalid read or write, no use of
 # uninitialised memory, no definite leak. Uses the release build's binary (scripts/check.sh builds it
 # first); inputs are small so that the whole run takes a few tens of seconds.
 set -euo pipefail

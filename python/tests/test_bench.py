@@ -168,7 +168,7 @@ def test_an_unknown_or_missing_peer_is_an_error(torch, tmp_path):
 
 
 def test_the_real_model_case_runs_with_transformers(torch):
-    """model_minilm_*: all-MiniLM-L6-v2 through transformers, "attnkit" against "sdpa" (issue 20)."""
+    """model_minilm_*: all-MiniLM-L6-v2 through transformers, "attnkit" against "sdpa"."""
     from conftest import import_transformers
 
     import_transformers()

@@ -193,8 +193,9 @@ TEST(Validation, ScalarOptions) {
   expect_error([&] { c.run_forward(); }, ErrorCode::invalid_argument, {"window", "(-2, 3)"});
 }
 
-// Found by fuzz/fuzz_validation.cpp: softcap 1e300 passed validation, became inf as the fast kernel's
-// float32, and gave NaN outputs (inf · tanh(0)); a huge scale did the same where q·k = 0.
+// A case fuzz/fuzz_validation.cpp found: softcap 1e300, if it passed validation, would become inf as
+// the fast kernel's float32 and give NaN outputs (inf · tanh(0)); a huge scale does the same where
+// q·k = 0. Both are refused.
 TEST(Validation, Float32KernelRefusesScaleAndSoftcapOutsideFloat32) {
   for (double cap : {1e300, 1e39, 1e-300, 1e-39}) {
     Call c;
@@ -216,9 +217,9 @@ TEST(Validation, Float32KernelRefusesScaleAndSoftcapOutsideFloat32) {
   }
 }
 
-// Found by fuzz/fuzz_validation.cpp: with no heads at all (Hq = Hkv = 0) but m > 0 keys, validation
-// reported one KV head, and the fast backward read keys and wrote gradients of that head, which has
-// no memory. Every view here is empty, with a null data pointer: nothing may be touched.
+// A case fuzz/fuzz_validation.cpp found: with no heads at all (Hq = Hkv = 0) but m > 0 keys, there is
+// no KV head, so a kernel that assumed one would read keys and write gradients of a head that has no
+// memory. Every view here is empty, with a null data pointer: nothing may be touched.
 TEST(Validation, NoHeadsAtAllIsAnEmptyProblemForEveryKernel) {
   const auto empty = [](std::initializer_list<std::int64_t> sizes) {
     return TensorView::contiguous(nullptr, DType::f32, sizes);
@@ -305,10 +306,10 @@ TEST(Validation, SizesThatOverflow) {
                ErrorCode::invalid_shape, {"q", "negative"});
 }
 
-// Found by fuzz/fuzz_validation.cpp. A size of 0 used to excuse the others, so [B, 0, m, d] with an
-// absurd B passed, and kernels that loop over batch × heads overflowed; a stride of INT64_MAX on a
-// 1-byte mask made the extent's "largest offset + 1" overflow in validation itself; and the stride of
-// a size-1 dimension was never checked, so the kernel's step in bytes overflowed.
+// Cases fuzz/fuzz_validation.cpp found. A size of 0 must not excuse the others: [B, 0, m, d] with an
+// absurd B would overflow kernels that loop over batch × heads; a stride of INT64_MAX on a 1-byte mask
+// must not overflow the extent's "largest offset + 1" in validation itself; and the stride of a size-1
+// dimension is checked too, since the kernel's step in bytes would overflow.
 TEST(Validation, ProductsOfSizesStridesAndExtentsPast64BitsAreRefused) {
   Call c;
   float x = 0;
@@ -325,9 +326,9 @@ TEST(Validation, ProductsOfSizesStridesAndExtentsPast64BitsAreRefused) {
                {"q", "strides reach past"});
 }
 
-// Found by fuzz/fuzz_validation.cpp: strides of an empty view are never checked (it reaches no
-// memory), yet the fast kernel formed the addresses of its zero-width key rows, and a batch stride of
-// INT64_MAX overflowed the pointer. With d_k = 0 every logit is 0: each output row is the mean of v.
+// A case fuzz/fuzz_validation.cpp found: strides of an empty view are never checked (it reaches no
+// memory), so a kernel must not form the addresses of zero-width key rows, where a batch stride of
+// INT64_MAX would overflow the pointer. With d_k = 0 every logit is 0: each output row is the mean of v.
 TEST(Validation, EmptyViewsMayHaveAnyStrides) {
   Rng rng(11);
   const Tensor v = random_tensor(rng, {2, 1, 3, 2}, DType::f32);
@@ -349,9 +350,9 @@ TEST(Validation, EmptyViewsMayHaveAnyStrides) {
   }
 }
 
-// Found by fuzz/fuzz_validation.cpp: an lse view with strides [-8, -6, -1] writes some elements twice
-// (rows that share an element overwrite each other, and two threads may race on it), and only zero
-// strides were refused. Outputs now must step past what their smaller strides reach.
+// A case fuzz/fuzz_validation.cpp found: an lse view with strides [-8, -6, -1] writes some elements
+// twice (rows that share an element overwrite each other, and two threads may race on it), so refusing
+// zero strides is not enough: an output's strides must step past what its smaller strides reach.
 TEST(Validation, OutputsThatWriteAnElementTwiceAreRefused) {
   Call c;
   const TensorView self_overlapping_out(c.out.raw(), DType::f32, {2, 4, 3, 7}, {84, 7, 7, 1});

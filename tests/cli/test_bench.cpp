@@ -175,7 +175,7 @@ TEST(BenchCeilings, AmxTilePeakIsMeasuredWhereLinuxListsTheTiles) {
 
 // ---- cases and FLOP counts ----
 
-TEST(BenchCases, FullListIsTheIssuesShapes) {
+TEST(BenchCases, FullListCoversEveryShapeAndDtype) {
   attnkit::bench::CaseSelection sel;
   sel.threads = {1, 2};
   const auto cases = attnkit::bench::select_cases(sel);
@@ -258,14 +258,14 @@ TEST(BenchCases, FlopsAndBytesFollowTheDesignNotes) {
   EXPECT_DOUBLE_EQ(c.kv_bytes(), 8.0 * 4096 * (128 + 128) * 2);  // K and V of 8 KV heads, 2 bytes each
 }
 
-// ---- module cases (issue 5) ----
+// ---- module cases ----
 
-TEST(BenchModuleCases, FullListIsTheIssuesLayer) {
+TEST(BenchModuleCases, FullListIsALlamaLikeLayer) {
   attnkit::bench::CaseSelection sel;
   sel.threads = {1, 2};
   const auto cases = attnkit::bench::select_module_cases(sel);
   // prefill n = 2048; decode m in {4096, 32768} × {paged, contiguous}, and paged over int8 and int4
-  // caches (issue 19); each on 2 thread counts
+  // caches; each on 2 thread counts
   ASSERT_EQ(cases.size(), std::size_t{(1 + 2 * 2 + 2 * 2) * 2});
   std::map<std::string, int> names;
   for (const auto& c : cases) {
@@ -316,7 +316,7 @@ TEST(BenchModuleCases, QuickIsASmallerLayerAndSizesOverride) {
   EXPECT_EQ(decode[0].layer.head_dim, 128);
 }
 
-TEST(BenchModuleCases, FlopsAndBytesFollowTheIssue) {
+TEST(BenchModuleCases, FlopsAndBytesCountProjectionsAndAttention) {
   attnkit::bench::ModuleCase c;
   c.layer = {4096, 32, 8, 128};
   c.kind = attnkit::bench::ModuleKind::prefill;
@@ -779,8 +779,6 @@ TEST(BenchCommand, RowsNameTheTargetTheKernelsRanOn) {
   EXPECT_TRUE(is_null(lines[1], "target")) << "the float64 reference has no SIMD target";
 }
 
-// The machine lines for a CPU this one may not be: a generic OpenBLAS core on an AVX-512 CPU (issue
-// 15's Xeon), and a target loop that did not run. The Report is fed made-up ceilings.
 // The varlen lines, as the help documents them: the lengths, and ratios consistent with the seconds.
 TEST(BenchCommand, VarlenLinesCarryTheDocumentedKeys) {
   const Result r = cli(tiny_run("1,2", {"--json", "--filter", "varlen", "--no-naive", "--no-openblas"}));
@@ -810,6 +808,9 @@ TEST(BenchCommand, VarlenLinesCarryTheDocumentedKeys) {
   }
 }
 
+// The machine lines for a CPU this one may not be: a generic OpenBLAS core on an AVX-512 CPU (a Xeon
+// on which OpenBLAS 0.3.21 picks Prescott), and a target loop that did not run. The Report is fed
+// made-up ceilings.
 TEST(BenchReport, GenericBlasCoreIsSaidInTextAndJson) {
   attnkit::bench::Ceilings c;
   c.threads = {1, 2};

@@ -163,7 +163,7 @@ void expect_accurate_on(const Shape& s, const AttentionOptions& o, DType dtype =
   expect_accurate(in.q, in.k, in.v, o);
 }
 
-// ---- sizes: every head dimension of the issue, odd sequence lengths ----
+// ---- sizes: head dimensions from 1 to 256, odd sequence lengths ----
 
 class FastShapes : public ::testing::TestWithParam<Shape> {};
 

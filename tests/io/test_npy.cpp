@@ -644,8 +644,8 @@ TEST(Npy, RejectsShapeOverflow) {
   EXPECT_TRUE(rejects(npy(1, dict("|b1", "(3037000500, 3037000500, 2)")), "overflows 64 bits"));
 }
 
-// Found by fuzz/fuzz_npy.cpp: a zero size used to excuse the others, so (0, 2**43, 2**40) was read
-// as an empty tensor whose strides do not fit in 64 bits (and write_npy overflowed computing them).
+// A case fuzz/fuzz_npy.cpp found: a zero size must not excuse the others, or (0, 2**43, 2**40) is read
+// as an empty tensor whose strides do not fit in 64 bits (and write_npy overflows computing them).
 TEST(Npy, RejectsOverflowingSizesBesideAZeroSizeAndNeverWritesThem) {
   EXPECT_TRUE(rejects(npy(1, dict("<f4", "(0, 8796093022208, 1099511627776)")), "element count"));
   EXPECT_TRUE(rejects(npy(1, dict("<f8", "(1152921504606846976, 0, 2)")), "byte count"));

@@ -711,8 +711,8 @@ TEST(Safetensors, RejectsSizesAndOffsetsThatOverflow) {
                       "out of range"));
 }
 
-// Found by fuzzing the .npy reader, which shared the rule: a zero size used to excuse the others, so
-// [0, 2^32, 2^32] was read as an empty tensor whose strides do not fit in 64 bits.
+// The .npy reader's rule, which fuzzing found there: a zero size must not excuse the others, or
+// [0, 2^32, 2^32] is read as an empty tensor whose strides do not fit in 64 bits.
 TEST(Safetensors, RejectsOverflowingSizesBesideAZeroSizeAndNeverWritesThem) {
   EXPECT_TRUE(rejects(with_shape("[0,4294967296,4294967296]"), "tensor 'w': the element count of shape"));
   const ScratchDir dir("attnkit_safetensors");
@@ -726,8 +726,8 @@ TEST(Safetensors, RejectsOverflowingSizesBesideAZeroSizeAndNeverWritesThem) {
   EXPECT_TRUE(dir.entries().empty());
 }
 
-// Found by fuzz/fuzz_safetensors.cpp's round trip: a tensor named "" was read, but write_safetensors
-// refuses empty names, so what read_safetensors returned could not be written back.
+// A case fuzz/fuzz_safetensors.cpp's round trip found: write_safetensors refuses empty names, so
+// read_safetensors refuses a tensor named "" too, and whatever it returns can be written back.
 TEST(Safetensors, RejectsAnEmptyTensorNameAsTheWriterDoes) {
   EXPECT_TRUE(rejects(file_of(header_of({entry("", "F32", "[1]", 0, 4)}), std::string(4, '\0')),
                       "a tensor name is empty"));

@@ -16,7 +16,7 @@ declare -A allowed=(
   [io]="attnkit"
   [c_api]="attnkit"  # the C API: over the public C++ API only
 )
-# file: included header, for a front end that has to reach into a backend (none now).
+# file: included header, for a front end that has to reach into a backend (the list is empty).
 known_exceptions=()
 
 status=0

@@ -1,8 +1,7 @@
 // The check of OpenBLAS's core (attnkit/blas.hpp): judge_blas_core on every core name OpenBLAS 0.3.21
-// gives on x86 (and the generic, unknown and foreign ones) against every kind of CPU, including the
-// case this project's machines are in (Zen on an AVX2 CPU without AVX-512) and the one issue 15
-// reports (Prescott on an AVX-512 Xeon); and projection_blas(), which applies it to this process's
-// OpenBLAS.
+// gives on x86 (and the generic, unknown and foreign ones) against every kind of CPU, including Zen
+// on an AVX2 CPU without AVX-512 and Prescott on an AVX-512 Xeon; and projection_blas(), which
+// applies it to this process's OpenBLAS.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -84,9 +83,9 @@ TEST(BlasCore, NamesAreComparedWithoutCase) {
   expect_fine(judge_blas_core("skylakex", kAvx512), BlasCoreKind::avx512);
 }
 
-// The two machines of issue 15: this project's (AMD Zen 3: OpenBLAS 0.3.21 picks Zen) and the Xeon
-// (family 6, model 207, AVX-512) on which it falls back to Prescott.
-TEST(BlasCore, TheIssuesMachines) {
+// Two real machines: an AMD Zen 3 (OpenBLAS 0.3.21 picks Zen) and a Xeon (family 6, model 207,
+// AVX-512) on which it falls back to Prescott.
+TEST(BlasCore, ZenAndAvx512XeonMachines) {
   expect_fine(judge_blas_core("Zen", kAvx2), BlasCoreKind::avx2);
   const BlasCoreVerdict xeon = judge_blas_core("Prescott", kAvx512);
   expect_generic(xeon, BlasCoreKind::pre_avx2, "Prescott", "SkylakeX");

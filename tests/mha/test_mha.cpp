@@ -1882,7 +1882,7 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<DecodeCase>& info) { return info.param.name; });
 // clang-format on
 
-// forward_cached over int8 and int4 caches (issue 19): a prefill then single-token steps, the same
+// forward_cached over int8 and int4 caches: a prefill then single-token steps, the same
 // tokens through an f32 cache alongside. The quantized cache must hold the f32 cache's rows (the
 // projected, rotated keys and the values) within half a quantisation step of their block, and the
 // outputs stay within the quantisation's error of the f32 cache's (attend itself is checked bit for

@@ -1,6 +1,6 @@
-// `attnkit bench`: times attnkit::forward on the cases of issue 3, attnkit::backward on the same
-// shapes (issue 4) and one MultiHeadAttention layer's prefill and decode step through a KV cache
-// (issue 5), and reports each as ratios measured in the same run: a fraction of this machine's
+// `attnkit bench`: times attnkit::forward on the prefill and decode cases, attnkit::backward on the
+// prefill shapes and one MultiHeadAttention layer's prefill and decode step through a KV cache,
+// and reports each as ratios measured in the same run: a fraction of this machine's
 // ceilings (FMA peak, copy bandwidth), a speed-up over two f32 forward baselines (a naive kernel and
 // an OpenBLAS composition), for the backward its rate over the forward's, and for the module the
 // share of its time spent in attention. The pieces live in bench/.
@@ -46,7 +46,7 @@ constexpr int kQuickRepeats = 3;
 // n = 8192 do not run for an hour; --quick keeps every measurement short.
 constexpr double kFullBudgetSeconds = 30;
 constexpr double kQuickBudgetSeconds = 2;
-constexpr std::size_t kDefaultCopyMiB = 256;  // per buffer: far beyond any cache on these machines
+constexpr std::size_t kDefaultCopyMiB = 256;  // per buffer: beyond the last-level cache of most CPUs
 
 constexpr std::string_view kAbout = R"(Usage: attnkit bench [--quick] [--json] [--filter TEXT] [options]
 

@@ -30,7 +30,8 @@ constexpr std::size_t kReadAhead = 2048;     // bytes ahead each stream's lines 
 
 struct Buffer {
   explicit Buffer(std::size_t bytes) : data(new std::byte[bytes]), size(bytes) {
-    // Touch every page now: a first touch costs ~10 µs per page on these VMs and must not be timed.
+    // Touch every page now: a first touch can cost ~10 µs per page (measured on a cloud VM) and must
+    // not be timed.
     std::memset(data.get(), 1, size);
   }
   std::unique_ptr<std::byte[]> data;

@@ -1,4 +1,4 @@
-// The case lists of issues 3 and 4 and their quick subset.
+// The forward, decode and backward case lists and their quick subset.
 #include "bench/cases.hpp"
 
 #include "attnkit/quantized.hpp"
@@ -13,8 +13,8 @@ namespace {
 constexpr std::int64_t kForwardHeads = 8;
 const std::vector<std::int64_t> kForwardSizes = {512, 1024, 2048, 8192};
 const std::vector<std::int64_t> kForwardDims = {64, 128};
-// --quick: small n, because `automatic` runs the float64 reference until the fast kernel lands and
-// the reference is O(n·m·d) plain loops; n = 512 at 8 heads takes ~0.1 s per call there.
+// --quick: small n, so that the quick run stays short on every kernel, the float64 reference included:
+// it is O(n·m·d) plain loops, and n = 512 at 8 heads takes ~0.1 s per call there.
 const std::vector<std::int64_t> kQuickForwardSizes = {256, 512};
 const std::vector<std::int64_t> kQuickForwardDims = {64};
 
@@ -27,8 +27,8 @@ const std::vector<std::int64_t> kQuickDecodeSizes = {4096};
 const std::vector<std::int64_t> kDecodeDims = {128};
 
 constexpr DType kDTypes[] = {DType::f32, DType::bf16};
-// Decoding reads the cache where it is stored, in each of the dtypes a cache may hold (issue 15's
-// bandwidth target names all three).
+// Decoding reads the cache where it is stored, in each of the dtypes a cache may hold (the decode
+// rate is a fraction of the memory bandwidth for each of them).
 // int8 and int4: a KV cache of that storage (attnkit/quantized.hpp), read by attnkit::attend (for
 // head dimensions of whole blocks of 32 only).
 constexpr DType kDecodeDTypes[] = {DType::f32, DType::bf16, DType::f16, DType::int8, DType::int4};

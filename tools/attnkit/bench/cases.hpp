@@ -1,5 +1,5 @@
-// The benchmark's cases: the shapes of issue 3 (forward, decode), the backward on the forward's
-// shapes (issue 4), the --quick subset, and the flags that narrow them.
+// The benchmark's cases: the forward shapes (prefill, decode), the backward on the prefill shapes,
+// the --quick subset, and the flags that narrow them.
 #pragma once
 
 #include <cstdint>

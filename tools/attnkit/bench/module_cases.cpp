@@ -1,4 +1,4 @@
-// The module cases of issue 5 and their quick subset.
+// The module cases and their quick subset.
 #include "bench/module_cases.hpp"
 
 #include "attnkit/quantized.hpp"
@@ -7,7 +7,7 @@ namespace attnkit::bench {
 
 namespace {
 
-// A Llama-like layer (the issue's): E = 4096, 32 query heads over 8 KV heads, d = 128.
+// A Llama-like layer: E = 4096, 32 query heads over 8 KV heads, d = 128.
 constexpr ModuleLayer kLayer{4096, 32, 8, 128};
 // --quick: the same head dimension and grouping (4 query heads per KV head) at a quarter of the
 // width, so that the quick run keeps its ~30 seconds (a full prefill is ~200 GFLOP).

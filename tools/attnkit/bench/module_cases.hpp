@@ -1,4 +1,4 @@
-// The module cases of issue 5: one MultiHeadAttention layer as an inference engine runs it, through
+// The module cases: one MultiHeadAttention layer as an inference engine runs it, through
 // MultiHeadAttention::forward_cached and a KVCache. A prefill puts n new tokens into an empty
 // sequence; a decode step puts 1 token after m cached ones. Both report tokens/s and the share of
 // the time spent in attention (attnkit::attend alone on the same cache) against the projections.

@@ -70,8 +70,8 @@ struct VarlenFigures {
   double gflops = 0;                       // of varlen_forward on the packed sequences
   std::optional<double> fraction_of_peak;  // of the best f32 FMA rate at this thread count
   double equal_gflops = 0;                 // of forward on the equal-length batch of the same work
-  double rate_vs_equal = 0;                // gflops / equal_gflops (issue 18: at least 0.90)
-  double time_vs_padded = 0;               // packed seconds / key_lengths-padded seconds (issue 18: at most 0.5)
+  double rate_vs_equal = 0;                // gflops / equal_gflops (target: at least 0.90)
+  double time_vs_padded = 0;               // packed seconds / key_lengths-padded seconds (target: at most 0.5)
   double work_vs_padded = 0;               // the same of the FLOPs each must do: the bound on time_vs_padded
   double time_vs_masked = 0;               // packed seconds / mask-padded seconds
   std::optional<double> vs_one_thread;     // the 1-thread packed seconds of this case over these, when run

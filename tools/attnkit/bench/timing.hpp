@@ -1,6 +1,6 @@
 // Wall-clock timing for the benchmark: a warm-up call first, then the median of several calls, all
 // with std::chrono::steady_clock. Inputs and workspaces are the caller's job: allocate and touch them
-// before timing (a first touch costs ~10 µs per 4 KiB page on these VMs, which would swamp a kernel).
+// before timing (a first touch can cost ~10 µs per 4 KiB page on a cloud VM, which would swamp a kernel).
 #pragma once
 
 #include <functional>

@@ -10,7 +10,7 @@ namespace {
 
 constexpr std::int64_t kSequences = 16;
 constexpr std::int64_t kHeadDim = 128;
-constexpr std::uint32_t kLengthSeed = 18;  // the number: fixed, so every run times the same packing
+constexpr std::uint32_t kLengthSeed = 18;  // fixed, so that every run times the same packing
 
 struct LengthRange {
   std::string label;

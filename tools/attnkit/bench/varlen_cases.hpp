@@ -1,4 +1,4 @@
-// The packed variable-length cases of issue 18: B sequences of mixed lengths in one
+// The packed variable-length cases: B sequences of mixed lengths in one
 // attnkit::varlen_forward call, timed against the ways to run them without varlen: an equal-length
 // batch with the same work (the per-FLOP rate a packing should keep), and the same sequences padded
 // to the longest (the time a packing should save), masked by key_lengths (which attnkit's kernel
