@@ -84,7 +84,7 @@ def ref(x):
 
 def oracle(q, k, v, scale=None, causal=CAUSAL_NONE, window=(-1, -1), mask=None, key_lengths=None, alibi=None,
            softcap=0.0):  # fmt: skip
-    """softmax(logits) · V in float64, the logits built in shared/DESIGN.md's order."""
+    """softmax(logits) · V in float64, the logits built in docs/semantics.md's order."""
     q, k, v = (x.astype(np.float64) for x in (q, k, v))
     B, H, n, d = q.shape
     group = H // k.shape[1]

@@ -2,7 +2,7 @@
 installed).
 
 The oracle is written here, independently of the library: the formula in float64 numpy, with the
-scores built in shared/DESIGN.md's order (scale, softcap, ALiBi, additive mask, −inf where masked).
+scores built in docs/semantics.md's order (scale, softcap, ALiBi, additive mask, −inf where masked).
 The same function run in float32 is the naive kernel of the accuracy rule: attnkit's RMS error
 against the oracle is at most twice the naive kernel's plus 1e-7·max(1, |reference|); for float16 and
 bfloat16 the naive kernel reads the same rounded inputs and rounds its output the same way.

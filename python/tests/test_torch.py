@@ -2,7 +2,7 @@
 attnkit.nn.MultiheadAttention against torch.nn.MultiheadAttention.
 
 The gradient oracle is written here: the attention formula in torch operations (scores in
-shared/DESIGN.md's order), differentiated by torch's autograd in float64; its own gradients are
+docs/semantics.md's order), differentiated by torch's autograd in float64; its own gradients are
 checked by central finite differences. The naive kernel of the accuracy rule is the backward
 formula in float32 on what attnkit's backward gets (the same rounded inputs, out and lse), as in
 the C++ tests: attnkit's RMS error against the oracle is at most twice the naive one's plus a
@@ -92,7 +92,7 @@ def attention(q, k, v, mask=None, dtype=torch.float64, **options):
 
 
 def naive_backward(q, k, v, out, d_out, lse, mask=None, **options):
-    """The naive float32 backward on what a fast backward gets (shared/DESIGN.md's rule; as
+    """The naive float32 backward on what a fast backward gets (docs/semantics.md's rule; as
     tests/support/naive_f32.hpp): P = exp(z − lse) from the given lse, D = rowsum(dO∘O) from the
     given (rounded) out, dS = P∘(dO·vᵀ − D) through the softcap, then the three products."""
     f = torch.float32

@@ -10,7 +10,7 @@ inline bool scores_are_logits(const detail::Problem& p, const RowInfo& info, Key
          first_seen(info, keys) <= j0 && last_seen(info, keys) >= j0 + cols - 1;
 }
 
-// scores[0 .. cols) of query row `info` over keys j0 + [0, cols) become its logits, in DESIGN.md's
+// scores[0 .. cols) of query row `info` over keys j0 + [0, cols) become its logits, in docs/semantics.md's
 // order: softcap, ALiBi, additive mask, then −inf where not visible (outside the row's interval or
 // `keys`, masked out, or past `width`). `mask_row` is scratch of cols floats. When softcap is on and
 // `tanh_out` is given, it receives t = tanh(s/c) per key, for the softcap's derivative 1 − t².

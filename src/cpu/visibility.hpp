@@ -14,7 +14,7 @@ namespace attnkit::cpu {
 struct RowInfo {
   std::int64_t head = 0;      // query head
   std::int64_t query = 0;     // query index i
-  std::int64_t position = 0;  // aligned query position i' (shared/DESIGN.md), for the window and ALiBi
+  std::int64_t position = 0;  // aligned query position i' (docs/semantics.md), for the window and ALiBi
   std::int64_t first = 0;    // first visible key (inclusive)
   std::int64_t last = -1;    // last visible key (inclusive); last < first: no visible key
   float alibi_slope = 0.0f;

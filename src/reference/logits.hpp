@@ -1,4 +1,4 @@
-// The pieces forward and backward share: float64 matrices, the logits in DESIGN.md's bias order, the
+// The pieces forward and backward share: float64 matrices, the logits in docs/semantics.md's bias order, the
 // row softmax and the dropout multipliers. One definition, so the two passes cannot disagree.
 #pragma once
 

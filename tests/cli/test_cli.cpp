@@ -404,7 +404,7 @@ struct Expected {
   Array out, lse, probs;  // rank 4 [B, Hq, n, d_v], rank 3 [B, Hq, n], rank 4 [B, Hq, n, m]
 };
 
-// softmax(q·kᵀ·scale + bias)·v with plain loops, following the order in shared/DESIGN.md.
+// softmax(q·kᵀ·scale + bias)·v with plain loops, following the order in docs/semantics.md.
 Expected naive_attention(const Array& q_in, const Array& k_in, const Array& v_in, const Spec& spec) {
   Array q{as_rank4(q_in.shape), q_in.data}, k{as_rank4(k_in.shape), k_in.data}, v{as_rank4(v_in.shape), v_in.data};
   const std::int64_t B = q.dim(0), Hq = q.dim(1), n = q.dim(2), dk = q.dim(3);

@@ -1,5 +1,5 @@
 // The fast backward kernel against the float64 reference backward, on every target this CPU supports,
-// with the accuracy rule of shared/DESIGN.md applied to each gradient (dq, dk, dv): error ≤ 2 × (error
+// with the accuracy rule of docs/semantics.md applied to each gradient (dq, dk, dv): error ≤ 2 × (error
 // of the naive float32 backward on the same inputs) + a small floor, where error is the
 // root-mean-square difference from the reference (and the NaN pattern must match exactly). The
 // inputs out and lse come from the fast forward, as in training. Also: finite differences of the

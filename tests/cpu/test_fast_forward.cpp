@@ -1,5 +1,5 @@
 // The fast forward kernel against the float64 reference, on every target this CPU supports, with the
-// accuracy rule of shared/DESIGN.md: error ≤ 2 × (error of a naive float32 kernel) + a small floor,
+// accuracy rule of docs/semantics.md: error ≤ 2 × (error of a naive float32 kernel) + a small floor,
 // where error is the root-mean-square difference from the reference over all output elements (and
 // the NaN pattern must match exactly).
 #include <gtest/gtest.h>
@@ -75,7 +75,7 @@ struct OutputErrors {
   // When the logits reach logit_scale: the output error one float32 rounding of the largest logits
   // can cause, 2⁻²⁴ · logit_scale · max(1, |v|); 0 otherwise.
   double logit_rounding = 0;
-  double limit(std::size_t t) const { return 2 * naive[t] + floor; }  // the rule of shared/DESIGN.md
+  double limit(std::size_t t) const { return 2 * naive[t] + floor; }  // the rule of docs/semantics.md
 };
 OutputErrors output_errors(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& options,
                            double logit_scale = 0) {

@@ -8,7 +8,7 @@
 //                   and configurations raise the right ErrorCode, naming the argument.
 //   3. attend()     against an oracle computed here, per sequence: the cache's own keys and values,
 //                   widened to float64, through attnkit::forward (Kernel::reference,
-//                   Causal::bottom_right). The rule of shared/DESIGN.md: RMS error <= 2 × that of the
+//                   Causal::bottom_right). The rule of docs/semantics.md: RMS error <= 2 × that of the
 //                   naive float32 kernel (support/naive_f32.hpp) on the same inputs
 //                   + 1e-7·max(1, |reference|); lse to 1e-5 relative; Kernel::reference through
 //                   attend() equal to the oracle. The caches are filled in slots and blocks that

@@ -263,7 +263,7 @@ inline Tensor explicit_mask(const Case& c) {
   for (int64_t b = 0; b < s.B; ++b)
     for (int64_t h = 0; h < s.Hq; ++h)
       for (int64_t i = 0; i < s.n; ++i) {
-        const int64_t position = o.causal == Causal::bottom_right ? i + (s.m - s.n) : i;  // i' of DESIGN.md
+        const int64_t position = o.causal == Causal::bottom_right ? i + (s.m - s.n) : i;  // i' of docs/semantics.md
         for (int64_t j = 0; j < s.m; ++j, ++z) {
           const double m = mask(b, h, i, j);
           const bool visible = !(o.causal != Causal::none && j > position) &&

@@ -225,7 +225,7 @@ TEST_P(Properties, BatchingEqualsLoopingOverTheBatch) {
   });
 }
 
-// Dropout keys its stream on (seed, batch, head, query, key) (shared/DESIGN.md), so entry b alone is
+// Dropout keys its stream on (seed, batch, head, query, key) (docs/semantics.md), so entry b alone is
 // not a batch-1 call (that would be keyed 0) but the last entry of a call that repeats it b + 1 times
 // through a zero batch stride. Bitwise, like batching without dropout. A check of the premise (that
 // the stream does depend on b) follows.

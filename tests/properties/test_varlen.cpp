@@ -2,7 +2,7 @@
 // fast kernel on every supported target and dtype:
 //   * each sequence's out, lse, probs and gradients are bitwise those of a call on that sequence
 //     alone (the property that makes a packed call trustworthy);
-//   * the fast kernel on a packed batch meets the accuracy rule of shared/DESIGN.md against the
+//   * the fast kernel on a packed batch meets the accuracy rule of docs/semantics.md against the
 //     float64 reference on the same packed batch.
 // Packings include empty sequences on either side, single tokens, decode-shaped sequences (keys
 // split) and prefill-shaped ones, with every option drawn at random.

@@ -129,7 +129,7 @@ TEST(ReferenceForward, ProbabilitiesAreNonNegativeAndRowsSumToOne) {
   }
 }
 
-// Visibility written out from DESIGN.md, independently of the library.
+// Visibility written out from docs/semantics.md, independently of the library.
 struct Structure {
   Causal causal = Causal::none;
   std::int64_t left = -1, right = -1;

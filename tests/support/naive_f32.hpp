@@ -1,4 +1,4 @@
-// The naive float32 attention of shared/DESIGN.md's accuracy rule, forward and backward: the formula
+// The naive float32 attention of docs/semantics.md's accuracy rule, forward and backward: the formula
 // in plain float arithmetic with each row's m scores materialised, every option, the same dropout
 // stream. A fast kernel passes when its error against the float64 reference is at most twice this
 // kernel's, plus a floor.
@@ -17,7 +17,7 @@
 
 namespace attnkit::testing {
 
-// The logits of one query row in float, in DESIGN.md's order (scale, softcap, ALiBi, additive mask,
+// The logits of one query row in float, in docs/semantics.md's order (scale, softcap, ALiBi, additive mask,
 // −inf where not visible). Shared by the naive forward and backward so both read the same formula.
 class NaiveLogits {
  public:

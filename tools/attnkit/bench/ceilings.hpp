@@ -1,6 +1,6 @@
 // The machine's own ceilings, measured in the same run as the kernels so that every figure can be
-// read as a fraction of what this machine, at this moment, can do (shared/DESIGN.md, "Performance
-// method"): the f32 FMA rate of each x86 target's loop (AVX2 + FMA, AVX-512F) and the best of them,
+// read as a fraction of what this machine, at this moment, can do (docs/performance.md):
+// the f32 FMA rate of each x86 target's loop (AVX2 + FMA, AVX-512F) and the best of them,
 // the bf16 dot-product rate where the CPU has one, the AMX bf16 tile rate where it has tiles, the
 // copy bandwidth and the read bandwidth.
 #pragma once

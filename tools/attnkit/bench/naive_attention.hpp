@@ -1,7 +1,7 @@
 // The naive f32 baseline: attention as a user writes it first, in plain loops. For each block of
 // query rows it materialises the scores (rows × m), applies a row softmax with std::exp, then
 // multiplies by V. No SIMD intrinsics, no tiling, no online softmax: the compiler vectorises what it
-// can on its own. The accuracy rule of shared/DESIGN.md is stated against a kernel like this one.
+// can on its own. The accuracy rule of docs/semantics.md is stated against a kernel like this one.
 //
 // Masked keys (causal) are skipped, not computed and discarded, so its FLOP count matches the one
 // the report divides by.

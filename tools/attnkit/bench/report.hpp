@@ -1,7 +1,7 @@
 // What the benchmark prints: a readable table, or with --json one JSON object per line (a
 // "ceilings" line first, then one line per case and per module case, then "peak_memory"). Each case is reported as
 // ratios measured in the same run: a fraction of the machine's ceilings and a speed-up over the
-// baselines; absolute times on a shared machine are noise (shared/DESIGN.md).
+// baselines; absolute times on a shared machine are noise (docs/performance.md).
 #pragma once
 
 #include <iosfwd>
