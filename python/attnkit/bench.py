@@ -184,7 +184,7 @@ def _minilm_flops(case):
 
 
 class Kind(NamedTuple):
-    flop_factor: float  # FLOPs of one timed call over the forward's (a backward adds 2.5, docs/semantics.md)
+    flop_factor: float  # FLOPs of one timed call over the forward's (a backward adds 2.5, docs/performance.md)
     calls: Callable  # (case, torch) -> (attnkit_call, torch_call), each taking no argument
     extra_flops: Callable = lambda case: 0  # FLOPs beyond the attention's (a module's projections)
 

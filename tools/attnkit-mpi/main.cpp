@@ -195,7 +195,7 @@ int bench(const Config& c) {
   options.stats = &stats;
   if (c.causal) options.attention.causal = attnkit::Causal::top_left;
 
-  // Forward 4·H·N²·d FLOPs (halved for causal), backward 2.5 times that (docs/semantics.md).
+  // Forward 4·H·N²·d FLOPs (halved for causal), backward 2.5 times that (docs/performance.md).
   const double forward_flops = 4.0 * static_cast<double>(c.heads) * static_cast<double>(c.length) *
                                static_cast<double>(c.length) * static_cast<double>(c.dim) / (c.causal ? 2 : 1);
   if (rank == 0 && !c.json) {

@@ -34,7 +34,7 @@ constexpr DType kDTypes[] = {DType::f32, DType::bf16};
 constexpr DType kDecodeDTypes[] = {DType::f32, DType::bf16, DType::f16, DType::int8, DType::int4};
 constexpr double kCausalFlopFraction = 0.5;  // top-left causal with n = m computes about half the scores
 // The backward recomputes the scores (Q·Kᵀ) and forms dV = Pᵀ·dO, dP = dO·Vᵀ, dQ = dS·K and dK = dSᵀ·Q:
-// five n·m·d products against the forward's two, the 2.5× of docs/semantics.md.
+// five n·m·d products against the forward's two, the 2.5× of docs/performance.md.
 constexpr double kBackwardFlopFactor = 2.5;
 
 // "fwd_f32_n1024_d64_causal" or "bwd_f32_n1024_d64_causal".

@@ -26,7 +26,7 @@ struct BenchCase {
 
   // Floating-point operations of one call: 2·n·m·d_k for the scores and 2·n·m·d_v for P·V per query
   // head (4·n·m·d when d_k = d_v), halved for causal; a backward counts 2.5× its forward
-  // (docs/semantics.md).
+  // (docs/performance.md).
   double flops() const;
   // A backward case's forward: the same shape, dtype and threads (its name starts with "fwd_").
   BenchCase forward_counterpart() const;

@@ -43,7 +43,7 @@ struct ModuleCase {
   int threads = 1;
   DType cache_dtype = DType::f32;  // the KV cache's storage: f32, or int8 / int4 (attnkit/quantized.hpp)
 
-  // Floating-point operations of one call (docs/semantics.md's rules): the projections
+  // Floating-point operations of one call (docs/performance.md's rules): the projections
   // 2·t·E·(H·d + 2·Hkv·d) + 2·t·(H·d)·E, plus attention_flops().
   double flops() const;
   // Prefill: causal attention of n queries over n keys, 4·n·n·d per query head, halved.
