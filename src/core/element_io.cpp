@@ -40,9 +40,9 @@ void load_row_part(ConstTensorView t, std::int64_t b, std::int64_t h, std::int64
       return;
     case DType::bf16:
       // Element by element at a step of 2 bytes, which vectorises. (Through a 256-element buffer, the
-      // buffer's copy of variable size compiled to `rep movsq`, whose start-up cost was half of
-      // store_row_part's time: 8.7% of a bf16 causal forward at n = m = 1024, d = 128 on a Zen 5, 5.2%
-      // without; that forward 1.015–1.065× on 1 thread.)
+      // buffer's copy of variable size compiles to `rep movsq`, whose start-up cost was half of
+      // store_row_part's time in a bf16 causal forward at n = m = 1024, d = 128; see docs/tuning.md,
+      // "Storing output rows".)
       if (t.stride(3) == 1) {
         for (std::int64_t c = 0; c < count; ++c) {
           std::uint16_t bits;

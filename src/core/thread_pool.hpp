@@ -3,14 +3,14 @@
 //
 // Between jobs, workers sleep on a condition variable, after waiting a short while (kSpinMicroseconds)
 // for the next job without sleeping, and the caller likewise waits a short while for the workers to
-// finish before it sleeps. Waking a sleeping thread took longer than a short call's whole work on a
-// 2-vCPU AMD EPYC VM (issue 15: a decoding step of 8 heads over 1024 keys ran 77–97 µs on 2 threads
-// against 62 µs on 1; with both waits, 40–55 µs), and a decoding engine calls attention back to back.
-// The waits are bounded and give the core away every microsecond or so (std::this_thread::yield), so
-// that on a machine whose cores are shared with other processes, or with more threads than cores,
-// the waiting threads do not keep the working ones from running (spinning without end, issue 3
-// measured 5x slower on a 2-core machine with 8 threads; with these waits, 8 threads on 2 cores ran
-// a forward of n = 1024 as fast as without them, and that decoding step 1.6–1.8x faster).
+// finish before it sleeps. On a VM, waking a sleeping thread can take longer than a short call's
+// whole work (on a 2-vCPU AMD EPYC, a decoding step over 1024 keys took 77–97 µs on 2 threads
+// against 62 µs on 1; 40–55 µs with the waits), and a decoding engine calls attention back to
+// back. The waits are bounded and give the core away every microsecond or so
+// (std::this_thread::yield), so that on a machine whose cores are shared with other processes, or
+// with more threads than cores, the waiting threads do not keep the working ones from running
+// (spinning without end ran 5× slower with 8 threads on 2 cores). See docs/tuning.md, "Threads and
+// the pool".
 //
 // One job runs at a time. A call that finds the pool busy, or that comes from inside a job, is told
 // so at once (try_run returns false) instead of waiting, so nested and concurrent calls can never

@@ -23,7 +23,7 @@
 // values, and the scale multiplies the finished dot products. (Scaling the scores to log2 units up
 // front to use exp2, or pre-scaling Q by the scale, each saves a multiply per score but adds a
 // rounding: on inputs with outliers each measured up to 3.8× the naive float32 error, failing the
-// accuracy rule.)
+// accuracy rule; see docs/tuning.md, "The online softmax and its exp".)
 
 #include <algorithm>
 #include <bit>
@@ -56,7 +56,8 @@ using Vec = Isa::Vec;
 static_assert(kKeyBlock % kTileCols == 0, "key blocks hold whole register tiles");
 
 // The value block is stored row by row, v[j · d_v + c]. (Panels of one tile's columns, which tile_a_b
-// would stream front to back, measured no faster for the forward and 10% slower for decoding.)
+// would stream front to back, measured no faster for the forward and 10% slower for decoding; see
+// docs/tuning.md, "Block geometry".)
 
 // ---- micro-kernels: one register tile ----
 
@@ -66,6 +67,8 @@ void score_tile(const ForwardWorkspace& ws, std::int64_t tile, std::int64_t cols
   tile_a_bt(ws.q + tile * ws.d_k, ws.d_k, ws.k_t, ws.d_k, cols, scale, ws.scores, kKeyBlock, between);
 }
 
+// Decoding requests key rows 8 ahead: 4, 12, 16, 32 and 64 measured no better on the machines in
+// docs/tuning.md, "Requesting rows ahead".
 constexpr std::int64_t kPrefetchRows = 8;  // how far ahead of use key rows are requested
 constexpr std::int64_t kCacheLine = 64;
 
@@ -122,10 +125,10 @@ class RowPrefetcher {
 
 // Requests one tile's share of the next key block's rows, keys' then values', a few cache lines at a
 // time: the tile's micro-kernels call it between their column chunks, and what is left is requested
-// when it goes out of scope. Requested all at once, a tile's 176 lines (d = 128, f32) filled the
-// core's miss buffers and the prefetch instructions themselves stalled, 2.5% of the f32 forward's
-// time at n = 8192 (perf, AVX-512 Zen 4); the packing that followed read its rows from cache less
-// often, too.
+// when it goes out of scope. Requested all at once, a tile's 176 lines (d = 128, f32) fill the
+// core's miss buffers and the prefetch instructions themselves stall (2.5% of the f32 forward's time
+// at n = 8192 on an AVX-512 Zen 4), and the packing that follows finds fewer of its rows in cache.
+// See docs/tuning.md, "Prefetching the next key block".
 class SpreadRowPrefetch {
   static std::int64_t lines_of(std::int64_t bytes) { return (bytes + kCacheLine - 1) / kCacheLine; }
 
@@ -212,8 +215,9 @@ bool value_rows_in_place(const detail::Problem& p, const ForwardWorkspace& ws) {
 // independent accumulators (rows × keys) to cover the FMA latency at full throughput (8 chains: 4
 // cycles × 2 units), with each loaded query vector shared by the step's keys. With 32 registers
 // (AVX-512), up to kLanes accumulators: one reduction tree (reduce_add_each) then sums them all, which
-// costs less per sum the more there are. (With 16 registers, 3 keys for a GQA group of 4 rows, 12
-// chains, measured 1.09x from cache on a Zen 3 but 0.78-0.95x from memory: not taken, issue 15.)
+// costs less per sum the more there are. With 16 registers, 2 keys for a GQA group of 4 rows: 3 keys
+// (12 chains) measured faster from cache on a Zen 3 but slower from memory, where decoding runs. See
+// docs/tuning.md, "The score loop".
 constexpr std::int64_t decode_keys_per_step(std::int64_t rows) {
   if constexpr (Isa::kGeometry.registers >= 32) return std::clamp<std::int64_t>(kLanes / rows, 2, 8);
   return std::min<std::int64_t>(4, (8 + rows - 1) / rows);
@@ -257,9 +261,9 @@ __attribute__((always_inline)) inline void store_scaled_sums(const Vec* acc, flo
 // acc[t][r] = q[r] · k[t] as kLanes partial sums, over the first `count` elements (a multiple of
 // kLanes) for the Rows rows of q, d_k apart, and the Keys key rows k[t], stored as `Stored`. Each
 // sum runs over the vectors in the same order whatever Keys is, so a score does not depend on how
-// keys are grouped. Inlined into the key loop: called, a step (16 vectors at d_k = 128) paid a call
-// and its accumulators zeroed on the stack (bf16 decoding 1.13x from cache, 1.07x from memory on a
-// Zen 3; f32 within the noise).
+// keys are grouped. Inlined into the key loop: called, a step (16 vectors at d_k = 128) pays a call
+// and its accumulators zeroed on the stack (bf16 decoding measured 1.13x from cache, 1.07x from
+// memory on a Zen 3; see docs/tuning.md, "The score loop").
 template <std::int64_t Rows, std::int64_t Keys, DType Stored>
 __attribute__((always_inline)) inline void dot_with_rows(const float* q, std::int64_t d_k, std::int64_t count,
                                                          const StoredElement<Stored>* const* k, Vec (&acc)[Keys][Rows]) {
@@ -344,7 +348,7 @@ void score_tile_from_key_rows(const ForwardPlan& plan, ForwardWorkspace& ws, con
   // Where each key's rows lie (stored_row looks a cached key up in its block table), worked out once
   // for the block's keys and the few past it whose key rows are requested ahead: looked up at each
   // use (the key row, its request ahead, the value row's request), the addressing was a third of
-  // the int8 score loop's samples (perf, Xeon).
+  // the int8 score loop's samples on an Intel Xeon (docs/tuning.md, "Quantized caches").
   const std::int64_t ahead = std::clamp<std::int64_t>(ahead_end, width, width + kPrefetchRows);
   const char* key_at[kMaxKeyBlock + kPrefetchRows];
   const char* value_at[kMaxKeyBlock];
@@ -360,12 +364,12 @@ void score_tile_from_key_rows(const ForwardPlan& plan, ForwardWorkspace& ws, con
     // Key row j as the dot products read it; `slot` picks the converted copy's buffer.
     auto key_row = [&](std::int64_t j, std::int64_t slot) -> const Element* {
       // Decoding streams K and V from memory once: ask for rows ahead of use, so that their latency
-      // overlaps the arithmetic (the hardware prefetcher alone left single-thread decode latency-bound).
+      // overlaps the arithmetic (the hardware prefetcher alone leaves single-thread decode latency-bound).
       // Key rows a few ahead, across the end of the block; value row j now, read once the block's
       // scores are done, a block later. With the forward's blocks (256 KiB of f32 values at d = 128
-      // on AVX-512), f32 value rows go to L2: into L1, on an AVX-512 Zen 4, they held the miss
-      // buffers the key rows needed (perf put 77% of this function's samples on them) for lines
-      // evicted before use. With short blocks (decode_key_block, Intel) they go to L1.
+      // on AVX-512), f32 value rows go to L2: requested into L1 they hold the miss buffers the key
+      // rows need, for lines evicted before use. With short blocks (decode_key_block, Intel) they go
+      // to L1. The distance and the levels were measured: docs/tuning.md, "Requesting rows ahead".
       if ((direct || widened) && j + kPrefetchRows < ahead) {
         if constexpr (stored() == DType::int8 || stored() == DType::int4) {
           prefetch_key.records(key_at[j + kPrefetchRows]);
@@ -906,10 +910,9 @@ void online_softmax(ForwardWorkspace& ws, std::int64_t tile, std::int64_t cols, 
 }
 
 // The same with p rounded to bf16 straight into the pairs P·V reads (round_tile_into_pairs), never
-// stored as floats: on the bf16-dot path without dropout, the forward at n = m = 8192 on 1 thread of
-// an AVX-512 Zen 5 measured 1.01–1.03× at d = 64 (1.025× typical) and about 1.01× at d = 128 against
-// storing p and reading it back to round it. (The f32 path, whose rows take the same two vectors per
-// step, measured even.)
+// stored as floats and read back to be rounded: used on the bf16-dot path without dropout, where it
+// measured 1.01–1.03× at d = 64 on an AVX-512 Zen 5. See docs/tuning.md, "The online softmax and its
+// exp".
 template <class I = Isa>
 void online_softmax_into_pairs(ForwardWorkspace& ws, std::int64_t tile, std::int64_t cols, float* alpha) {
   float new_max[kTileRows];

@@ -121,8 +121,8 @@ void finalize_row(const ForwardPlan& plan, std::int64_t item, std::int64_t row, 
   const TensorView& out = plan.outputs->out;
   if (out.dtype() == DType::bf16 && out.stride(3) == 1 && s.d_v > 0) {
     // The target's vector rounding: store_row_part, compiled for the baseline CPU, was 5% of a bf16
-    // causal forward at n = m = 1024, d = 128 on an AVX-512 Zen 5; this forward 1.04× (non-causal
-    // 1.02–1.03×, d = 64 1.01–1.05×) on 1 thread.
+    // causal forward at n = m = 1024, d = 128 on an AVX-512 Zen 5 (docs/tuning.md, "Storing output
+    // rows").
     plan.round_to_bf16(partial.acc, &out.at<bfloat16>({at.outer, head, at.row, 0})->bits, s.d_v);
   } else {
     detail::store_row_part(partial.acc, out, at.outer, head, at.row, 0, s.d_v);

@@ -26,37 +26,24 @@ struct Geometry {
 };
 
 // AVX2: 16 vector registers; 6 × 2 accumulators, two loaded vectors and a broadcast. Work items of
-// 384 rows, as AVX-512's (below): on an AVX2-only Zen 3 they measured 0.99–1.12× the former 192
-// (1.02× typical) for n = m from 512 to 8192, d = 64 and 128, 1 and 2 threads, causal and not
-// (medians of 4–200 calls alternating in one process); only a single head of n = 1024 on 2 threads,
-// 3 items instead of 6, measured clearly less (0.94×).
+// 384 rows, as AVX-512's (below): larger items pack each key block less often; on an AVX2-only
+// Zen 3, 384 measured 0.99–1.12× 192 except where a call has too few items for two threads. Key
+// blocks of 64 measured slower, of 256 slower at d = 128. See docs/tuning.md, "Block geometry".
 inline constexpr Geometry kAvx2Geometry{8, 6, 2, 128, 16, 384, 384, 96, 128};
 // The scalar target runs the AVX2 geometry's tiles and key blocks over one-float vectors (and
-// items of 192 rows: its speed was never measured against anything).
+// items of 192 rows, not tuned).
 inline constexpr Geometry kScalarGeometry{1, 6, 2, 128, 16, 192, 192, 96, 128};
-// AVX-512: 32 vector registers; 8 × 2 accumulators of 16 floats, keys in blocks of 512 (the shapes a
-// FlashAttention-2 loop measured best on an AVX-512 Zen 5, issue 15; other AVX-512 CPUs may want
-// their own). Each key block is packed once per work item, so larger items pack less often: 384 rows
-// rather than 192 measured 1.07× (f32) and 1.10× (bf16 dot products) at n = m = 8192, d = 128, on an
-// AVX-512 Zen 4, and about even at n = 1024 on 1 and 2 threads (the AVX2 target on that Zen 4
-// measured 0.9× at n = 2048 with 384; on the AVX2-only Zen 3 it did not). Long problems take items
-// of 768 rows: on an AVX-512 Zen 5 (512-bit units), 1.025–1.04× for f32 at n = m = 8192, d = 128, on
-// 1 and 2 threads, 1.02× at n = 2048 (bf16 dot products at d = 64: 1.005–1.02×; 1024 or 1536 rows no
-// better than 768), but 0.96× for bf16 at n = 1024 on 2 threads, where fewer items balance worse.
-// The backward steps over 192 keys (its K, V, dK and dV blocks: 384 KiB at d = 128 in f32, in the
-// 1 MiB L2 of Zen 4 and 5), so the query rows, dO and dQ stream through half as often as with 96: on
-// an AVX-512 Zen 5 at n = m = 8192, d = 128, bf16 1.04–1.31× on 1 and 2 threads, f32 1.13–1.17×;
-// even at n = 2048 (AVX2 keeps 96: not measured there, and a Zen 3's L2 is half as large).
-// On an Intel Xeon (family 6, model 207) the same shapes hold: a standalone 8 × 2 Q·Kᵀ tile from L2
-// ran at 0.97–1.0 of the FMA loop at d = 64 (12 × 2: 0.90), key blocks of 256 or 128 were no faster
-// (128 slower), and items of 512 or 1024 rows (n = 1024) or 1536 (long) were within the noise.
-// On Intel CPUs decoding (an item of one tile) steps over 128 keys rather than 512
-// (short_decode_blocks, kernels.hpp): its value rows, requested into L1 as the scores read the key
-// rows, wait there a block (64 KiB at d = 128, f32) rather than 256 KiB in L2. On that Xeon, f32
-// decoding from memory (m = 32768, 32 query heads over 8 KV heads) 1.11x on 1 and on 2 threads
-// (medians of 5 alternating processes); bf16 and f16 caches within the noise (0.97-1.0x). On an
-// AVX-512 Zen 4, blocks of 512 with f32 values into L2 had measured 1.27x over L1; short blocks were
-// not measured on AMD, which keeps them. The AVX2 and scalar targets' blocks are 128 either way.
+// AVX-512: 32 vector registers; 8 × 2 accumulators of 16 floats (a 12 × 2 tile ran slower on an
+// Intel Xeon), keys in blocks of 512 (256 and 128 were no faster). Each key block is packed once per
+// work item, so larger items pack less often: 384 rows, and 768 for long problems (from
+// kLongItemsFrom query rows per KV head; at n = 1024, 768 balanced worse over two threads). The
+// backward steps over 192 keys, so that its K, V, dK and dV blocks (384 KiB at d = 128 in f32) stay
+// in a 1 MiB L2 while the query rows, dO and dQ stream through half as often as with 96; AVX2 keeps
+// 96 (a Zen 3's L2 is half as large). Decoding on Intel CPUs steps over 128 keys rather than 512
+// (short_decode_blocks, kernels.hpp), with its value rows requested into L1, where they wait a block
+// (64 KiB at d = 128, f32) rather than 256 KiB; AMD CPUs keep blocks of 512 with f32 values into L2.
+// The AVX2 and scalar targets' blocks are 128 either way. Every one of these was measured: see
+// docs/tuning.md, "Block geometry", "Backward" and "Decode blocks".
 // The emulated 16-lane targets use the same geometry.
 inline constexpr Geometry kAvx512Geometry{16, 8, 2, 512, 32, 384, 768, 192, 128};
 

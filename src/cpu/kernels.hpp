@@ -38,7 +38,8 @@ struct BackwardKernels {
 
 // Whether decoding (an item of one tile) steps over Geometry::decode_key_block keys, requesting its
 // value rows into L1, rather than over the forward's key blocks with f32 value rows requested into
-// L2: each was measured the faster on its vendor's CPUs (geometry.hpp), the short blocks on Intel.
+// L2: each was measured the faster on its vendor's CPUs, the short blocks on Intel (geometry.hpp;
+// docs/tuning.md, "Decode blocks").
 // Read once (cpuid); set_decode_blocks_for_testing(true or false) forces either, std::nullopt undoes it.
 bool short_decode_blocks();
 void set_decode_blocks_for_testing(std::optional<bool> short_blocks);

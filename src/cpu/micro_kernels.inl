@@ -30,17 +30,18 @@ template <class Between = NothingBetweenChunks>
 void tile_a_bt(const float* a, std::int64_t lda, const float* panels, std::int64_t depth, std::int64_t cols,
                float alpha, float* c, std::int64_t ldc, Between&& between = {}) {
   const Vec alpha_v = Isa::set1(alpha);
-  // Inlined into the chunk loop: called, each chunk paid a call, its accumulators zeroed on the stack
-  // and its loop's set-up, a tenth of its 64 steps at d = 64 (1.02–1.05× the AVX2 forward at d = 64
-  // on a Zen 3, issue 15).
+  // Inlined into the chunk loop: called, each chunk pays a call, its accumulators zeroed on the stack
+  // and its loop's set-up, a tenth of its 64 steps at d = 64 (inlined, the AVX2 forward at d = 64
+  // measured 1.02–1.05× on a Zen 3; see docs/tuning.md, "The micro-kernels").
   auto chunk = [&]<std::int64_t Vectors>(std::int64_t c0, std::integral_constant<std::int64_t, Vectors>)
                    __attribute__((always_inline)) {
     Vec acc[kTileRows][Vectors];
     for (auto& row : acc)
       for (Vec& a : row) a = Isa::zero();
     const float* b = panels + c0 * depth;
-    // Unrolled: a step is only 12 FMAs and 8 loads on AVX2, so the loop's own 3 instructions per
-    // step were 8% of the forward's instructions.
+    // Unrolled: a step is only 12 FMAs and 8 loads on AVX2, so without unrolling the loop's own 3
+    // instructions per step are 8% of the forward's instructions (docs/tuning.md, "The
+    // micro-kernels").
 #pragma GCC unroll 4
     for (std::int64_t x = 0; x < depth; ++x, b += kTileCols) {
       Vec bv[Vectors];

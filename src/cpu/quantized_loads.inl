@@ -16,8 +16,8 @@ inline float row_f16(const std::byte* p) {
 
 // Whether the target reads int4 codes by looking each up in its block's table of 16 values
 // (Isa::lookup_u4_low and _high: the AVX-512 targets, and the emulated 16-lane ones that test them).
-// On the Xeon (model 207), int4 decoding from cache measured about 1.1x over widening, converting
-// and scaling each code (4 alternating pairs of runs).
+// On an Intel Xeon (family 6, model 207), int4 decoding from cache measured about 1.1x over
+// widening, converting and scaling each code (docs/tuning.md, "Quantized caches").
 template <class I = Isa>
 constexpr bool int4_by_table = requires(typename I::Vec table, const void* p) { I::lookup_u4_low(table, p); };
 

@@ -134,8 +134,9 @@ std::uint32_t detect_features() {
 }
 
 // CPUs known to run vdpbf16ps at least at the f32 FMA rate: AMD Zen 4 and Zen 5 (family 19h models
-// 10h and up, family 1Ah), measured at twice the FMA rate on a Zen 5. Intel's (Cooper Lake to Granite
-// Rapids) run it at half the FMA rate (issue 15's Xeon: 80 vs 167 GFLOP/s), so there f32 FMA wins.
+// 10h and up, family 1Ah), measured at twice the FMA rate. Intel's (Cooper Lake to Granite Rapids)
+// run it at half the FMA rate (measured on a Xeon of family 6, model 207), so there bf16 inputs are
+// widened and multiplied by f32 FMA. See docs/tuning.md, "Choosing the target".
 bool detect_fast_bf16_dot() {
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
   if (!vendor_is("AuthenticAMD") || __get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return false;
@@ -150,8 +151,8 @@ bool detect_fast_bf16_dot() { return false; }
 #endif
 
 // Both read once: every call resolves its target (default_target), and under a hypervisor each
-// cpuid instruction traps to it. Asked per call, the vendor check's two cpuid took 6% of a 0.28 ms
-// decode step on an AVX-512 Zen 5 VM, about 17 µs.
+// cpuid instruction traps to it. Asked per call, the vendor check's two cpuid took about 17 µs, 6% of
+// a 0.28 ms decode step on an AVX-512 Zen 5 VM (docs/tuning.md, "Choosing the target").
 bool bf16_dot_is_fast() {
   static const bool fast = detect_fast_bf16_dot();
   return fast;

@@ -63,7 +63,8 @@ void bias_and_mask_row(const detail::Problem& p, std::int64_t batch, const RowIn
   }
   // Only visibility: just the vectors holding keys before first_rel or after last_rel change (on
   // the causal diagonal, the row's tail). Over the whole row, this loop was 2.8% of a causal forward
-  // at n = 1024, d = 64 (AVX-512 Zen 4), where nearly every row's last block is a diagonal one.
+  // at n = 1024, d = 64 (AVX-512 Zen 4), where nearly every row's last block is a diagonal one (see
+  // docs/tuning.md, "Causal attention: the diagonal").
   const std::int64_t head_end = std::min(cols, (std::max<std::int64_t>(first_rel, 0) + kLanes - 1) / kLanes * kLanes);
   for (std::int64_t c0 = 0; c0 < head_end; c0 += kLanes) logits_of_vector(c0);
   for (std::int64_t c0 = std::max(head_end, (last_rel + 1) / kLanes * kLanes); c0 < cols; c0 += kLanes) logits_of_vector(c0);

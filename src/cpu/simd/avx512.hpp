@@ -103,10 +103,10 @@ struct Avx512Isa {
   }
   // The same sums of v[t·Rows + r] (t < Keys, r < Rows), times `scale`, stored by row:
   // out[r·row_stride + t]. Straight from the tree's register to each row's Keys floats (one permute
-  // and one masked store a row): through an array of sums, decoding's score loop stalled on reading
+  // and one masked store a row): through an array of sums, decoding's score loop stalls on reading
   // back the masked store's floats one by one. With this, and the step inlined into the key loop,
-  // decoding from the last-level cache ran 1.10–1.18x (bf16) and 1.08–1.15x (f32) faster on an
-  // AVX-512 Zen 5, 1 thread (from memory, unchanged: there the memory is the limit).
+  // decoding from the last-level cache measured 1.08–1.18x faster on an AVX-512 Zen 5, 1 thread (from
+  // memory even: there the memory is the limit). See docs/tuning.md, "The score loop".
   template <std::int64_t Rows, std::int64_t Keys>
   __attribute__((always_inline)) static void reduce_add_each_by_row(const Vec* v, float scale, float* out,
                                                                     std::int64_t row_stride) {
