@@ -1,13 +1,13 @@
 /// \file
 /// Scaled dot-product attention, forward and backward.
 ///
-/// \verbatim
+/// \code{.unparsed}
 ///   O = dropout(softmax(logits(Q, K))) · V          logits as in attnkit/options.hpp
 ///
 /// Shapes, in logical order (any strides):
 ///   q    [B, Hq,  n, d_k]        k [B, Hkv, m, d_k]        v [B, Hkv, m, d_v]
 ///   out  [B, Hq,  n, d_v]        lse [B, Hq, n] (f32)      probs [B, Hq, n, m]
-/// \endverbatim
+/// \endcode
 /// Hq % Hkv == 0; query head h reads KV head h / (Hq / Hkv) (GQA; Hkv = 1 is MQA).
 /// q, k, v and out share one floating dtype; gradients share it too.
 ///

@@ -2,10 +2,10 @@
 /// attnkit::dist — exact attention over a sequence split across MPI ranks (ring attention).
 ///
 /// Every rank holds a shard of the same global sequence of length N along the sequence dimension:
-/// \verbatim
+/// \code{.unparsed}
 ///   q_local [B, Hq, n_r, d_k]   k_local [B, Hkv, n_r, d_k]   v_local [B, Hkv, n_r, d_v]
 ///   out_local [B, Hq, n_r, d_v] lse_local [B, Hq, n_r] (f32)
-/// \endverbatim
+/// \endcode
 /// and the result on each rank equals the rows of a single-process attnkit::forward/backward over the
 /// full sequence (self-attention: N queries over the same N keys) at the rank's global positions.
 /// The K/V shards travel around the ring of ranks (P − 1 steps) while each rank computes on the block
@@ -14,14 +14,14 @@
 /// Layouts. The sequence is cut into C chunks, C = P (contiguous) or 2P (zigzag), of sizes
 /// floor(N/C) + 1 for the first N mod C chunks and floor(N/C) for the rest: sizes differ by at most
 /// one and the shorter chunks come last (chunks are empty when N < C). Rank r holds
-/// \verbatim
+/// \code{.unparsed}
 ///   contiguous: chunk r;
 ///   zigzag:     chunks r and 2P − 1 − r, in that order (so causal work is balanced over the ranks).
-/// \endverbatim
+/// \endcode
 /// chunks(), local_length() and global_positions() give the exact mapping; shard()/unshard() apply it.
 ///
 /// Options (RingOptions::attention), with their single-process meaning over the global sequence:
-/// \verbatim
+/// \code{.unparsed}
 ///   scale, softcap            as in attnkit/options.hpp
 ///   causal                    top_left on global positions (bottom_right is the same thing here,
 ///                             since the global query and key lengths are equal)
@@ -34,7 +34,7 @@
 ///   dropout     its stream is keyed by query/key index, which would be local per block, not global
 ///   reference   the float64 reference backward renormalises per block, which is wrong for a partial
 ///               block (see ring_backward); for consistency both directions use the fast kernel
-/// \endverbatim
+/// \endcode
 /// Dtypes: f32, f16 and bf16 storage; each rank computes in float32 and rounds each output once.
 /// f64 is refused (Error(invalid_dtype)): the float32 kernels would silently lose its precision.
 ///

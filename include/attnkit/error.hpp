@@ -3,9 +3,9 @@
 ///
 /// Every failure the library reports is an attnkit::Error. Its message names the argument, the
 /// shapes involved and what was expected, e.g.
-/// \verbatim
+/// \code{.unparsed}
 ///   "k: batch size 3 does not match q's batch size 2 (q [2, 8, 128, 64], k [3, 8, 128, 64])".
-/// \endverbatim
+/// \endcode
 /// The code lets a caller branch without parsing text.
 #pragma once
 

@@ -4,12 +4,12 @@
 /// A decoder that generates token by token keeps the keys and values of every earlier token, so that
 /// each new token costs one row of projections and one pass over the cache. The cache holds them for
 /// many sequences at once, each with its own length:
-/// \verbatim
+/// \code{.unparsed}
 ///   contiguous  each sequence owns a slot of max_sequence_length rows, reserved at creation;
 ///   paged       sequences take fixed-size blocks from one shared pool as they grow, listed in a
 ///               per-sequence block table (as in vLLM's PagedAttention), so short and long sequences
 ///               share the memory; a freed sequence's blocks return to the pool.
-/// \endverbatim
+/// \endcode
 /// All memory is allocated when the cache is made. Appending past a sequence's limit or past the
 /// pool raises Error(capacity_exceeded) and leaves the cache as it was: nothing is reallocated in the
 /// decode loop and nothing is half-written.
