@@ -13,6 +13,7 @@ out="${1:-build/doxygen}"
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
 log="$out/warnings.log"
+rm -rf "$out/xml"  # read below: no stale pages from an earlier run
 rm -f "$log"
 
 if ! command -v doxygen >/dev/null 2>&1; then
@@ -23,7 +24,8 @@ fi
 version="$(sed -n 's/^project(attnkit VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt)"
 
 status=0
-ATTNKIT_DOXYGEN_OUT="$out" ATTNKIT_VERSION="$version" doxygen docs/Doxyfile || status=$?
+# QUIET = YES: what doxygen writes to stderr is its warnings.
+ATTNKIT_DOXYGEN_OUT="$out" ATTNKIT_VERSION="$version" doxygen docs/Doxyfile 2>"$log" || status=$?
 
 if [[ -s "$log" ]]; then
   echo "check-api-docs: $(wc -l <"$log") warning line(s) from doxygen:" >&2
