@@ -28,8 +28,9 @@ status=0
 ATTNKIT_DOXYGEN_OUT="$out" ATTNKIT_VERSION="$version" doxygen docs/Doxyfile 2>"$log" || status=$?
 
 if [[ -s "$log" ]]; then
-  echo "check-api-docs: $(wc -l <"$log") warning line(s) from doxygen:" >&2
-  cat "$log" >&2
+  # Doxygen may report a namespace member twice (for the namespace and for the file).
+  echo "check-api-docs: $(sort -u "$log" | wc -l) warning(s) from doxygen:" >&2
+  sort -u "$log" >&2
   [[ $status -ne 0 ]] || status=1
 fi
 # Doxygen 1.9.4 does not warn about an undocumented enumerator, namespace or file; its XML output
