@@ -1,4 +1,6 @@
-// attnkit — exact scaled dot-product attention. The one header to include.
+/// \file
+/// Exact scaled dot-product attention. The one header to include: it includes every other public
+/// C++ header of attnkit (except attnkit/dist.hpp, which needs MPI).
 #pragma once
 
 #include "attnkit/attention.hpp"

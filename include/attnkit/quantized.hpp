@@ -1,24 +1,26 @@
-// attnkit — block-quantized rows: the int8 and int4 storage of a KV cache (attnkit/kv_cache.hpp).
-//
-// Decoding reads the whole cache for every new token, so storing keys and values in 8 or 4 bits
-// makes it read 1.9× or 3.2× fewer bytes than bf16. A row of `width` values (width a multiple of
-// kQuantBlock) is quantised in blocks of kQuantBlock consecutive values, each block with its own
-// float16 scale, and stored as one record of quantized_row_bytes(dtype, width) bytes, the codes first:
-//
-//   int8  width bytes of codes (two's complement), then width / 32 scales (float16, little-endian):
-//         value c = code[c] · scale[c / 32]. Symmetric: scale = max|x| / 127 rounded to float16,
-//         code = x / scale rounded to nearest, ties to even, in −127 … 127.
-//   int4  width / 2 bytes of codes, then width / 32 pairs (scale, offset) of float16: value c =
-//         offset[b] + code · scale[b] for its block b. Asymmetric, as keys are often not centred:
-//         offset = the block's minimum and scale = (max − min) / 15, each rounded to float16, code =
-//         (x − offset) / scale rounded to nearest, ties to even, in 0 … 15. Byte i of a block's 16
-//         holds the codes of the block's values i (low nibble) and i + 16 (high nibble), so that one
-//         16-byte load widens to the block's two halves of 16 lanes.
-//
-// The division is done in double, so quantising is deterministic on every machine. A block holding
-// NaN or ±inf, or whose scale (or offset) overflows float16, is stored with a NaN scale: every value
-// of the block reads back as NaN, never as a plausible number. A block of zeros (or, int4, of equal
-// values) has scale 0 and reads back exactly (int4: up to the offset's float16 rounding).
+/// \file
+/// Block-quantized rows: the int8 and int4 storage of a KV cache (attnkit/kv_cache.hpp).
+///
+/// Decoding reads the whole cache for every new token, so storing keys and values in 8 or 4 bits
+/// makes it read 1.9× or 3.2× fewer bytes than bf16. A row of `width` values (width a multiple of
+/// kQuantBlock) is quantised in blocks of kQuantBlock consecutive values, each block with its own
+/// float16 scale, and stored as one record of quantized_row_bytes(dtype, width) bytes, the codes first:
+/// \code{.unparsed}
+///   int8  width bytes of codes (two's complement), then width / 32 scales (float16, little-endian):
+///         value c = code[c] · scale[c / 32]. Symmetric: scale = max|x| / 127 rounded to float16,
+///         code = x / scale rounded to nearest, ties to even, in −127 … 127.
+///   int4  width / 2 bytes of codes, then width / 32 pairs (scale, offset) of float16: value c =
+///         offset[b] + code · scale[b] for its block b. Asymmetric, as keys are often not centred:
+///         offset = the block's minimum and scale = (max − min) / 15, each rounded to float16, code =
+///         (x − offset) / scale rounded to nearest, ties to even, in 0 … 15. Byte i of a block's 16
+///         holds the codes of the block's values i (low nibble) and i + 16 (high nibble), so that one
+///         16-byte load widens to the block's two halves of 16 lanes.
+/// \endcode
+///
+/// The division is done in double, so quantising is deterministic on every machine. A block holding
+/// NaN or ±inf, or whose scale (or offset) overflows float16, is stored with a NaN scale: every value
+/// of the block reads back as NaN, never as a plausible number. A block of zeros (or, int4, of equal
+/// values) has scale 0 and reads back exactly (int4: up to the offset's float16 rounding).
 #pragma once
 
 #include <cstddef>
@@ -28,28 +30,29 @@
 
 namespace attnkit {
 
-inline constexpr std::int64_t kQuantBlock = 32;  // values per scale
+/// Values per scale: the block length of the int8 and int4 row formats.
+inline constexpr std::int64_t kQuantBlock = 32;
 
-// The byte offset, within a row record of `width` values, of block `block`'s float16 parameters:
-// its scale (int8), or its scale then offset (int4). The one definition of where they lie, for the
-// quantiser and the kernels alike.
+/// The byte offset, within a row record of `width` values, of block `block`'s float16 parameters:
+/// its scale (int8), or its scale then offset (int4). The one definition of where they lie, for the
+/// quantiser and the kernels alike.
 constexpr std::int64_t quantized_block_params_at(DType dtype, std::int64_t width, std::int64_t block) {
   return dtype == DType::int8 ? width + 2 * block : width / 2 + 4 * block;
 }
 
-// Whether `dtype` is one of the block-quantized row formats (int8, int4).
+/// Whether `dtype` is one of the block-quantized row formats (int8, int4).
 bool is_quantized(DType dtype) noexcept;
 
-// Bytes of one quantized row of `width` values (width a multiple of kQuantBlock).
+/// Bytes of one quantized row of `width` values (width a multiple of kQuantBlock).
 std::int64_t quantized_row_bytes(DType dtype, std::int64_t width) noexcept;
 
-// Quantises in[0 .. width) into one row record at `row` (quantized_row_bytes(dtype, width) bytes).
+/// Quantises in[0 .. width) into one row record at `row` (quantized_row_bytes(dtype, width) bytes).
 void quantize_row(const float* in, std::int64_t width, DType dtype, std::byte* row) noexcept;
 
-// The row's values c0 .. c0 + count as float32 (each the exact value rounded once to float).
+/// The row's values c0 .. c0 + count as float32 (each the exact value rounded once to float).
 void dequantize_row(const std::byte* row, std::int64_t width, DType dtype, std::int64_t c0, std::int64_t count,
                     float* out) noexcept;
-// The same in double: the stored values exactly (the float64 reference reads rows this way).
+/// The same in double: the stored values exactly (the float64 reference reads rows this way).
 void dequantize_row(const std::byte* row, std::int64_t width, DType dtype, std::int64_t c0, std::int64_t count,
                     double* out) noexcept;
 

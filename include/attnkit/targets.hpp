@@ -1,13 +1,14 @@
-// attnkit — SIMD targets of the fast kernels.
-//
-// The fast kernels are compiled once per instruction set and the best one the CPU supports is chosen
-// at run time. The caller can see the active target and force another one (tests run the kernels on
-// every target the CPU supports). ATTNKIT_TARGET=<name> in the environment forces one at start-up.
-//
-// The emulated targets are test stand-ins, compiled into builds with ATTNKIT_EMULATED_TARGETS (on
-// when the tests are built): the AVX-512 kernels' source and tile geometry run on 16-lane vectors
-// made of two AVX2 halves, and vdpbf16ps by a portable model, so that a machine without AVX-512 tests
-// the same code paths. They are never chosen by default.
+/// \file
+/// SIMD targets of the fast kernels.
+///
+/// The fast kernels are compiled once per instruction set and the best one the CPU supports is chosen
+/// at run time. The caller can see the active target and force another one (tests run the kernels on
+/// every target the CPU supports). ATTNKIT_TARGET=NAME in the environment forces one at start-up.
+///
+/// The emulated targets are test stand-ins, compiled into builds with ATTNKIT_EMULATED_TARGETS (on
+/// when the tests are built): the AVX-512 kernels' source and tile geometry run on 16-lane vectors
+/// made of two AVX2 halves, and vdpbf16ps by a portable model, so that a machine without AVX-512 tests
+/// the same code paths. They are never chosen by default.
 #pragma once
 
 #include <cstdint>
@@ -18,49 +19,53 @@
 
 namespace attnkit {
 
+/// An instruction set the fast kernels are compiled for.
 enum class Target : std::uint8_t {
-  scalar,                // portable C++, any CPU
-  avx2,                  // x86-64 with AVX2, FMA and F16C
-  avx512,                // x86-64 with AVX-512F/BW/VL/DQ (and AVX2, FMA, F16C)
-  avx512_bf16,           // avx512 plus AVX512_BF16: bf16 inputs' products with vdpbf16ps
-  avx512_emulated,       // test stand-in for avx512 on any AVX2 CPU
-  avx512_bf16_emulated,  // test stand-in for avx512_bf16 on any AVX2 CPU (vdpbf16ps modelled)
+  scalar,                ///< portable C++, any CPU
+  avx2,                  ///< x86-64 with AVX2, FMA and F16C
+  avx512,                ///< x86-64 with AVX-512F/BW/VL/DQ (and AVX2, FMA, F16C)
+  avx512_bf16,           ///< avx512 plus AVX512_BF16: bf16 inputs' products with vdpbf16ps
+  avx512_emulated,       ///< test stand-in for avx512 on any AVX2 CPU
+  avx512_bf16_emulated,  ///< test stand-in for avx512_bf16 on any AVX2 CPU (vdpbf16ps modelled)
 };
 
-// "scalar", "avx2", "avx512", "avx512_bf16", "avx512_emulated", "avx512_bf16_emulated".
+/// Stable name of a target: "scalar", "avx2", "avx512", "avx512_bf16", "avx512_emulated",
+/// "avx512_bf16_emulated".
 const char* target_name(Target target) noexcept;
-// The CPU features a target needs, e.g. "AVX2, FMA, F16C".
+/// The CPU features a target needs, e.g. "AVX2, FMA, F16C".
 const char* target_requirements(Target target) noexcept;
-// Whether the target is an emulated test stand-in.
+/// Whether the target is an emulated test stand-in.
 bool target_is_emulated(Target target) noexcept;
-// Whether the target computes bf16 inputs' products with bf16 dot products (P rounded to bf16
-// before P·V, as FlashAttention and torch do) rather than f32 FMA.
+/// Whether the target computes bf16 inputs' products with bf16 dot products (P rounded to bf16
+/// before P·V, as FlashAttention and torch do) rather than f32 FMA.
 bool target_uses_bf16_dot(Target target) noexcept;
 
-// Targets built into this library, and those this CPU can run, best first (emulated ones last but
-// for scalar).
+/// Targets built into this library, best first (emulated ones last but for scalar).
 std::vector<Target> compiled_targets();
+/// Targets built into this library that this CPU can run, best first (emulated ones last but for
+/// scalar).
 std::vector<Target> supported_targets();
-// The target called `name` ("avx2", as target_name gives), or nothing; and every target's name,
-// "avx512_bf16, avx512, ...", for messages that list them.
+/// The target called `name` ("avx2", as target_name gives), or nothing.
 std::optional<Target> target_from_name(std::string_view name) noexcept;
+/// Every target's name, "avx512_bf16, avx512, ...", for messages that list them.
 std::string target_names();
 
-// The first feature of target_requirements this CPU (or its operating system) lacks; empty when it
-// has them all.
+/// The first feature of target_requirements this CPU (or its operating system) lacks; empty when it
+/// has them all.
 std::string missing_cpu_feature(Target target);
-// The target chosen when none is forced, and why: the best supported non-emulated target, except that
-// avx512_bf16 is chosen over avx512 only on CPUs known to run vdpbf16ps at least at the f32 FMA rate.
+/// The target chosen when none is forced: the best supported non-emulated target, except that
+/// avx512_bf16 is chosen over avx512 only on CPUs known to run vdpbf16ps at least at the f32 FMA rate.
 Target default_target();
+/// Why default_target() chose its target: the target's name and the reason, for messages.
 std::string default_target_reason();
 
-// The target the fast kernels use now: the one forced by set_target or ATTNKIT_TARGET, else
-// default_target(). Raises Error(unsupported) naming the missing CPU feature if ATTNKIT_TARGET names
-// a target this CPU cannot run, and Error(invalid_argument) if it names no target at all.
+/// The target the fast kernels use now: the one forced by set_target or ATTNKIT_TARGET, else
+/// default_target(). Raises Error(unsupported) naming the missing CPU feature if ATTNKIT_TARGET names
+/// a target this CPU cannot run, and Error(invalid_argument) if it names no target at all.
 Target active_target();
-// Forces a target (Error(unsupported), naming the missing feature, if the CPU cannot run it);
-// reset_target() returns to the default.
+/// Forces a target (Error(unsupported), naming the missing feature, if the CPU cannot run it).
 void set_target(Target target);
+/// Returns to the default: default_target(), or the one ATTNKIT_TARGET names.
 void reset_target();
 
 }  // namespace attnkit
