@@ -5,8 +5,10 @@
 # then a debug build under AddressSanitizer + UndefinedBehaviorSanitizer (then a 20-second soak under
 # them); then the fuzz targets under libFuzzer for ATTNKIT_FUZZ_SECONDS each (scripts/check-fuzz.sh,
 # clang-14); then the multi-threaded tests a third time, under ThreadSanitizer; last, the Python package's tests
-# (scripts/check-python.sh: pip install . into a virtual environment, then pytest). This is the
-# README's test command and CI's.
+# (scripts/check-python.sh: pip install . into a virtual environment, then pytest); and the
+# documentation: Doxygen over the public headers, warnings as errors (scripts/check-api-docs.sh), and
+# every example of README.md and docs/ built or run, its shown output compared, its links, paths and
+# flags checked (scripts/check-docs.py). This is the README's test command and CI's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
@@ -19,6 +21,9 @@ stage "release build, warnings are errors"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DATTNKIT_WERROR=ON -DATTNKIT_BUILD_MPI=ON
 cmake --build build -j"$jobs"
 ctest --test-dir build --output-on-failure -j"$jobs"
+
+stage "API reference: Doxygen over include/attnkit, every public symbol documented"
+bash scripts/check-api-docs.sh build/doxygen
 
 stage "valgrind memcheck on the CLI's main commands (the release build's binary)"
 bash scripts/check-valgrind.sh
@@ -57,4 +62,8 @@ cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DATTNKIT_TSAN=ON -DA
 
 stage "Python package: pip install . into build-python/venv, then pytest"
 bash scripts/check-python.sh
+
+stage "documentation: every example in README.md and docs/ built, run and compared; links, paths, flags"
+python3 scripts/check-docs.py --build build --python build-python/venv/bin/python --self-test
+python3 scripts/check-docs.py --build build --python build-python/venv/bin/python
 echo "== every check passed in ${SECONDS} s"

@@ -14,6 +14,7 @@ packages=(
   qemu-user                  # a CPU without AVX for the CLI and kernel tests (scripts/check-no-avx.sh)
   clang-14 libclang-rt-14-dev  # libFuzzer and the sanitizers' runtimes (scripts/check-fuzz.sh)
   libjemalloc2               # the allocator torch is benchmarked with (python -m attnkit.bench)
+  doxygen                    # the API reference from the headers (scripts/check-api-docs.sh)
 )
 # ATTNKIT_INSTALL_BROWSER=1 (CI) adds Chromium, for the test that loads `attnkit heatmap --html`'s
 # page in a headless browser; without it that test skips, saying why.

@@ -1,7 +1,7 @@
 /// \file
 /// What an attention call computes, beyond Q, K and V.
 ///
-/// The logits of query i against key j are built in this fixed order (shared/DESIGN.md):
+/// The logits of query i against key j are built in this fixed order (docs/semantics.md):
 /// \code{.unparsed}
 ///   s = (q_i · k_j) · scale                      scale defaults to 1/sqrt(d_k)
 ///   s = softcap · tanh(s / softcap)              if softcap > 0
