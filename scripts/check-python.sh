@@ -47,7 +47,8 @@ echo "== build and install attnkit (pip install ., CMake build kept in build-pyt
 # runs without isolation in a kept build folder, so that a second run only recompiles what changed.
 # (A plain `pip install .` builds in a temporary folder from scratch, with the same result.)
 "$venv/bin/python" -m pip install --quiet --upgrade pip
-"$venv/bin/python" -m pip install --quiet "scikit-build-core>=0.10" "nanobind>=2.2" numpy pytest
+# matplotlib: scripts/plot_performance.py draws docs/performance.png, and its test runs it.
+"$venv/bin/python" -m pip install --quiet "scikit-build-core>=0.10" "nanobind>=2.2" numpy pytest matplotlib
 if [ "${ATTNKIT_TEST_TORCH:-0}" = 1 ]; then
   echo "== torch from PyPI, for the cross-checks (ATTNKIT_TEST_TORCH=1)"
   "$venv/bin/python" -m pip install --quiet torch
