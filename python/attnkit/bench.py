@@ -217,7 +217,7 @@ def default_cases():
     causal and not; one grouped-query decoding step; training through autograd; a whole
     ``nn.MultiheadAttention`` training step; and a real model's forward (all-MiniLM-L6-v2)."""
     cases = []
-    # Batch 1, 8 heads: the shapes torch, OpenVINO, ONNX Runtime and ggml were compared on (issue 15).
+    # Batch 1, 8 heads: the shapes torch, OpenVINO, ONNX Runtime and ggml were compared on.
     for dtype, sizes in (("float32", (1024, 8192)), ("bfloat16", (1024,))):
         short = {"float32": "f32", "bfloat16": "bf16"}[dtype]
         for n in sizes:
@@ -234,7 +234,7 @@ def default_cases():
         name = f"train_f32_L{n}_E{E}" + ("_causal" if causal else "")
         cases.append(Case(name, "training", "float32", 1, 16, 16, n, n, E, causal))
     cases.append(Case("mha_train_f32_L1024_W1024_H16_causal", "module_training", "float32", 2, 16, 16, 1024, 1024, 64, True))
-    # A real model through Hugging Face transformers: 32 sentences of 128 tokens (issue 20).
+    # A real model through Hugging Face transformers: 32 sentences of 128 tokens.
     cases.append(Case("model_minilm_f32_B32_L128", "model_forward", "float32", 32, 12, 12, 128, 128, 32))
     return cases
 
