@@ -38,6 +38,10 @@ EXIT_NO_TORCH = 2  # torch is what attnkit is compared with: without it there is
 
 @dataclasses.dataclass(frozen=True)
 class Case:
+    """One benchmark case: its name, what a timed call does (``kind``, a key of ``KINDS``), the dtype
+    and the shape: ``batch``, ``q_heads`` over ``kv_heads``, ``L`` queries, ``S`` keys, head width
+    ``E``, and whether the attention is causal."""
+
     name: str
     kind: str  # a key of KINDS
     dtype: str  # "float32" or "bfloat16"
@@ -184,6 +188,10 @@ def _minilm_flops(case):
 
 
 class Kind(NamedTuple):
+    """What a kind of case runs: the FLOPs of one timed call as a multiple of the forward's
+    (``flop_factor``), the function that prepares the two calls (``calls``: (case, torch) ->
+    (attnkit_call, torch_call)) and the FLOPs beyond the attention's (``extra_flops``)."""
+
     flop_factor: float  # FLOPs of one timed call over the forward's (a backward adds 2.5, docs/performance.md)
     calls: Callable  # (case, torch) -> (attnkit_call, torch_call), each taking no argument
     extra_flops: Callable = lambda case: 0  # FLOPs beyond the attention's (a module's projections)
@@ -205,6 +213,9 @@ KINDS = {
 
 
 def default_cases():
+    """The cases ``python -m attnkit.bench`` runs without ``--quick``: prefill in f32 and bf16,
+    causal and not; one grouped-query decoding step; training through autograd; a whole
+    ``nn.MultiheadAttention`` training step; and a real model's forward (all-MiniLM-L6-v2)."""
     cases = []
     # Batch 1, 8 heads: the prefill shapes on which torch, OpenVINO, ONNX Runtime and ggml are compared.
     for dtype, sizes in (("float32", (1024, 8192)), ("bfloat16", (1024,))):
@@ -378,6 +389,8 @@ def _table_row(r, peers):
 
 
 def main(argv=None):
+    """The command line ``python -m attnkit.bench`` (``argv`` without the program name; default
+    ``sys.argv[1:]``). Returns the exit code: 0, 1 for bad flags or a missing peer, 2 without torch."""
     args = _parser().parse_args(argv)
     cases = quick_cases() if args.quick else default_cases()
     if args.cases:

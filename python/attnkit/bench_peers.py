@@ -24,6 +24,9 @@ class PeerUnavailable(Exception):
 
 
 class Peer(NamedTuple):
+    """A loaded peer library: its ``name``, its ``version`` and ``build``, which prepares its call on
+    a case's float32 inputs."""
+
     name: str
     version: str
     # (case, q, k, v as float32 numpy arrays [B, H, rows, E], threads) -> a call returning the output

@@ -261,6 +261,10 @@ def strongest_links(heads: HeadWeights, token: str, to: str | None = None, top: 
 
 
 def main(argv=None) -> int:
+    """The command line ``python -m attnkit.heads`` (``argv`` without the program name; default
+    ``sys.argv[1:]``): draws the heads of ``--model`` on ``--text`` into ``--out`` and/or ``--png``
+    and prints the heads that measure highest. Returns the exit code: 0, or 1 on an error, which is
+    printed and leaves nothing written (bad flags exit with argparse's 2)."""
     parser = argparse.ArgumentParser(
         prog="python -m attnkit.heads",
         description="Draws every attention head of a Hugging Face model on a text, computed through attnkit, with "

@@ -100,7 +100,7 @@ class KVCache:
     dtype). Appended keys and values, of any floating dtype, are rounded to it once. ``"int8"`` and
     ``"int4"`` store them block-quantized (blocks of 32 features with float16 scales; the widths
     must be multiples of 32): decoding then reads 1.9x or 3.2x fewer bytes than bfloat16, at the
-    price of a quantisation error (the README lists it). ``key_dtype`` and ``value_dtype`` set the
+    price of a quantisation error (docs/python.md lists it). ``key_dtype`` and ``value_dtype`` set the
     keys' and values' storage apart (e.g. int8 keys, int4 values); ``keys(seq)`` and ``values(seq)``
     of quantized storage give the stored values exactly, as float64.
 

@@ -61,6 +61,12 @@ class MultiheadAttention(torch.nn.MultiheadAttention):
 
     def forward(self, query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
                 average_attn_weights=True, is_causal=False):  # fmt: skip
+        """``torch.nn.MultiheadAttention.forward``'s arguments and results, with one attnkit call for
+        the attention: returns ``(output, weights)``, weights None when ``need_weights=False``.
+
+        ``is_causal=True`` without ``attn_mask`` is causal attention (torch requires the mask); the
+        weights are the softmax before dropout. Bool masks stay bool; the key-padding and attention
+        masks are merged into one."""
         for name, x in (("query", query), ("key", key), ("value", value)):
             if not isinstance(x, torch.Tensor):
                 raise TypeError(f"{name}: expected a torch.Tensor, got {type(x).__name__}")

@@ -35,6 +35,7 @@ class Attention(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, call, want_probs, query, key, value, attn_mask):
+        """Runs the call's forward, keeping the output and log-sum-exp for the backward."""
         out, lse, probs = call.forward(lse=True, probs=want_probs)
         ctx.call = call
         ctx.save_for_backward(out, lse, probs)
@@ -45,6 +46,8 @@ class Attention(torch.autograd.Function):
     @staticmethod
     @once_differentiable
     def backward(ctx, d_out, d_lse, d_probs):
+        """attnkit's backward kernel for q, k and v; the gradients through the log-sum-exp, the
+        weights and a floating mask are added with torch operations when they are asked for."""
         call = ctx.call
         layout = call.layout
         out, lse, probs = ctx.saved_tensors
@@ -163,6 +166,7 @@ class VarlenAttention(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, call, q, k, v):
+        """Runs the packed forward, keeping the output and log-sum-exp for the backward."""
         out, lse = call.forward()
         ctx.call = call
         ctx.save_for_backward(out, lse)
@@ -172,6 +176,7 @@ class VarlenAttention(torch.autograd.Function):
     @staticmethod
     @once_differentiable
     def backward(ctx, d_out, d_lse):
+        """attnkit's packed backward (``varlen_backward``); the lse takes no gradient."""
         out, lse = ctx.saved_tensors
         dq, dk, dv = ctx.call.backward(out, torch.zeros_like(out) if d_out is None else d_out, lse)
         return None, dq, dk, dv
