@@ -134,7 +134,9 @@ def build_compiled_blocks(blocks, work):
              "set(CMAKE_CXX_STANDARD 20)", "set(CMAKE_CXX_STANDARD_REQUIRED ON)",
              "set(CMAKE_C_STANDARD 11)", "set(CMAKE_C_STANDARD_REQUIRED ON)",
              "set(CMAKE_C_EXTENSIONS OFF)", "find_package(attnkit REQUIRED)",
-             "add_compile_options(-Wall -Wextra -Werror)"]
+             # GCC 12 warns (-Wmissing-field-initializers) about designated initializers that leave
+             # members at their defaults, as `AttentionOptions{.causal = ...}` is meant to.
+             "add_compile_options(-Wall -Wextra -Werror -Wno-missing-field-initializers)"]
     for n, block in enumerate(blocks):
         source = f"block{n}.{'cpp' if block.lang == 'cpp' else 'c'}"
         with open(os.path.join(project, source), "w", encoding="utf-8") as f:
@@ -142,7 +144,7 @@ def build_compiled_blocks(blocks, work):
         block.target = f"block{n}"
         block.has_main = re.search(r"\bint\s+main\s*\(", block.text) is not None
         kind = "add_executable({0} {1})" if block.has_main else "add_library({0} OBJECT {1})"
-        library = "attnkit::attnkit" if block.lang == "cpp" else "attnkit::attnkit_c"
+        library = "attnkit::attnkit" if block.lang == "cpp" else "attnkit::attnkit_c m"
         cmake += [kind.format(block.target, source),
                   f"target_link_libraries({block.target} PRIVATE {library})"]
     with open(os.path.join(project, "CMakeLists.txt"), "w", encoding="utf-8") as f:
@@ -325,9 +327,17 @@ class Help:
         top = subprocess.run([binary, "--help"], capture_output=True, text=True).stdout
         self.commands = re.findall(r"^  ([a-z]+)\s{2,}", top.split("Commands:")[1].split("\n\n")[0], re.M)
         self.flags["attnkit"] = set(re.findall(r"--[a-z0-9][a-z0-9-]*", top))
+        self.subcommands = {}
         for command in self.commands:
             text = subprocess.run([binary, command, "--help"], capture_output=True, text=True).stdout
             self.flags[f"attnkit {command}"] = set(re.findall(r"--[a-z0-9][a-z0-9-]*", text))
+            # A command with its own commands (`attnkit lab scaling`) lists them before "Run '...".
+            if re.search(rf"^Run 'attnkit {command} <", text, re.M):
+                listed = re.findall(r"^  ([a-z]+)\s{2,}\S", text.split("\nRun '")[0], re.M)
+                self.subcommands[command] = listed
+                for sub in listed:
+                    sub_text = subprocess.run([binary, command, sub, "--help"], capture_output=True, text=True).stdout
+                    self.flags[f"attnkit {command} {sub}"] = set(re.findall(r"--[a-z0-9][a-z0-9-]*", sub_text))
         mpi = os.path.join(args.build, "bin", "attnkit-mpi")
         if os.path.exists(mpi):
             text = subprocess.run([mpi, "--help"], capture_output=True, text=True).stdout
@@ -350,6 +360,8 @@ class Help:
             words = rest.split()
             if words and words[0] in self.commands:
                 key = f"attnkit {words[0]}"
+                if len(words) > 1 and words[1] in self.subcommands.get(words[0], ()):
+                    key = f"attnkit {words[0]} {words[1]}"
             elif words and re.match(r"^[a-z][a-z-]*$", words[0]):
                 fail(where, f"`attnkit {words[0]}` is not an attnkit command")
                 return
@@ -371,6 +383,7 @@ def check_flags(help_, path, prose, blocks):
             for offset, line in enumerate(block.text.split("\n")):
                 if block.lang == "console" and not line.startswith("$ "):
                     continue
+                line = re.sub(r"(^|\s)#.*$", "", line)  # a shell comment is prose
                 help_.check(line, f"{os.path.relpath(path, REPO)}:{block.line + 1 + offset}")
 
 
@@ -484,6 +497,7 @@ def main():
     parser.add_argument("pages", nargs="*", help="check only these pages")
     args = parser.parse_args()
     args.build = os.path.abspath(args.build)
+    args.python = os.path.abspath(args.python) if os.sep in args.python else args.python
     if not os.path.exists(os.path.join(args.build, "bin", "attnkit")):
         sys.exit(f"check-docs: {args.build}/bin/attnkit does not exist: build first")
     if not os.path.exists(args.python):
