@@ -23,7 +23,7 @@
  * Memory: attnkit never hands the caller memory to free. Outputs are written into the caller's
  * buffers; a KV cache is made by attnkit_kv_cache_create and released by attnkit_kv_cache_destroy.
  *
- * ABI: see "The C API" in README.md. Within one major version of ATTNKIT_C_API_VERSION, functions
+ * ABI: see "ABI rules" in docs/c-api.md. Within one major version of ATTNKIT_C_API_VERSION, functions
  * and enumerators are only added; the structs that carry struct_size only grow at their end, and a
  * field added later means "as before" when it is zero. */
 #ifndef ATTNKIT_ATTNKIT_H

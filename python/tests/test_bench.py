@@ -119,7 +119,7 @@ JEMALLOC = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"  # Debian's libjemalloc2
 
 
 def test_peers_time_the_float32_forward_cases(torch, peer_libraries):
-    # Under jemalloc, as the README runs torch: OpenVINO's TBB must not abort there.
+    # Under jemalloc, as docs/performance.md runs torch: OpenVINO's TBB must not abort there.
     env = dict(os.environ)
     if os.path.exists(JEMALLOC):
         env["LD_PRELOAD"] = JEMALLOC

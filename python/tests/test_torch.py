@@ -588,7 +588,7 @@ def test_forward_cached_is_the_causal_forward(gen, layout, batch_first):
 @pytest.mark.parametrize("dtype, bound", [("int8", 0.02), ("int4", 0.3)])
 def test_forward_cached_over_a_quantized_cache(gen, dtype, bound):
     """Over an int8 or int4 cache the steps stay within the quantisation's error of the float32
-    cache's (the C++ module test measured 0.7% and 11%; the README's table has the figures)."""
+    cache's (the C++ module test measured 0.7% and 11%; docs/kv-cache.md has the figures)."""
     E, H = 256, 4  # head_dim 64: two blocks of 32
     m = attnkit.nn.MultiheadAttention(E, H, batch_first=True).eval()
     f32, quantized = m.make_cache(48), m.make_cache(48, dtype=dtype)

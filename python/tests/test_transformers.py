@@ -224,7 +224,7 @@ def sentence_embeddings(model, tokenizer, sentences):
 
 def test_minilm_embeddings_match_sdpa():
     """Sentences of different lengths in one batch (so the padding mask matters): attnkit's
-    embeddings equal transformers' "sdpa" ones to float32 rounding (the README quotes the figures)."""
+    embeddings equal transformers' "sdpa" ones to float32 rounding (docs/python.md quotes the figures)."""
     path = minilm_path()
     tokenizer = transformers.AutoTokenizer.from_pretrained(path)
     ours = transformers.AutoModel.from_pretrained(path, attn_implementation=attnkit_hf.NAME).eval()

@@ -6,7 +6,7 @@
 
 #include "attnkit/error.hpp"
 
-// The ABI (README, "ABI rules"): on 64-bit targets these layouts are fixed within a major version;
+// The ABI (docs/c-api.md, "ABI rules"): on 64-bit targets these layouts are fixed within a major version;
 // a struct with struct_size only grows at its end.
 static_assert(sizeof(void*) != 8 || sizeof(attnkit_tensor) == 80, "attnkit_tensor's layout is part of the ABI");
 static_assert(sizeof(void*) != 8 || sizeof(attnkit_options) == 104, "attnkit_options' first version");

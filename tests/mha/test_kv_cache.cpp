@@ -684,7 +684,7 @@ TEST(AttendOptions, QuantizedCaches) {
 // cached tokens, a fixed seed) over int8 and int4 caches against the same step over an f32 cache, as
 // the RMS of the output's difference relative to the RMS of the f32 cache's output. Keys and values
 // are normal; with outliers, 4 of the 128 key channels are 20 times larger, as real keys have. The
-// README's table lists these figures; a quantiser that got worse (or a test that stopped measuring)
+// table in docs/kv-cache.md lists these figures; a quantiser that got worse (or a test that stopped measuring)
 // leaves the margin.
 TEST(KVCacheQuantization, OutputErrorAgainstAnF32CacheIsAsDocumented) {
   constexpr int64_t kHkv = 8, kHq = 32, kD = 128, kTokens = 2048;

@@ -29,7 +29,7 @@ using Clock = std::chrono::steady_clock;
 // rounding moves the gradients by through the backward's D = rowsum(dO ∘ O) grows with the rows a key
 // gathers, so the reference's gradients are moved to the stored output (move_to_stored_output) rather
 // than the bound widened. The largest errors of long runs
-// on these random inputs use a fraction of them (the README's guarantees page lists both), so a real
+// on these random inputs use a fraction of them (docs/guarantees.md lists both), so a real
 // regression, not rounding, trips them.
 struct Bounds {
   double forward, lse, backward;
