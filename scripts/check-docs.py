@@ -18,11 +18,12 @@ Other info strings (text, json, ...) are not checked.
 
 Beside the blocks: every relative link and image exists (and its #anchor is a heading there);
 every backticked repository path exists; every `--flag` written after `attnkit <command>` is one
-that command's --help lists; and every flag of every command, and every C status code, is named
-in the manual page about it, so that a new one cannot go undocumented.
+that command's --help lists; and every flag of every command, every enumerator and function of the
+C header and every C++ error code is named in the manual page about it, so that a new one cannot
+go undocumented.
 
 Usage: check-docs.py [--build DIR] [--python PY] [--keep] [--self-test] [PAGE ...]
-(with pages named, only they are checked, and the coverage of flags and status codes is not)"""
+(with pages named, only they are checked, and the coverage checks are skipped)"""
 import argparse
 import glob
 import os
@@ -388,7 +389,7 @@ def check_flags(help_, path, prose, blocks):
 
 
 def check_coverage(help_):
-    """Every flag and status code is named on the page that documents its command or API."""
+    """Every flag, C name and error code is named on the page that documents its command or API."""
     def page_text(name):
         path = os.path.join(REPO, "docs", name)
         return open(path, encoding="utf-8").read() if os.path.exists(path) else ""
@@ -399,11 +400,26 @@ def check_coverage(help_):
         for flag in sorted(flags - {"--help", "--version"}):
             if not re.search(re.escape(flag) + r"(?![a-z0-9-])", text):
                 fail(f"docs/{page}", f"`{key} --help` lists {flag}, which the page does not document")
+    # The C API: every enumerator (status codes, dtypes, causal modes, kernels, layouts) and every
+    # function of attnkit.h is named in c-api.md.
     header = open(os.path.join(REPO, "include", "attnkit", "attnkit.h"), encoding="utf-8").read()
     c_api = page_text("c-api.md")
-    for status in sorted(set(re.findall(r"\b(ATTNKIT_STATUS_[A-Z_]+)\b", header))):
-        if status not in c_api:
-            fail("docs/c-api.md", f"{status} (include/attnkit/attnkit.h) is not documented")
+    names = set(re.findall(r"^\s+(ATTNKIT_[A-Z0-9_]+)\s*=", header, re.M))
+    names |= set(re.findall(r"ATTNKIT_C_API\s+[\w\s*]*?\b(attnkit_\w+)\s*\(", header))
+    for name in sorted(names):
+        if not re.search(rf"\b{name}\b", c_api):
+            fail("docs/c-api.md", f"{name} (include/attnkit/attnkit.h) is not documented")
+    counts["C names"] = len(names)
+    # The C++ error codes, named in cpp-api.md.
+    error = open(os.path.join(REPO, "include", "attnkit", "error.hpp"), encoding="utf-8").read()
+    enum = error[error.index("enum class ErrorCode"):]
+    codes = re.findall(r"^\s+([a-z_]+)\b", enum[enum.index("{") + 1:enum.index("};")], re.M)
+    cpp_api = page_text("cpp-api.md")
+    for code in codes:
+        if not re.search(rf"\b{code}\b", cpp_api):
+            fail("docs/cpp-api.md", f"ErrorCode::{code} (include/attnkit/error.hpp) is not documented")
+    if len(codes) < 5 or len(names) < 20:
+        fail("check-docs", f"read only {len(codes)} error codes and {len(names)} C names: the headers' form changed?")
 
 
 SELF_TEST_GOOD = """# A page that passes
