@@ -25,6 +25,7 @@ go undocumented.
 Usage: check-docs.py [--build DIR] [--python PY] [--keep] [--self-test] [PAGE ...]
 (with pages named, only they are checked, and the coverage checks are skipped)"""
 import argparse
+import functools
 import glob
 import os
 import re
@@ -38,8 +39,8 @@ RUN_TIMEOUT = 120  # seconds a block may run; each is meant to take a few
 
 failures = []
 counts = {"built and run": 0, "compiled": 0, "run": 0, "outputs compared": 0, "fragments": 0,
-          "skipped": 0, "links": 0, "paths": 0, "flags": 0}
-skipped = []
+          "links": 0, "paths": 0, "flags": 0}
+skipped = []  # "page:line: why" of each python block not run
 
 
 def fail(where, message):
@@ -67,8 +68,10 @@ def pages():
 FENCE = re.compile(r"^( {0,3})(```+|~~~+)\s*([^`]*)$")
 
 
+@functools.lru_cache(maxsize=None)
 def split_page(path):
-    """Returns the page's code blocks and its prose lines (with line numbers), fences removed."""
+    """Returns the page's code blocks and its prose lines (with line numbers), fences removed.
+    Each page is read once, also when links to it are checked."""
     blocks, prose = [], []
     with open(path, encoding="utf-8") as f:
         lines = f.read().split("\n")
@@ -105,7 +108,9 @@ def run(cmd, where, cwd, env=None, input_text=None):
         return None
 
 
-def shell_env(work):
+@functools.lru_cache(maxsize=None)
+def shell_env():
+    """The environment every example runs in (a copy per call is not needed: none changes it)."""
     env = dict(os.environ)
     env["PATH"] = os.path.join(args.build, "bin") + os.pathsep + env.get("PATH", "")
     env["ATTNKIT_REPO"] = REPO
@@ -165,9 +170,15 @@ def build_compiled_blocks(blocks, work):
             counts["compiled"] += 1
             continue
         cwd = tempfile.mkdtemp(dir=work)
-        r = run([os.path.join(out, block.target)], block.where, cwd, shell_env(work))
+        r = run([os.path.join(out, block.target)], block.where, cwd, shell_env())
         if report_run(block, r, f"the {block.lang} example"):
             counts["built and run"] += 1
+
+
+@functools.lru_cache(maxsize=None)
+def importable(package):
+    """Whether the examples' Python imports `package` (asked once: importing torch takes seconds)."""
+    return subprocess.run([args.python, "-c", f"import {package}"], capture_output=True).returncode == 0
 
 
 def optional_packages_missing(block):
@@ -175,8 +186,7 @@ def optional_packages_missing(block):
     for package, variable in (("torch", "ATTNKIT_TEST_TORCH"), ("transformers", "ATTNKIT_TEST_TRANSFORMERS")):
         if re.search(rf"^\s*(import|from)\s+{package}\b", block.text, re.M) or \
            (package == "transformers" and "attnkit.integrations.transformers" in block.text):
-            probe = subprocess.run([args.python, "-c", f"import {package}"], capture_output=True)
-            if probe.returncode != 0 and os.environ.get(variable) != "1":
+            if not importable(package) and os.environ.get(variable) != "1":
                 return f"{package} is not installed (set {variable}=1 to require it)"
     return None
 
@@ -191,11 +201,10 @@ def run_python(block, work):
         return
     reason = optional_packages_missing(block)
     if reason:
-        counts["skipped"] += 1
         skipped.append(f"{block.where}: {reason}")
         return
     cwd = tempfile.mkdtemp(dir=work)
-    r = run([args.python, "-"], block.where, cwd, shell_env(work), block.text)
+    r = run([args.python, "-"], block.where, cwd, shell_env(), block.text)
     if report_run(block, r, "the python example"):
         counts["run"] += 1
 
@@ -208,7 +217,7 @@ def run_sh(block, work):
         counts["fragments"] += 1
         return
     cwd = tempfile.mkdtemp(dir=work)
-    r = run(["bash", "-euo", "pipefail"], block.where, cwd, shell_env(work), block.text)
+    r = run(["bash", "-euo", "pipefail"], block.where, cwd, shell_env(), block.text)
     if report_run(block, r, "the shell example"):
         counts["run"] += 1
 
@@ -238,7 +247,7 @@ def run_console(block, work):
             current[1].append(line)
     cwd = tempfile.mkdtemp(dir=work)
     for command, expected in steps:
-        r = run(["bash", "-o", "pipefail", "-c", command], block.where, cwd, shell_env(work))
+        r = run(["bash", "-o", "pipefail", "-c", command], block.where, cwd, shell_env())
         if r is None:
             return
         actual = (r.stdout + r.stderr).rstrip("\n").split("\n") if (r.stdout + r.stderr) else []
@@ -324,31 +333,30 @@ class Help:
 
     def __init__(self):
         self.flags = {}
-        binary = os.path.join(args.build, "bin", "attnkit")
-        top = subprocess.run([binary, "--help"], capture_output=True, text=True).stdout
-        self.commands = re.findall(r"^  ([a-z]+)\s{2,}", top.split("Commands:")[1].split("\n\n")[0], re.M)
-        self.flags["attnkit"] = set(re.findall(r"--[a-z0-9][a-z0-9-]*", top))
         self.subcommands = {}
+        binary = os.path.join(args.build, "bin", "attnkit")
+        top = self.read("attnkit", [binary])
+        self.commands = re.findall(r"^  ([a-z]+)\s{2,}", top.split("Commands:")[1].split("\n\n")[0], re.M)
         for command in self.commands:
-            text = subprocess.run([binary, command, "--help"], capture_output=True, text=True).stdout
-            self.flags[f"attnkit {command}"] = set(re.findall(r"--[a-z0-9][a-z0-9-]*", text))
+            text = self.read(f"attnkit {command}", [binary, command])
             # A command with its own commands (`attnkit lab scaling`) lists them before "Run '...".
             if re.search(rf"^Run 'attnkit {command} <", text, re.M):
-                listed = re.findall(r"^  ([a-z]+)\s{2,}\S", text.split("\nRun '")[0], re.M)
-                self.subcommands[command] = listed
-                for sub in listed:
-                    sub_text = subprocess.run([binary, command, sub, "--help"], capture_output=True, text=True).stdout
-                    self.flags[f"attnkit {command} {sub}"] = set(re.findall(r"--[a-z0-9][a-z0-9-]*", sub_text))
+                self.subcommands[command] = re.findall(r"^  ([a-z]+)\s{2,}\S", text.split("\nRun '")[0], re.M)
+                for sub in self.subcommands[command]:
+                    self.read(f"attnkit {command} {sub}", [binary, command, sub])
         mpi = os.path.join(args.build, "bin", "attnkit-mpi")
         if os.path.exists(mpi):
-            text = subprocess.run([mpi, "--help"], capture_output=True, text=True).stdout
-            self.flags["attnkit-mpi"] = set(re.findall(r"--[a-z0-9][a-z0-9-]*", text))
+            self.read("attnkit-mpi", [mpi])
         for module in ("attnkit.heads", "attnkit.bench"):
-            r = subprocess.run([args.python, "-m", module, "--help"], capture_output=True, text=True)
-            if r.returncode == 0:
-                self.flags[f"python -m {module}"] = set(re.findall(r"--[a-z0-9][a-z0-9-]*", r.stdout))
-            else:
-                fail(f"python -m {module} --help", f"exited with {r.returncode}: {r.stderr.strip()[-300:]}")
+            self.read(f"python -m {module}", [args.python, "-m", module])
+
+    def read(self, key, command):
+        """Runs `command --help`, records the flags it lists under `key`, and returns its text."""
+        r = subprocess.run(command + ["--help"], capture_output=True, text=True)
+        if r.returncode != 0:
+            fail(f"{key} --help", f"exited with {r.returncode}: {r.stderr.strip()[-300:]}")
+        self.flags[key] = set(re.findall(r"--[a-z0-9][a-z0-9-]*", r.stdout))
+        return r.stdout
 
     def check(self, command_line, where):
         """Checks the flags of one command line that runs attnkit."""
@@ -393,10 +401,9 @@ def check_coverage(help_):
     def page_text(name):
         path = os.path.join(REPO, "docs", name)
         return open(path, encoding="utf-8").read() if os.path.exists(path) else ""
-    cli = page_text("cli.md")
     for key, flags in help_.flags.items():
-        page, text = ("python.md", page_text("python.md")) if key.startswith("python") else \
-                     ("distributed.md", page_text("distributed.md")) if key == "attnkit-mpi" else ("cli.md", cli)
+        page = "python.md" if key.startswith("python") else "distributed.md" if key == "attnkit-mpi" else "cli.md"
+        text = page_text(page)
         for flag in sorted(flags - {"--help", "--version"}):
             if not re.search(re.escape(flag) + r"(?![a-z0-9-])", text):
                 fail(f"docs/{page}", f"`{key} --help` lists {flag}, which the page does not document")
@@ -488,8 +495,8 @@ def self_test():
         bad_pages.append(page)
     r = subprocess.run(command + bad_pages, capture_output=True, text=True)
     for n, (text, expected) in enumerate(SELF_TEST_BAD):
-        lines = [line for line in r.stderr.split("check-docs: FAILED ") if line.startswith(f"bad{n}.md") or
-                 os.path.basename(line.split(":")[0]) == f"bad{n}.md"]
+        lines = [line for line in r.stderr.split("check-docs: FAILED ")
+                 if os.path.basename(line.split(":")[0]) == f"bad{n}.md"]
         if not any(expected in line for line in lines):
             problems.append(f"a page with {text!r} did not fail with '{expected}'")
     if r.returncode == 0:
@@ -513,7 +520,8 @@ def main():
     parser.add_argument("pages", nargs="*", help="check only these pages")
     args = parser.parse_args()
     args.build = os.path.abspath(args.build)
-    args.python = os.path.abspath(args.python) if os.sep in args.python else args.python
+    # A path is made absolute (the examples run elsewhere); a bare name is looked up on PATH.
+    args.python = os.path.abspath(args.python) if os.sep in args.python else shutil.which(args.python) or args.python
     if not os.path.exists(os.path.join(args.build, "bin", "attnkit")):
         sys.exit(f"check-docs: {args.build}/bin/attnkit does not exist: build first")
     if not os.path.exists(args.python):
@@ -554,7 +562,7 @@ def main():
     for line in skipped:
         print(f"check-docs: skipped {line}")
     print("check-docs: " + ", ".join(f"{n} {what}" for what, n in counts.items()) +
-          f" over {len(pages())} pages")
+          f", {len(skipped)} skipped over {len(pages())} pages")
     if failures:
         for line in failures:
             print(f"check-docs: FAILED {line}", file=sys.stderr)
