@@ -88,93 +88,103 @@ def _source(entry: dict) -> str:
     return f"{entry.get('date') or 'date not recorded'}, {entry.get('commit') or 'commit not recorded'}"
 
 
+def draw_comparisons(top, machine: dict, comparisons: list, threads: int, first_column: bool) -> None:
+    """Each other library's time over attnkit's, per case: one bar per library that has a figure for
+    the case, side by side; a range over several cases as a hatched bar from its lowest to its highest."""
+    from matplotlib.patches import Patch
+
+    cases: list[str] = []
+    for c in comparisons:
+        for name in list(c.get("values", {})) + list(c.get("ranges", {})):
+            if name not in cases:
+                cases.append(name)
+    peers = [p for p in PEER_COLOURS if any(c["peer"] == p for c in comparisons)]
+    slots = {
+        name: [p for p in peers if any(c["peer"] == p and (name in c.get("values", {}) or name in c.get("ranges", {})) for c in comparisons)]
+        for name in cases
+    }
+    highest = 1.0
+    for c in comparisons:
+        peer = c["peer"]
+        figures = [(name, 0.0, value) for name, value in c.get("values", {}).items()]
+        figures += [(name, low, high) for name, (low, high) in c.get("ranges", {}).items()]
+        for name, low, high in figures:
+            width = 0.8 / len(slots[name])
+            x = cases.index(name) - 0.4 + width * (slots[name].index(peer) + 0.5)
+            if low:
+                top.bar(x, high - low, width, bottom=low, color=PEER_COLOURS[peer], hatch="///", edgecolor="white")
+            else:
+                top.bar(x, high, width, color=PEER_COLOURS[peer])
+            highest = max(highest, high)
+    top.axhline(1.0, color="black", linewidth=1)
+    top.set_yscale("log")
+    top.set_ylim(0.25, max(2.0, highest * 1.4))
+    ticks = [t for t in (0.25, 0.5, 1, 1.5, 2, 3, 5, 10, 20, 40) if t <= highest * 1.4]
+    top.set_yticks(ticks)
+    top.set_yticklabels([f"{t:g}" for t in ticks])
+    top.minorticks_off()
+    top.set_xticks(range(len(cases)))
+    top.set_xticklabels([short_case(c) for c in cases], rotation=60, ha="right", fontsize=7)
+    top.set_xlim(-0.6, max(0.6, len(cases) - 0.4))
+    top.set_title(machine["label"], fontsize=10)
+    top.grid(axis="y", linewidth=0.3)
+    if first_column:
+        top.set_ylabel(f"other library's time / attnkit's\n({threads} thread{'s' if threads != 1 else ''}; > 1: attnkit faster)", fontsize=8)
+    if not comparisons:
+        top.text(0.5, 0.5, "no comparison measured", transform=top.transAxes, ha="center", fontsize=8)
+    handles = [Patch(color=PEER_COLOURS[p], label=PEER_NAMES[p]) for p in peers]
+    if any(c.get("ranges") for c in comparisons):
+        handles.append(Patch(facecolor="grey", hatch="///", edgecolor="white", label="range over cases"))
+    if handles:
+        top.legend(handles=handles, fontsize=7, loc="upper left")
+
+
+def draw_fraction_of_peak(bottom, entries: list, first_column: bool) -> None:
+    """attnkit's own rate per case as a fraction of the FMA peak, one colour per measurement."""
+    from matplotlib.patches import Patch
+
+    names: list[str] = []
+    for e in entries:
+        names += [n for n in e["values"] if n not in names]
+    for k, e in enumerate(entries):
+        colour = SOURCE_COLOURS[k % len(SOURCE_COLOURS)]
+        for name, value in e["values"].items():
+            bottom.bar(names.index(name), value, 0.7, color=colour)
+    bottom.set_ylim(0, 1.3)
+    bottom.set_yticks([0, 0.2, 0.4, 0.6, 0.8, 1.0])
+    bottom.axhline(1.0, color="black", linewidth=1)
+    bottom.set_xticks(range(len(names)))
+    bottom.set_xticklabels([short_case(n) for n in names], rotation=60, ha="right", fontsize=7)
+    bottom.set_xlim(-0.6, max(0.6, len(names) - 0.4))
+    bottom.grid(axis="y", linewidth=0.3)
+    if first_column:
+        bottom.set_ylabel("attnkit: fraction of the FMA peak\n(attnkit bench, \"of peak\")", fontsize=8)
+    if entries:
+        bottom.legend(
+            handles=[Patch(color=SOURCE_COLOURS[k % len(SOURCE_COLOURS)], label=_source(e)) for k, e in enumerate(entries)],
+            fontsize=7,
+            loc="upper left",
+            ncol=2,
+        )
+
+
 def draw(data: dict, out: Path, threads: int) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.patches import Patch
 
     machines = data["machines"]
     fig, axes = plt.subplots(
         2, len(machines), figsize=(4.2 * len(machines), 7.6), gridspec_kw={"height_ratios": [3, 2]}, squeeze=False
     )
     for column, machine in enumerate(machines):
-        top, bottom = axes[0][column], axes[1][column]
         comparisons = [
             c for c in data["comparisons"] if c["machine"] == machine["id"] and _threads_match(c["threads"], threads)
         ]
-        cases: list[str] = []
-        for c in comparisons:
-            for name in list(c.get("values", {})) + list(c.get("ranges", {})):
-                if name not in cases:
-                    cases.append(name)
-        peers = [p for p in PEER_COLOURS if any(c["peer"] == p for c in comparisons)]
-        # each case's bars side by side, one slot per library that has a figure for it
-        slots = {
-            name: [p for p in peers if any(c["peer"] == p and (name in c.get("values", {}) or name in c.get("ranges", {})) for c in comparisons)]
-            for name in cases
-        }
-        highest = 1.0
-        for c in comparisons:
-            peer = c["peer"]
-            figures = [(name, 0.0, value) for name, value in c.get("values", {}).items()]
-            figures += [(name, low, high) for name, (low, high) in c.get("ranges", {}).items()]
-            for name, low, high in figures:
-                width = 0.8 / len(slots[name])
-                x = cases.index(name) - 0.4 + width * (slots[name].index(peer) + 0.5)
-                if low:
-                    top.bar(x, high - low, width, bottom=low, color=PEER_COLOURS[peer], hatch="///", edgecolor="white")
-                else:
-                    top.bar(x, high, width, color=PEER_COLOURS[peer])
-                highest = max(highest, high)
-        top.axhline(1.0, color="black", linewidth=1)
-        top.set_yscale("log")
-        top.set_ylim(0.25, max(2.0, highest * 1.4))
-        ticks = [t for t in (0.25, 0.5, 1, 1.5, 2, 3, 5, 10, 20, 40) if t <= highest * 1.4]
-        top.set_yticks(ticks)
-        top.set_yticklabels([f"{t:g}" for t in ticks])
-        top.minorticks_off()
-        top.set_xticks(range(len(cases)))
-        top.set_xticklabels([short_case(c) for c in cases], rotation=60, ha="right", fontsize=7)
-        top.set_xlim(-0.6, max(0.6, len(cases) - 0.4))
-        top.set_title(machine["label"], fontsize=10)
-        top.grid(axis="y", linewidth=0.3)
-        if column == 0:
-            top.set_ylabel(f"other library's time / attnkit's\n({threads} thread{'s' if threads != 1 else ''}; > 1: attnkit faster)", fontsize=8)
-        if not comparisons:
-            top.text(0.5, 0.5, "no comparison measured", transform=top.transAxes, ha="center", fontsize=8)
-        handles = [Patch(color=PEER_COLOURS[p], label=PEER_NAMES[p]) for p in peers]
-        if any(c.get("ranges") for c in comparisons):
-            handles.append(Patch(facecolor="grey", hatch="///", edgecolor="white", label="range over cases"))
-        if handles:
-            top.legend(handles=handles, fontsize=7, loc="upper left")
-
+        draw_comparisons(axes[0][column], machine, comparisons, threads, column == 0)
         entries = [e for e in data["fraction_of_peak"] if e["machine"] == machine["id"] and e["threads"] == threads]
-        names: list[str] = []
-        for e in entries:
-            names += [n for n in e["values"] if n not in names]
-        sources = [_source(e) for e in entries]
-        for k, e in enumerate(entries):
-            colour = SOURCE_COLOURS[k % len(SOURCE_COLOURS)]
-            for name, value in e["values"].items():
-                bottom.bar(names.index(name), value, 0.7, color=colour)
-        bottom.set_ylim(0, 1.3)
-        bottom.set_yticks([0, 0.2, 0.4, 0.6, 0.8, 1.0])
-        bottom.axhline(1.0, color="black", linewidth=1)
-        bottom.set_xticks(range(len(names)))
-        bottom.set_xticklabels([short_case(n) for n in names], rotation=60, ha="right", fontsize=7)
-        bottom.set_xlim(-0.6, max(0.6, len(names) - 0.4))
-        bottom.grid(axis="y", linewidth=0.3)
-        if column == 0:
-            bottom.set_ylabel("attnkit: fraction of the FMA peak\n(attnkit bench, \"of peak\")", fontsize=8)
-        if entries:
-            bottom.legend(
-                handles=[Patch(color=SOURCE_COLOURS[k % len(SOURCE_COLOURS)], label=s) for k, s in enumerate(sources)],
-                fontsize=7,
-                loc="upper left",
-                ncol=2,
-            )
+        draw_fraction_of_peak(axes[1][column], entries, column == 0)
     fig.suptitle(
         "attnkit against other CPU attention kernels, and against the machine's peak (measured; see docs/performance.md)",
         fontsize=11,
