@@ -153,8 +153,9 @@ float largest_magnitude(const ConstTensorView& t) {
 // The exponent e for a second run whose dO is scaled by 2^−e (BackwardPlan::gradient_exponent), or 0
 // when there is no point: an input holds NaN or ±inf, and the gradients are non-finite because of
 // it. Every intermediate is bounded by its inputs' magnitudes: dP = dO·v and D = dO·O by
-// d_v·|dO|·max(|v|, |O|), dS by twice that times the dropout weight, and the sums of dQ, dK and dV
-// by max(n, m) such terms times scale·max(|q|, |k|, 1); e brings that bound below 2^120.
+// d_v·|dO|·max(|v|, |O|), dS by twice that times the dropout weight, the sums of dQ and dK by
+// max(n, m) such terms times scale·max(|q|, |k|, 1), and those of dV = Pᵀ·dO by max(n, m) times the
+// dropout weight times |dO| (which bounds even when v and O are zero); e brings that bound below 2^120.
 int gradient_exponent_for(const detail::Problem& p, const detail::BackwardIO& io) {
   const float q = largest_magnitude(p.q), k = largest_magnitude(p.k), v = largest_magnitude(p.v),
               out = largest_magnitude(io.out), d_out = largest_magnitude(io.d_out);
@@ -162,8 +163,12 @@ int gradient_exponent_for(const detail::Problem& p, const detail::BackwardIO& io
     if (!std::isfinite(x)) return 0;
   const detail::Sizes& s = p.sizes;
   const double terms = static_cast<double>(std::max<std::int64_t>({s.n, s.m, 1}));
-  const double bound = 2.0 * static_cast<double>(std::max<std::int64_t>(s.d_v, 1)) * d_out * std::max(v, out) *
-                       p.f32.keep_scale * terms * std::max({1.0, p.scale * q, p.scale * k});
+  const double score_sums = 2.0 * static_cast<double>(std::max<std::int64_t>(s.d_v, 1)) * d_out * std::max(v, out) *
+                            p.f32.keep_scale * terms * std::max({1.0, p.scale * q, p.scale * k});
+  const double bound = std::max(score_sums, p.f32.keep_scale * terms * d_out);
+  // Zero (dO all zero) leaves nothing to scale; infinite (a scale near the double range) is beyond
+  // what a power of two within float32's exponents brings back.
+  if (!(bound > 0) || !std::isfinite(bound)) return 0;
   const int exponent = std::ilogb(bound) - 120;
   return exponent > 0 ? exponent : 0;
 }
