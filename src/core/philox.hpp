@@ -28,12 +28,20 @@ inline Philox4x32 philox4x32_10(Philox4x32 counter, std::uint64_t seed) {
 // Uniform in [0, 1) from the top 24 bits of a word: exactly representable in float.
 inline float uniform_from_bits(std::uint32_t bits) { return static_cast<float>(bits >> 8) * 0x1p-24f; }
 
-// One Philox call yields the uniforms of four consecutive keys (j = 4t .. 4t+3), so a vectorised
-// kernel draws a key block with a quarter of the calls. Indices must be < 2^32 (validated).
-inline float dropout_uniform(std::uint64_t seed, std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t j) {
+// The uniforms of the four consecutive keys j .. j + 3 (j a multiple of 4) of query i of head h of
+// batch entry b: one Philox call, so a kernel draws a key block with a quarter of the calls. Indices
+// must be < 2^32 (validated).
+inline std::array<float, 4> dropout_uniforms(std::uint64_t seed, std::int64_t b, std::int64_t h, std::int64_t i,
+                                             std::int64_t j) {
   const Philox4x32 counter = {static_cast<std::uint32_t>(j >> 2), static_cast<std::uint32_t>(i),
                               static_cast<std::uint32_t>(h), static_cast<std::uint32_t>(b)};
-  return uniform_from_bits(philox4x32_10(counter, seed)[static_cast<std::size_t>(j & 3)]);
+  const Philox4x32 bits = philox4x32_10(counter, seed);
+  return {uniform_from_bits(bits[0]), uniform_from_bits(bits[1]), uniform_from_bits(bits[2]), uniform_from_bits(bits[3])};
+}
+
+// The uniform of key j alone.
+inline float dropout_uniform(std::uint64_t seed, std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t j) {
+  return dropout_uniforms(seed, b, h, i, j / 4 * 4)[static_cast<std::size_t>(j & 3)];
 }
 
 // Key j survives dropout for query i when its uniform is at least p.

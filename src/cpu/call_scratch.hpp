@@ -7,10 +7,12 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/integer.hpp"
+
 namespace attnkit::cpu {
 
-inline std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
-inline std::int64_t round_up(std::int64_t a, std::int64_t b) { return ceil_div(a, b) * b; }
+using detail::ceil_div;
+using detail::round_up;
 
 // Grow-only scratch of the calling thread (the vector is thread_local at the call site): once warm,
 // a call touches no fresh pages.

@@ -142,12 +142,9 @@ void dropout_row(const BackwardPlan& plan, std::int64_t batch, const RowInfo& in
                  float* keep) {
   const detail::Problem& p = *plan.problem;
   for (std::int64_t j = 0; j < cols; j += 4) {  // one Philox call draws four consecutive keys
-    const detail::Philox4x32 bits = detail::philox4x32_10(
-        {static_cast<std::uint32_t>((j0 + j) >> 2), static_cast<std::uint32_t>(info.query),
-         static_cast<std::uint32_t>(info.head), static_cast<std::uint32_t>(batch)},
-        p.seed);
+    const std::array<float, 4> u = detail::dropout_uniforms(p.seed, batch, info.head, info.query, j0 + j);
     for (std::int64_t t = 0; t < 4; ++t) {
-      const bool kept = detail::uniform_from_bits(bits[static_cast<std::size_t>(t)]) >= p.f32.dropout_threshold;
+      const bool kept = u[static_cast<std::size_t>(t)] >= p.f32.dropout_threshold;
       keep[j + t] = kept ? p.f32.keep_scale : 0.0f;
     }
   }
@@ -281,10 +278,10 @@ bool query_block(const BackwardPlan& plan, BackwardWorkspace& ws, const Backward
     float* scores = ws.p + tile * kBackwardKeyBlock;
     if (pairs) {
       if constexpr (Isa::kDotBf16) {
-        tile_a_bt_bf16(q_bf16 + tile * plan.padded_d_k, plan.padded_d_k, ws.k_pair_panels, ws.d_k / 2, tile_cols,
-                       p.f32.scale, scores, kBackwardKeyBlock);
-        tile_a_bt_bf16(d_out_bf16 + tile * plan.padded_d_v, plan.padded_d_v, ws.v_pair_panels, ws.d_v / 2, tile_cols,
-                       1.0f, ws.ds + tile * kBackwardKeyBlock, kBackwardKeyBlock);
+        tile_a_bt<Bf16PairOperands<>>(q_bf16 + tile * plan.padded_d_k, plan.padded_d_k, ws.k_pair_panels, ws.d_k / 2,
+                                      tile_cols, p.f32.scale, scores, kBackwardKeyBlock);
+        tile_a_bt<Bf16PairOperands<>>(d_out_bf16 + tile * plan.padded_d_v, plan.padded_d_v, ws.v_pair_panels, ws.d_v / 2,
+                                      tile_cols, 1.0f, ws.ds + tile * kBackwardKeyBlock, kBackwardKeyBlock);
       }
     } else {
       tile_a_bt(q + tile * plan.padded_d_k, plan.padded_d_k, ws.k_panels, p.sizes.d_k, tile_cols, p.f32.scale, scores,
@@ -306,8 +303,9 @@ bool query_block(const BackwardPlan& plan, BackwardWorkspace& ws, const Backward
     if (pairs) {
       if constexpr (Isa::kDotBf16) {
         pair_tile_operands(ws, tile, cols);
-        tile_a_b_bf16(ws.ds_pairs + tile * kHalfBlock, kHalfBlock, ws.k_key_pairs, ws.d_k, tile_cols / 2,
-                      plan.padded_d_k, nullptr, dq + tile * plan.padded_d_k, plan.padded_d_k);
+        tile_a_b<kTileRows, Bf16PairOperands<>>(bf16_values(ws.ds_pairs + tile * kHalfBlock), kBackwardKeyBlock,
+                                                ws.k_key_pairs, ws.d_k, tile_cols / 2, plan.padded_d_k, nullptr,
+                                                dq + tile * plan.padded_d_k, plan.padded_d_k);
       }
     } else if (kv_finite & 1) {
       tile_a_b(ws.ds + tile * kBackwardKeyBlock, kBackwardKeyBlock, ws.k_rows, ws.d_k, tile_cols, plan.padded_d_k,
@@ -326,12 +324,12 @@ bool query_block(const BackwardPlan& plan, BackwardWorkspace& ws, const Backward
         const std::int64_t r0 = first_row_seeing(ws, padded_rows, item.keys, j0, width, t) / 2 * 2;
         if (r0 >= padded_rows) continue;
         const std::int64_t pair_rows = (padded_rows - r0) / 2;
-        tile_at_b_bf16(ws.p_row_pairs + r0 / 2 * kBackwardKeyBlock + t, kBackwardKeyBlock,
-                       d_out_row_pairs + r0 / 2 * plan.padded_d_v, plan.padded_d_v, pair_rows, ws.d_v,
-                       ws.dv_acc + t * ws.d_v, ws.d_v);
-        tile_at_b_bf16(ws.ds_row_pairs + r0 / 2 * kBackwardKeyBlock + t, kBackwardKeyBlock,
-                       q_row_pairs + r0 / 2 * plan.padded_d_k, plan.padded_d_k, pair_rows, ws.d_k,
-                       ws.dk_acc + t * ws.d_k, ws.d_k);
+        tile_at_b<Bf16PairOperands<>>(bf16_values(ws.p_row_pairs + r0 / 2 * kBackwardKeyBlock + t), 2 * kBackwardKeyBlock,
+                                      d_out_row_pairs + r0 / 2 * plan.padded_d_v, plan.padded_d_v, pair_rows, ws.d_v,
+                                      ws.dv_acc + t * ws.d_v, ws.d_v);
+        tile_at_b<Bf16PairOperands<>>(bf16_values(ws.ds_row_pairs + r0 / 2 * kBackwardKeyBlock + t), 2 * kBackwardKeyBlock,
+                                      q_row_pairs + r0 / 2 * plan.padded_d_k, plan.padded_d_k, pair_rows, ws.d_k,
+                                      ws.dk_acc + t * ws.d_k, ws.d_k);
       }
     }
     return true;

@@ -17,6 +17,7 @@
 #include "attnkit/dtype.hpp"
 #include "attnkit/quantized.hpp"
 #include "core/element_io.hpp"
+#include "core/integer.hpp"
 #include "core/philox.hpp"
 #include "core/softmax_partial.hpp"
 #include "cpu/backward_plan.hpp"
@@ -29,9 +30,11 @@
 #include "cpu/workspace.hpp"
 
 namespace attnkit::cpu {
+using detail::ceil_div;
 using detail::load_mask_row;
 using detail::load_row;
 using detail::load_row_part;
+using detail::round_up;
 using detail::store_row_part;
 }  // namespace attnkit::cpu
 

@@ -21,14 +21,51 @@ void for_each_column_chunk(std::int64_t cols, Chunk&& chunk) {
   }(std::make_integer_sequence<std::int64_t, kTileVectors - 1>{});
 }
 
+// The operand kinds the products take, each a way to load a vector of B, broadcast one element of
+// A and multiply-add them into float32 accumulators:
+//   F32Operands        floats: an FMA per element;
+//   Bf16PairOperands   pairs of consecutive bf16 values packed in 32 bits (targets whose
+//                      Isa::kDotBf16): both products of a pair added into float32 (Isa::dot_bf16).
+// A's rows are addressed in their own elements (floats, or bf16 values of which element x of the
+// depth is the pair 2x, 2x + 1) and B's in its own (floats or pairs).
+template <class I = Isa>
+struct F32Operands {
+  using AElement = float;
+  using BElement = float;
+  static Vec load(const BElement* b) { return I::load(b); }
+  static Vec broadcast(const AElement* row, std::int64_t x) { return I::set1(row[x]); }
+  static Vec multiply_add(Vec acc, Vec a, Vec b) { return I::fma(a, b, acc); }
+};
+
+// Two consecutive bf16 values as one pair (read as bytes: the array holds 16-bit elements).
+inline std::uint32_t pair_at(const std::uint16_t* p) {
+  std::uint32_t pair;
+  std::memcpy(&pair, p, sizeof pair);
+  return pair;
+}
+
+// Rows of pairs as the bf16 values they hold, for Bf16PairOperands' A.
+inline const std::uint16_t* bf16_values(const std::uint32_t* pairs) { return reinterpret_cast<const std::uint16_t*>(pairs); }
+
+template <class I = Isa>
+struct Bf16PairOperands {
+  using AElement = std::uint16_t;
+  using BElement = std::uint32_t;
+  // (Deduced return types: the class may be named on targets without pairs, in code they discard.)
+  static auto load(const BElement* b) { return I::load_pairs(b); }
+  static auto broadcast(const AElement* row, std::int64_t x) { return I::broadcast_pair(pair_at(row + 2 * x)); }
+  static Vec multiply_add(Vec acc, auto a, auto b) { return I::dot_bf16(acc, a, b); }
+};
+
 // c[r][0 .. cols) = alpha · Σ_x a[r][x] · b[x][·] for the kTileRows rows of a, where b is given as
 // panels (pack_panels) of kTileCols columns: the A·Bᵀ of scores (Q·Kᵀ) and of dP (dO·Vᵀ). cols is a
 // multiple of kLanes: a last chunk narrower than a tile takes only its vectors of the panel (on the
 // causal diagonal, a tile's columns end at its last row's key, rounded up to a vector rather than
 // a tile). between() runs after each chunk.
-template <class Between = NothingBetweenChunks>
-void tile_a_bt(const float* a, std::int64_t lda, const float* panels, std::int64_t depth, std::int64_t cols,
-               float alpha, float* c, std::int64_t ldc, Between&& between = {}) {
+template <class Operands = F32Operands<>, class Between = NothingBetweenChunks>
+void tile_a_bt(const typename Operands::AElement* a, std::int64_t lda, const typename Operands::BElement* panels,
+               std::int64_t depth, std::int64_t cols, float alpha, float* c, std::int64_t ldc, Between&& between = {}) {
+  using Operand = decltype(Operands::load(nullptr));
   const Vec alpha_v = Isa::set1(alpha);
   // Inlined into the chunk loop: called, each chunk pays a call, its accumulators zeroed on the stack
   // and its loop's set-up, a tenth of its 64 steps at d = 64 (inlined, the AVX2 forward at d = 64
@@ -37,18 +74,18 @@ void tile_a_bt(const float* a, std::int64_t lda, const float* panels, std::int64
                    __attribute__((always_inline)) {
     Vec acc[kTileRows][Vectors];
     for (auto& row : acc)
-      for (Vec& a : row) a = Isa::zero();
-    const float* b = panels + c0 * depth;
+      for (Vec& x : row) x = Isa::zero();
+    const typename Operands::BElement* b = panels + c0 * depth;
     // Unrolled: a step is only 12 FMAs and 8 loads on AVX2, so without unrolling the loop's own 3
     // instructions per step are 8% of the forward's instructions (docs/tuning.md, "The
     // micro-kernels").
 #pragma GCC unroll 4
     for (std::int64_t x = 0; x < depth; ++x, b += kTileCols) {
-      Vec bv[Vectors];
-      for (std::int64_t v = 0; v < Vectors; ++v) bv[v] = Isa::load(b + v * kLanes);
+      Operand bv[Vectors];
+      for (std::int64_t v = 0; v < Vectors; ++v) bv[v] = Operands::load(b + v * kLanes);
       for (std::int64_t r = 0; r < kTileRows; ++r) {
-        const Vec ar = Isa::set1(a[r * lda + x]);
-        for (std::int64_t v = 0; v < Vectors; ++v) acc[r][v] = Isa::fma(ar, bv[v], acc[r][v]);
+        const Operand ar = Operands::broadcast(a + r * lda, x);
+        for (std::int64_t v = 0; v < Vectors; ++v) acc[r][v] = Operands::multiply_add(acc[r][v], ar, bv[v]);
       }
     }
     for (std::int64_t r = 0; r < kTileRows; ++r) {
@@ -61,25 +98,29 @@ void tile_a_bt(const float* a, std::int64_t lda, const float* panels, std::int64
 
 // c[r][0 .. width) = c[r][·] · row_scale[r] + Σ_j a[r][j] · b[j][·] for the Rows rows of a (a whole
 // tile unless a decode tile has fewer live rows) and `depth` values of j (width a multiple of
-// kTileCols): the A·B of P·V and of dQ = dS·K. between() runs after each chunk of kTileCols columns.
-template <std::int64_t Rows = kTileRows, class Between = NothingBetweenChunks>
-void tile_a_b(const float* a, std::int64_t lda, const float* b, std::int64_t ldb, std::int64_t depth,
-              std::int64_t width, const float* row_scale, float* c, std::int64_t ldc, Between&& between = {}) {
+// kTileCols; row_scale nullptr: 1): the A·B of P·V and of dQ = dS·K. between() runs after each chunk
+// of kTileCols columns. For pairs, a holds each row's pairs (a[r][j], a[r][j + 1]) and b row j/2 the
+// pairs (b[j][·], b[j + 1][·]), over `depth` pairs of j.
+template <std::int64_t Rows = kTileRows, class Operands = F32Operands<>, class Between = NothingBetweenChunks>
+void tile_a_b(const typename Operands::AElement* a, std::int64_t lda, const typename Operands::BElement* b,
+              std::int64_t ldb, std::int64_t depth, std::int64_t width, const float* row_scale, float* c,
+              std::int64_t ldc, Between&& between = {}) {
   static_assert(Rows >= 1 && Rows <= kTileRows);
+  using Operand = decltype(Operands::load(nullptr));
   for (std::int64_t c0 = 0; c0 < width; c0 += kTileCols) {
     Vec acc[Rows][kTileVectors];
     for (std::int64_t r = 0; r < Rows; ++r) {
       const Vec scale = Isa::set1(row_scale != nullptr ? row_scale[r] : 1.0f);
       for (std::int64_t v = 0; v < kTileVectors; ++v) acc[r][v] = Isa::mul(Isa::load(c + r * ldc + c0 + v * kLanes), scale);
     }
-    const float* bj = b + c0;
+    const typename Operands::BElement* bj = b + c0;
 #pragma GCC unroll 4  // as tile_a_bt's
     for (std::int64_t j = 0; j < depth; ++j, bj += ldb) {
-      Vec bv[kTileVectors];
-      for (std::int64_t v = 0; v < kTileVectors; ++v) bv[v] = Isa::load(bj + v * kLanes);
+      Operand bv[kTileVectors];
+      for (std::int64_t v = 0; v < kTileVectors; ++v) bv[v] = Operands::load(bj + v * kLanes);
       for (std::int64_t r = 0; r < Rows; ++r) {
-        const Vec ar = Isa::set1(a[r * lda + j]);
-        for (std::int64_t v = 0; v < kTileVectors; ++v) acc[r][v] = Isa::fma(ar, bv[v], acc[r][v]);
+        const Operand ar = Operands::broadcast(a + r * lda, j);
+        for (std::int64_t v = 0; v < kTileVectors; ++v) acc[r][v] = Operands::multiply_add(acc[r][v], ar, bv[v]);
       }
     }
     for (std::int64_t r = 0; r < Rows; ++r) {
@@ -99,117 +140,30 @@ void with_live_rows(std::int64_t rows, F&& f) {
 }
 
 // c[t][0 .. width) += Σ_r a[r][t] · b[r][·] for the kTileRows columns t of a and `depth` rows r:
-// the Aᵀ·B of the backward's dV = Pᵀ·dO and dK = dSᵀ·Q, summed over a block of query rows.
-void tile_at_b(const float* a, std::int64_t lda, const float* b, std::int64_t ldb, std::int64_t depth,
-               std::int64_t width, float* c, std::int64_t ldc) {
+// the Aᵀ·B of the backward's dV = Pᵀ·dO and dK = dSᵀ·Q, summed over a block of query rows. For
+// pairs, over `depth` pairs of rows r: a row r/2 holds the pairs (a[r][t], a[r + 1][t]) for each t
+// (so column t is element t of the row's pairs), b row r/2 the pairs (b[r][·], b[r + 1][·]).
+template <class Operands = F32Operands<>>
+void tile_at_b(const typename Operands::AElement* a, std::int64_t lda, const typename Operands::BElement* b,
+               std::int64_t ldb, std::int64_t depth, std::int64_t width, float* c, std::int64_t ldc) {
+  using Operand = decltype(Operands::load(nullptr));
   for (std::int64_t c0 = 0; c0 < width; c0 += kTileCols) {
     Vec acc[kTileRows][kTileVectors];
     for (std::int64_t t = 0; t < kTileRows; ++t) {
       for (std::int64_t v = 0; v < kTileVectors; ++v) acc[t][v] = Isa::load(c + t * ldc + c0 + v * kLanes);
     }
-    const float* br = b + c0;
-    const float* ar = a;
+    const typename Operands::BElement* br = b + c0;
+    const typename Operands::AElement* ar = a;
     for (std::int64_t r = 0; r < depth; ++r, br += ldb, ar += lda) {
-      Vec bv[kTileVectors];
-      for (std::int64_t v = 0; v < kTileVectors; ++v) bv[v] = Isa::load(br + v * kLanes);
+      Operand bv[kTileVectors];
+      for (std::int64_t v = 0; v < kTileVectors; ++v) bv[v] = Operands::load(br + v * kLanes);
       for (std::int64_t t = 0; t < kTileRows; ++t) {
-        const Vec at = Isa::set1(ar[t]);
-        for (std::int64_t v = 0; v < kTileVectors; ++v) acc[t][v] = Isa::fma(at, bv[v], acc[t][v]);
+        const Operand at = Operands::broadcast(ar, t);
+        for (std::int64_t v = 0; v < kTileVectors; ++v) acc[t][v] = Operands::multiply_add(acc[t][v], at, bv[v]);
       }
     }
     for (std::int64_t t = 0; t < kTileRows; ++t) {
       for (std::int64_t v = 0; v < kTileVectors; ++v) Isa::store(c + t * ldc + c0 + v * kLanes, acc[t][v]);
     }
-  }
-}
-
-// ---- the same products with bf16 dot products (targets whose Isa::kDotBf16; templates, so that other
-// targets never instantiate them) ----
-// Operands are pairs of bf16 values packed in 32 bits; each step multiplies kLanes pairs and adds
-// both products into float32 accumulators (Isa::dot_bf16).
-
-// Two consecutive bf16 values as one pair (read as bytes: the array holds 16-bit elements).
-inline std::uint32_t pair_at(const std::uint16_t* p) {
-  std::uint32_t pair;
-  std::memcpy(&pair, p, sizeof pair);
-  return pair;
-}
-
-// c[r][0 .. cols) = alpha · Σ_x a[r][x] · b[x][·], as tile_a_bt (a narrower last chunk too), where a
-// holds each row's elements as bf16 values (`depth` pairs, rows lda elements apart) and the panels
-// hold pairs of consecutive elements of kTileCols rows of b.
-template <class I = Isa, class Between = NothingBetweenChunks>
-void tile_a_bt_bf16(const std::uint16_t* a, std::int64_t lda, const std::uint32_t* panels, std::int64_t depth,
-                    std::int64_t cols, float alpha, float* c, std::int64_t ldc, Between&& between = {}) {
-  const Vec alpha_v = I::set1(alpha);
-  auto chunk = [&]<std::int64_t Vectors>(std::int64_t c0, std::integral_constant<std::int64_t, Vectors>) {
-    Vec acc[kTileRows][Vectors];
-    for (auto& row : acc)
-      for (Vec& x : row) x = I::zero();
-    const std::uint32_t* b = panels + c0 * depth;
-    for (std::int64_t x = 0; x < depth; ++x, b += kTileCols) {
-      typename I::Pairs bv[Vectors];
-      for (std::int64_t v = 0; v < Vectors; ++v) bv[v] = I::load_pairs(b + v * kLanes);
-      for (std::int64_t r = 0; r < kTileRows; ++r) {
-        const typename I::Pairs ar = I::broadcast_pair(pair_at(a + r * lda + 2 * x));
-        for (std::int64_t v = 0; v < Vectors; ++v) acc[r][v] = I::dot_bf16(acc[r][v], ar, bv[v]);
-      }
-    }
-    for (std::int64_t r = 0; r < kTileRows; ++r)
-      for (std::int64_t v = 0; v < Vectors; ++v) I::store(c + r * ldc + c0 + v * kLanes, I::mul(acc[r][v], alpha_v));
-    between();
-  };
-  for_each_column_chunk(cols, chunk);
-}
-
-// c[r][0 .. width) = c[r][·] · row_scale[r] + Σ_j a[r][j] · b[j][·], as tile_a_b (row_scale nullptr:
-// 1), over `depth` pairs of j: a holds each row's pairs (a[r][j], a[r][j + 1]), b row j/2 the pairs
-// (b[j][·], b[j + 1][·]).
-template <class I = Isa, class Between = NothingBetweenChunks>
-void tile_a_b_bf16(const std::uint32_t* a, std::int64_t lda, const std::uint32_t* b, std::int64_t ldb,
-                   std::int64_t depth, std::int64_t width, const float* row_scale, float* c, std::int64_t ldc,
-                   Between&& between = {}) {
-  for (std::int64_t c0 = 0; c0 < width; c0 += kTileCols) {
-    Vec acc[kTileRows][kTileVectors];
-    for (std::int64_t r = 0; r < kTileRows; ++r) {
-      const Vec scale = I::set1(row_scale != nullptr ? row_scale[r] : 1.0f);
-      for (std::int64_t v = 0; v < kTileVectors; ++v) acc[r][v] = I::mul(I::load(c + r * ldc + c0 + v * kLanes), scale);
-    }
-    const std::uint32_t* bj = b + c0;
-    for (std::int64_t j = 0; j < depth; ++j, bj += ldb) {
-      typename I::Pairs bv[kTileVectors];
-      for (std::int64_t v = 0; v < kTileVectors; ++v) bv[v] = I::load_pairs(bj + v * kLanes);
-      for (std::int64_t r = 0; r < kTileRows; ++r) {
-        const typename I::Pairs ar = I::broadcast_pair(a[r * lda + j]);
-        for (std::int64_t v = 0; v < kTileVectors; ++v) acc[r][v] = I::dot_bf16(acc[r][v], ar, bv[v]);
-      }
-    }
-    for (std::int64_t r = 0; r < kTileRows; ++r)
-      for (std::int64_t v = 0; v < kTileVectors; ++v) I::store(c + r * ldc + c0 + v * kLanes, acc[r][v]);
-    between();
-  }
-}
-
-// c[t][0 .. width) += Σ_r a[r][t] · b[r][·], as tile_at_b, over `depth` pairs of rows r: a row r/2
-// holds the pairs (a[r][t], a[r + 1][t]) for each t, b row r/2 the pairs (b[r][·], b[r + 1][·]).
-template <class I = Isa>
-void tile_at_b_bf16(const std::uint32_t* a, std::int64_t lda, const std::uint32_t* b, std::int64_t ldb,
-                    std::int64_t depth, std::int64_t width, float* c, std::int64_t ldc) {
-  for (std::int64_t c0 = 0; c0 < width; c0 += kTileCols) {
-    Vec acc[kTileRows][kTileVectors];
-    for (std::int64_t t = 0; t < kTileRows; ++t)
-      for (std::int64_t v = 0; v < kTileVectors; ++v) acc[t][v] = I::load(c + t * ldc + c0 + v * kLanes);
-    const std::uint32_t* br = b + c0;
-    const std::uint32_t* ar = a;
-    for (std::int64_t r = 0; r < depth; ++r, br += ldb, ar += lda) {
-      typename I::Pairs bv[kTileVectors];
-      for (std::int64_t v = 0; v < kTileVectors; ++v) bv[v] = I::load_pairs(br + v * kLanes);
-      for (std::int64_t t = 0; t < kTileRows; ++t) {
-        const typename I::Pairs at = I::broadcast_pair(ar[t]);
-        for (std::int64_t v = 0; v < kTileVectors; ++v) acc[t][v] = I::dot_bf16(acc[t][v], at, bv[v]);
-      }
-    }
-    for (std::int64_t t = 0; t < kTileRows; ++t)
-      for (std::int64_t v = 0; v < kTileVectors; ++v) I::store(c + t * ldc + c0 + v * kLanes, acc[t][v]);
   }
 }

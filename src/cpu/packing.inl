@@ -16,8 +16,6 @@ constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
 
 #include "cpu/quantized_loads.inl"
 
-std::int64_t round_up(std::int64_t x, std::int64_t to) { return (x + to - 1) / to * to; }
-
 // out[c] = t[b, h, i, c] as float32: rows of unit stride are widened here with vector loads (whole
 // quantized rows dequantised in registers); any other layout goes through the generic element reader.
 void load_row_f32(const ConstTensorView& t, std::int64_t b, std::int64_t h, std::int64_t i, float* out,

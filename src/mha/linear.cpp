@@ -10,6 +10,7 @@
 
 #include "attnkit/blas.hpp"
 #include "attnkit/error.hpp"
+#include "core/integer.hpp"
 #include "core/parallel_for.hpp"
 
 extern "C" void openblas_set_num_threads(int num_threads);
@@ -23,7 +24,7 @@ constexpr std::int64_t kRowBlock = 64;
 constexpr std::int64_t kFeatureBlock = 64;
 constexpr std::int64_t kFewRows = 4;  // up to this many rows, linear reads the weights by matrix-vector products
 
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+using detail::ceil_div;
 
 // BLAS takes int sizes; the module validates its sizes against this before any call.
 int blas_int(std::int64_t x) {

@@ -1,0 +1,356 @@
+// Decoding: the scores and the P·V sum of an item of a single tile, read from the key and value rows
+// where they are stored (f32, bf16, f16, int8, int4), without packing: with one tile there is no
+// reuse to pay for a copy. Included by flash_forward.inl inside the target's namespace; no include
+// guard on purpose.
+
+// How many keys decoding's score loop takes per step for a tile of `rows` live rows: enough
+// independent accumulators (rows × keys) to cover the FMA latency at full throughput (8 chains: 4
+// cycles × 2 units), with each loaded query vector shared by the step's keys. With 32 registers
+// (AVX-512), up to kLanes accumulators: one reduction tree (reduce_add_each) then sums them all, which
+// costs less per sum the more there are. With 16 registers, 2 keys for a GQA group of 4 rows: 3 keys
+// (12 chains) measured faster from cache on a Zen 3 but slower from memory, where decoding runs. See
+// docs/tuning.md, "The score loop".
+constexpr std::int64_t decode_keys_per_step(std::int64_t rows) {
+  if constexpr (Isa::kGeometry.registers >= 32) return std::clamp<std::int64_t>(kLanes / rows, 2, 8);
+  return std::min<std::int64_t>(4, (8 + rows - 1) / rows);
+}
+// For every live row count, its accumulators, key vectors and query vector fit the registers.
+constexpr bool decode_steps_fit_registers() {
+  for (std::int64_t rows = 1; rows <= kTileRows; ++rows) {
+    const std::int64_t keys = decode_keys_per_step(rows);
+    if (rows * keys + keys + 1 > Isa::kGeometry.registers) return false;
+  }
+  return true;
+}
+static_assert(decode_steps_fit_registers(), "decode's score accumulators and operands fit the vector registers");
+
+// out[i] = Isa::reduce_add(v[i]) for i < Count, bit for bit: by the target's reduction tree over all
+// of them at once where it has one (Isa::reduce_add_each), else one vector at a time.
+template <std::int64_t Count, class I = Isa>
+void reduce_add_each(const Vec* v, float* out) {
+  if constexpr (requires { I::template reduce_add_each<Count>(v, out); }) {
+    I::template reduce_add_each<Count>(v, out);
+  } else {
+    for (std::int64_t i = 0; i < Count; ++i) out[i] = I::reduce_add(v[i]);
+  }
+}
+
+// scores[r·kKeyBlock + t] = scale · Σ acc[t·Rows + r] (each a sum across lanes, as reduce_add_each
+// sums), for t < Keys, r < Rows: straight from registers where the target has a way
+// (Isa::reduce_add_each_by_row), else through an array of sums.
+template <std::int64_t Rows, std::int64_t Keys, class I = Isa>
+__attribute__((always_inline)) inline void store_scaled_sums(const Vec* acc, float scale, float* scores) {
+  if constexpr (requires { I::template reduce_add_each_by_row<Rows, Keys>(acc, scale, scores, kKeyBlock); }) {
+    I::template reduce_add_each_by_row<Rows, Keys>(acc, scale, scores, kKeyBlock);
+  } else {
+    float sums[Keys][Rows];
+    reduce_add_each<Keys * Rows, I>(acc, &sums[0][0]);
+    for (std::int64_t t = 0; t < Keys; ++t)
+      for (std::int64_t r = 0; r < Rows; ++r) scores[r * kKeyBlock + t] = sums[t][r] * scale;
+  }
+}
+
+// acc[t][r] = q[r] · k[t] as kLanes partial sums, over the first `count` elements (a multiple of
+// kLanes) for the Rows rows of q, d_k apart, and the Keys key rows k[t], stored as `Stored`. Each
+// sum runs over the vectors in the same order whatever Keys is, so a score does not depend on how
+// keys are grouped. Inlined into the key loop: called, a step (16 vectors at d_k = 128) pays a call
+// and its accumulators zeroed on the stack (bf16 decoding measured 1.13x from cache, 1.07x from
+// memory on a Zen 3; see docs/tuning.md, "The score loop").
+template <std::int64_t Rows, std::int64_t Keys, DType Stored>
+__attribute__((always_inline)) inline void dot_with_rows(const float* q, std::int64_t d_k, std::int64_t count,
+                                                         const StoredElement<Stored>* const* k, Vec (&acc)[Keys][Rows]) {
+  for (auto& key : acc)
+    for (Vec& a : key) a = Isa::zero();
+  if constexpr (Stored == DType::int8 || Stored == DType::int4) {
+    // Quantized rows (whole blocks): each key's block parameters converted a group of blocks at a
+    // time, then each block's vectors in the same order as below.
+    constexpr std::int64_t kGroupBlocks = 4, kPerBlock = kParamsPerBlock<Stored>;
+    for (std::int64_t g0 = 0; g0 < count; g0 += kGroupBlocks * kQuantBlock) {
+      const std::int64_t blocks = std::min(kGroupBlocks, (count - g0) / kQuantBlock);
+      float params[Keys][kGroupBlocks * kPerBlock];
+      for (std::int64_t t = 0; t < Keys; ++t)
+        block_params_to_float<Stored>(k[t], d_k, g0 / kQuantBlock, blocks * kPerBlock, params[t]);
+      for (std::int64_t b = 0; b < blocks; ++b) {
+        BlockScale scale[Keys];
+        for (std::int64_t t = 0; t < Keys; ++t) scale[t] = block_scale<Stored>(params[t] + b * kPerBlock);
+        for (std::int64_t c = g0 + b * kQuantBlock; c < g0 + (b + 1) * kQuantBlock; c += kLanes) {
+          Vec kc[Keys];
+          for (std::int64_t t = 0; t < Keys; ++t) kc[t] = load_quantized<Stored>(k[t], c, scale[t]);
+          for (std::int64_t r = 0; r < Rows; ++r) {
+            const Vec qr = Isa::load(q + r * d_k + c);
+            for (std::int64_t t = 0; t < Keys; ++t) acc[t][r] = Isa::fma(qr, kc[t], acc[t][r]);
+          }
+        }
+      }
+    }
+    return;
+  }
+  for (std::int64_t c = 0; c < count; c += kLanes) {
+    Vec kc[Keys];
+    for (std::int64_t t = 0; t < Keys; ++t) kc[t] = load_row_vector<Stored>(k[t], d_k, c);
+    for (std::int64_t r = 0; r < Rows; ++r) {
+      const Vec qr = Isa::load(q + r * d_k + c);
+      for (std::int64_t t = 0; t < Keys; ++t) acc[t][r] = Isa::fma(qr, kc[t], acc[t][r]);
+    }
+  }
+}
+
+// The same partial sums with bf16 dot products: q as rows of pairs (`count` pairs, a multiple of
+// kLanes, `stride` pairs apart) and bf16 key rows read as pairs along d_k where they are stored.
+template <std::int64_t Rows, std::int64_t Keys, class I = Isa>
+__attribute__((always_inline)) inline void dot_pairs_with_rows(const std::uint32_t* q, std::int64_t stride,
+                                                               std::int64_t count, const std::uint16_t* const* k,
+                                                               Vec (&acc)[Keys][Rows]) {
+  for (auto& key : acc)
+    for (Vec& a : key) a = I::zero();
+  for (std::int64_t c = 0; c < count; c += kLanes) {
+    typename I::Pairs kc[Keys];
+    for (std::int64_t t = 0; t < Keys; ++t) kc[t] = I::load_pairs(reinterpret_cast<const std::uint32_t*>(k[t] + 2 * c));
+    for (std::int64_t r = 0; r < Rows; ++r) {
+      const typename I::Pairs qr = I::load_pairs(q + r * stride + c);
+      for (std::int64_t t = 0; t < Keys; ++t) acc[t][r] = I::dot_bf16(acc[t][r], qr, kc[t]);
+    }
+  }
+}
+
+// The same scores read from the key rows as stored, without packing: for an item of a single tile
+// (decoding), where packing the keys would cost more than the arithmetic on them. Key rows are
+// requested ahead of use up to `ahead_end` (keys from j0 the item reads, past this block). A few keys per
+// step (decode_keys_per_step): vectors along the feature dimension, one accumulator per row and key,
+// summed across lanes at the end. Only the tile's Rows live rows are computed (the rest are masked
+// whole by apply_bias_and_mask). With KeyPairs (bf16 keys of unit stride on a bf16-dot target, d_k
+// whole vectors of pairs), the products are bf16 dot products with the queries' pairs (ws.q_bf16).
+template <std::int64_t Rows, bool KeyPairs = false>
+void score_tile_from_key_rows(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordinates& item,
+                              std::int64_t j0, std::int64_t width, std::int64_t cols, float scale,
+                              std::int64_t ahead_end) {
+  constexpr std::int64_t kKeys = decode_keys_per_step(Rows);
+  const detail::Problem& p = *plan.problem;
+  const ConstTensorView& keys = p.k;
+  const bool direct = keys.dtype() == DType::f32 && keys.stride(3) == 1;
+  // bf16 and f16 rows of whole vectors are widened in registers, without a converted copy; int8 and
+  // int4 rows (whole blocks) dequantised in registers.
+  const bool widened = keys.stride(3) == 1 && ws.d_k % kLanes == 0 &&
+                       (keys.dtype() == DType::bf16 || keys.dtype() == DType::f16 ||
+                        (is_quantized(keys.dtype()) && ws.d_k == p.sizes.d_k));
+  const std::int64_t vector_end = ws.d_k / kLanes * kLanes;
+  const RowPrefetcher prefetch_key(keys, item.kv_head), prefetch_value(p.v, item.kv_head);
+  const bool values_into_l2 = !plan.short_decode_blocks && p.v.dtype() == DType::f32;
+  const bool value_records = is_quantized(p.v.dtype());
+  // Where each key's rows lie (stored_row looks a cached key up in its block table), worked out once
+  // for the block's keys and the few past it whose key rows are requested ahead: looked up at each
+  // use (the key row, its request ahead, the value row's request), the addressing was a third of
+  // the int8 score loop's samples on an Intel Xeon (docs/tuning.md, "Quantized caches").
+  const std::int64_t ahead = std::clamp<std::int64_t>(ahead_end, width, width + kPrefetchRows);
+  const char* key_at[kMaxKeyBlock + kPrefetchRows];
+  const char* value_at[kMaxKeyBlock];
+  for (std::int64_t j = 0; j < ahead; ++j) {
+    const StoredRow at = stored_row(p, item.batch, j0 + j);
+    key_at[j] = prefetch_key.row_begin(at);
+    if (j < width) value_at[j] = prefetch_value.row_begin(at);
+  }
+  // The key rows' dtype as the dot products read them (other rows are converted to f32 first),
+  // chosen once for the block.
+  with_stored_dtype(widened ? keys.dtype() : DType::f32, [&](auto stored) {
+    using Element = StoredElement<stored()>;
+    // Key row j as the dot products read it; `slot` picks the converted copy's buffer.
+    auto key_row = [&](std::int64_t j, std::int64_t slot) -> const Element* {
+      // Decoding streams K and V from memory once: ask for rows ahead of use, so that their latency
+      // overlaps the arithmetic (the hardware prefetcher alone leaves single-thread decode latency-bound).
+      // Key rows a few ahead, across the end of the block; value row j now, read once the block's
+      // scores are done, a block later. With the forward's blocks (256 KiB of f32 values at d = 128
+      // on AVX-512), f32 value rows go to L2: requested into L1 they hold the miss buffers the key
+      // rows need, for lines evicted before use. With short blocks (decode_key_block, Intel) they go
+      // to L1. The distance and the levels were measured: docs/tuning.md, "Requesting rows ahead".
+      if ((direct || widened) && j + kPrefetchRows < ahead) {
+        if constexpr (stored() == DType::int8 || stored() == DType::int4) {
+          prefetch_key.records(key_at[j + kPrefetchRows]);
+        } else {
+          prefetch_key(key_at[j + kPrefetchRows]);
+        }
+      }
+      if (values_into_l2) {
+        prefetch_value.into_l2(value_at[j]);
+      } else if (value_records) {
+        prefetch_value.records(value_at[j]);
+      } else {
+        prefetch_value(value_at[j]);
+      }
+      if constexpr (stored() != DType::f32) {
+        return reinterpret_cast<const Element*>(key_at[j]);
+      } else if (direct) {
+        return reinterpret_cast<const float*>(key_at[j]);
+      } else {
+        float* row = ws.key_rows + slot * ws.d_k;
+        const StoredRow at = stored_row(p, item.batch, j0 + j);
+        load_row_f32(keys, at.outer, item.kv_head, at.row, row, ws.d_k);
+        return row;
+      }
+    };
+    // Scores of keys j .. j + Keys: the vector part by dot_with_rows, then a scalar tail of d_k.
+    // Inlined into the key loop (GCC otherwise calls it once per step, its accumulators on the stack).
+    auto score_keys = [&]<std::int64_t Keys>(std::int64_t j, std::integral_constant<std::int64_t, Keys>)
+                          __attribute__((always_inline)) {
+      const Element* k[Keys];
+      for (std::int64_t t = 0; t < Keys; ++t) k[t] = key_row(j + t, t);
+      Vec acc[Keys][Rows];
+      if constexpr (KeyPairs && stored() == DType::bf16) {
+        dot_pairs_with_rows<Rows, Keys>(reinterpret_cast<const std::uint32_t*>(ws.q_bf16), ws.d_k / 2, ws.d_k / 2, k, acc);
+      } else {
+        dot_with_rows<Rows, Keys, stored()>(ws.q, ws.d_k, vector_end, k, acc);
+      }
+      if constexpr (stored() == DType::f32) {  // widened rows are whole vectors: no tail
+        if (vector_end < ws.d_k) {
+          float sums[Keys][Rows];
+          reduce_add_each<Keys * Rows>(&acc[0][0], &sums[0][0]);
+          for (std::int64_t t = 0; t < Keys; ++t)
+            for (std::int64_t r = 0; r < Rows; ++r) {
+              for (std::int64_t c = vector_end; c < ws.d_k; ++c) sums[t][r] += ws.q[r * ws.d_k + c] * k[t][c];
+              ws.scores[r * kKeyBlock + j + t] = sums[t][r] * scale;
+            }
+          return;
+        }
+      }
+      store_scaled_sums<Rows, Keys>(&acc[0][0], scale, ws.scores + j);
+    };
+    std::int64_t j = 0;
+    for (; j + kKeys <= width; j += kKeys) score_keys(j, std::integral_constant<std::int64_t, kKeys>{});
+    for (; j < width; ++j) score_keys(j, std::integral_constant<std::int64_t, 1>{});
+  });
+  for (std::int64_t r = 0; r < Rows; ++r) std::fill(ws.scores + r * kKeyBlock + width, ws.scores + r * kKeyBlock + cols, 0.0f);
+}
+
+// The same sum for a decode tile, straight from the value rows as stored (f32, or bf16 and f16
+// widened in registers), without the copy pack_values makes: V is read from memory once either way,
+// and the copy cost as much as the arithmetic. Only the first `width` keys of the block are summed:
+// the tile's keys up to its last visible one (p is 0 past it, and not computed). Returns false,
+// leaving acc as it was, if one of those values (or a sum) is NaN or ±inf: the caller then takes the
+// seen-only sum, as for a packed block. Rows of unit stride and d_v equal to the padded d_v only.
+template <std::int64_t Rows, DType Stored>
+bool accumulate_pv_from_value_rows(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordinates& item,
+                                   std::int64_t j0, std::int64_t width, const float* alpha) {
+  const ConstTensorView& values = plan.problem->v;
+  const StoredElement<Stored>* rows[kMaxKeyBlock];
+  for (std::int64_t j = 0; j < width; ++j) {
+    const StoredRow at = stored_row(*plan.problem, item.batch, j0 + j);
+    rows[j] = values.at<StoredElement<Stored>>({at.outer, item.kv_head, at.row, 0});
+  }
+  // acc as it was, kept in the (here unused) packed-value buffer in case a value is not finite.
+  std::copy(ws.acc, ws.acc + Rows * ws.d_v, ws.v);
+  // Quantized rows: every row's block parameters as floats, after the copy of acc in the same buffer
+  // (kMaxKeyBlock rows of d_v floats hold kMaxTileRows of them, and a block's parameters, at most
+  // 2 · d_v / 32 floats per key).
+  static_assert(kMaxTileRows + kMaxKeyBlock * 2 / kQuantBlock <= kMaxKeyBlock, "acc's copy and the parameters fit ws.v");
+  [[maybe_unused]] float* const params = ws.v + kMaxTileRows * ws.d_v;
+  [[maybe_unused]] std::int64_t params_per_row = 0;
+  if constexpr (Stored == DType::int8 || Stored == DType::int4) {
+    params_per_row = ws.d_v / kQuantBlock * kParamsPerBlock<Stored>;
+    for (std::int64_t j = 0; j < width; ++j) block_params_to_float<Stored>(rows[j], ws.d_v, 0, params_per_row, params + j * params_per_row);
+  }
+  // Whether a value is NaN or ±inf is read off the sums rather than the values: every one of the
+  // `width` values enters every sum of its column with a finite p >= 0 (p · ±inf is ±inf, 0 · ±inf
+  // and p · NaN are NaN), so a sum is finite only if its values are. A sum that is not finite for
+  // another reason (overflow, a NaN carried from an earlier block) takes the seen-only sum too, which
+  // gives the same answer more slowly.
+  Vec differences = Isa::zero();  // a sum of zeros while every sum is finite, NaN after any other
+  for (std::int64_t c0 = 0; c0 < ws.d_v; c0 += kTileCols) {
+    float* c = ws.acc + c0;
+    Vec acc[Rows][kTileVectors];
+    for (std::int64_t r = 0; r < Rows; ++r) {
+      const Vec scale = Isa::set1(alpha[r]);
+      for (std::int64_t v = 0; v < kTileVectors; ++v) acc[r][v] = Isa::mul(Isa::load(c + r * ws.d_v + v * kLanes), scale);
+    }
+    for (std::int64_t j = 0; j < width; ++j) {
+      Vec bv[kTileVectors];
+      if constexpr (Stored == DType::int8 || Stored == DType::int4) {  // a tile's columns lie in one block
+        static_assert(kQuantBlock % kTileCols == 0);
+        const BlockScale scale = block_scale<Stored>(params + j * params_per_row + c0 / kQuantBlock * kParamsPerBlock<Stored>);
+        for (std::int64_t v = 0; v < kTileVectors; ++v) bv[v] = load_quantized<Stored>(rows[j], c0 + v * kLanes, scale);
+      } else {
+        for (std::int64_t v = 0; v < kTileVectors; ++v) bv[v] = load_stored<Stored>(rows[j] + c0 + v * kLanes);
+      }
+      for (std::int64_t r = 0; r < Rows; ++r) {
+        const Vec pr = Isa::set1(ws.scores[r * kKeyBlock + j]);
+        for (std::int64_t v = 0; v < kTileVectors; ++v) acc[r][v] = Isa::fma(pr, bv[v], acc[r][v]);
+      }
+    }
+    for (std::int64_t r = 0; r < Rows; ++r)
+      for (std::int64_t v = 0; v < kTileVectors; ++v) {
+        differences = Isa::add(differences, Isa::sub(acc[r][v], acc[r][v]));  // x − x is NaN exactly for ±inf and NaN
+        Isa::store(c + r * ws.d_v + v * kLanes, acc[r][v]);
+      }
+  }
+  if (Isa::any_set(Isa::or_nan(Isa::zero(), differences))) {
+    std::copy(ws.v, ws.v + Rows * ws.d_v, ws.acc);
+    return false;
+  }
+  return true;
+}
+
+// The same sum with bf16 dot products, for bf16 value rows on a bf16-dot target: the rows' values
+// paired along keys in registers (pair_rows_32), p rounded to bf16 into pairs along keys. An odd last key
+// pairs with itself and a zero probability. Returns false, leaving acc as it was, as the float32 sum.
+template <std::int64_t Rows, class I = Isa>
+bool accumulate_pv_pairs_from_value_rows(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordinates& item,
+                                         std::int64_t j0, std::int64_t width, const float* alpha) {
+  const ConstTensorView& values = plan.problem->v;
+  const std::int64_t pairs = pair_count(width);
+  const std::uint16_t* rows[kMaxKeyBlock + 1];
+  for (std::int64_t j = 0; j < width; ++j) {
+    const StoredRow at = stored_row(*plan.problem, item.batch, j0 + j);
+    rows[j] = values.at<std::uint16_t>({at.outer, item.kv_head, at.row, 0});
+  }
+  rows[width] = rows[width - 1];
+  constexpr std::int64_t kHalfBlock = kKeyBlock / 2;
+  round_tile_into_pairs<Rows, I>(ws, width);
+  if (width % 2 != 0)
+    for (std::int64_t r = 0; r < Rows; ++r) ws.p_pairs[r * kHalfBlock + width / 2] &= 0xFFFFu;  // the odd key's partner: probability 0
+  std::copy(ws.acc, ws.acc + Rows * ws.d_v, ws.v);  // acc as it was, should a value not be finite
+  Vec differences = I::zero();  // as in accumulate_pv_from_value_rows
+  static_assert(kTileVectors == 2, "a tile row's columns are the 32 that pair_rows_32 pairs");
+  for (std::int64_t c0 = 0; c0 < ws.d_v; c0 += kTileCols) {
+    float* c = ws.acc + c0;
+    Vec acc[Rows][kTileVectors];  // in the target's pair order
+    for (std::int64_t r = 0; r < Rows; ++r) {
+      const Vec scale = I::set1(alpha[r]);
+      for (std::int64_t v = 0; v < kTileVectors; ++v) acc[r][v] = I::mul(I::load(c + r * ws.d_v + v * kLanes), scale);
+      I::to_pair_order(acc[r][0], acc[r][1]);
+    }
+    for (std::int64_t j = 0; j < pairs; ++j) {
+      typename I::Pairs bv[kTileVectors];
+      I::pair_rows_32(rows[2 * j] + c0, rows[2 * j + 1] + c0, bv);
+      for (std::int64_t r = 0; r < Rows; ++r) {
+        const typename I::Pairs pr = I::broadcast_pair(ws.p_pairs[r * kHalfBlock + j]);
+        for (std::int64_t v = 0; v < kTileVectors; ++v) acc[r][v] = I::dot_bf16(acc[r][v], pr, bv[v]);
+      }
+    }
+    for (std::int64_t r = 0; r < Rows; ++r) {
+      I::from_pair_order(acc[r][0], acc[r][1]);
+      for (std::int64_t v = 0; v < kTileVectors; ++v) {
+        differences = I::add(differences, I::sub(acc[r][v], acc[r][v]));
+        I::store(c + r * ws.d_v + v * kLanes, acc[r][v]);
+      }
+    }
+  }
+  if (I::any_set(I::or_nan(I::zero(), differences))) {
+    std::copy(ws.v, ws.v + Rows * ws.d_v, ws.acc);
+    return false;
+  }
+  return true;
+}
+
+// accumulate_pv_from_value_rows for the values' dtype; with Pairs (bf16 values on a bf16-dot target),
+// accumulate_pv_pairs_from_value_rows.
+template <std::int64_t Rows, bool Pairs>
+bool accumulate_pv_in_place(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordinates& item, std::int64_t j0,
+                            std::int64_t width, const float* alpha) {
+  if constexpr (Pairs) {
+    return accumulate_pv_pairs_from_value_rows<Rows>(plan, ws, item, j0, width, alpha);
+  } else {
+    bool finite = false;
+    with_stored_dtype(plan.problem->v.dtype(), [&](auto stored) {
+      finite = accumulate_pv_from_value_rows<Rows, stored()>(plan, ws, item, j0, width, alpha);
+    });
+    return finite;
+  }
+}
