@@ -1,5 +1,5 @@
 // Max pooling of attention weight matrices for `attnkit heatmap`.
-#include "heatmap/downsample.hpp"
+#include "downsample.hpp"
 
 #include <algorithm>
 #include <cmath>

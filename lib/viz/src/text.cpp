@@ -1,7 +1,7 @@
 // Text through Cairo's FreeType backend. The font file comes from fontconfig ("DejaVu Sans"), else
 // from the path where Debian's fonts-dejavu-core puts it. Metrics are hinted (whole-pixel advances),
 // so the layouts built on measure() line up on the pixel grid as they did before Cairo.
-#include "viz/text.hpp"
+#include "attnkit_viz/text.hpp"
 
 #include <cairo-ft.h>
 #include <cairo.h>

@@ -1,6 +1,6 @@
 // Layout and drawing of the heatmap figure. All sizes are in pixels; the constants below are the
 // whole visual design, chosen by looking at the results.
-#include "heatmap/figure.hpp"
+#include "attnkit_viz/heatmap/figure.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -8,9 +8,9 @@
 #include <string>
 
 #include "attnkit/error.hpp"
-#include "heatmap/downsample.hpp"
-#include "viz/colormap.hpp"
-#include "viz/text.hpp"
+#include "attnkit_viz/colormap.hpp"
+#include "attnkit_viz/text.hpp"
+#include "downsample.hpp"
 
 namespace attnkit::cli {
 

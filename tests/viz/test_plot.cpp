@@ -6,7 +6,7 @@
 #include <limits>
 #include <vector>
 
-#include "viz/plot.hpp"
+#include "attnkit_viz/plot.hpp"
 
 namespace {
 

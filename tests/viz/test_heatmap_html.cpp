@@ -7,7 +7,7 @@
 #include <string>
 
 #include "attnkit/error.hpp"
-#include "heatmap/html.hpp"
+#include "attnkit_viz/heatmap/html.hpp"
 
 namespace attnkit::cli {
 namespace {

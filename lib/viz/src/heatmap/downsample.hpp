@@ -1,4 +1,4 @@
-// attnkit heatmap — shrinking a large [n, m] weight matrix to at most `max_cells` cells per axis by
+// attnkit_viz heatmaps — shrinking a large [n, m] weight matrix to at most `max_cells` cells per axis by
 // taking the maximum over blocks, so that a single strong weight stays visible (a mean would fade
 // it into its block).
 #pragma once

@@ -1,4 +1,4 @@
-// The drawing layer of the attnkit tool (tools/attnkit/viz/): PNG round trips, PDF files, the
+// The drawing library attnkit_viz (lib/viz/): PNG round trips, PDF files, the
 // colour map's lightness and endpoints (checked with CIE L*, a different formula from the OKLab it is
 // built in), text staying inside its measured box, and clipping of lines and rectangles.
 #include <gtest/gtest.h>
@@ -13,10 +13,10 @@
 
 #include "attnkit/error.hpp"
 #include "support/scratch_dir.hpp"
-#include "viz/canvas.hpp"
-#include "viz/colormap.hpp"
-#include "viz/picture_file.hpp"
-#include "viz/text.hpp"
+#include "attnkit_viz/canvas.hpp"
+#include "attnkit_viz/colormap.hpp"
+#include "attnkit_viz/picture_file.hpp"
+#include "attnkit_viz/text.hpp"
 
 namespace {
 

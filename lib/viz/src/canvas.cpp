@@ -1,7 +1,7 @@
 // The canvas: a Cairo recording surface and its context. Lines are clipped to the canvas here,
 // before Cairo sees them: Cairo holds coordinates in 24.8 fixed point, so an end 1e300 pixels away
 // must become a point on the canvas's edge first.
-#include "viz/canvas.hpp"
+#include "attnkit_viz/canvas.hpp"
 
 #include <cairo.h>
 

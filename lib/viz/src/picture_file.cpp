@@ -1,7 +1,7 @@
 // Writing replays the canvas's recording onto a Cairo surface of the format asked for: a raster for
 // PNG, a vector surface for PDF. Files are opened here rather than by Cairo, whose errors do
 // not say why (a missing folder and a full disk are both "error while writing to output stream").
-#include "viz/picture_file.hpp"
+#include "attnkit_viz/picture_file.hpp"
 
 #include <cairo-pdf.h>
 #include <cairo.h>

@@ -3,7 +3,7 @@
 // anti-aliased lines with a marker per point, the frame, tick labels, axis labels and a legend
 // placed in the corner its lines cross least. When every panel has the same series, one legend
 // under the figure's title serves them all.
-#include "viz/plot.hpp"
+#include "attnkit_viz/plot.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -12,7 +12,7 @@
 #include <string>
 #include <tuple>
 
-#include "viz/text.hpp"
+#include "attnkit_viz/text.hpp"
 
 namespace attnkit::viz {
 

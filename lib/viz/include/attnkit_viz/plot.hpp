@@ -1,11 +1,11 @@
-// attnkit tool — line plots for the lab: one or more panels of lines, with axes, ticks, a legend.
+// attnkit_viz — line plots for the lab: one or more panels of lines, with axes, ticks, a legend.
 #pragma once
 
 #include <limits>
 #include <string>
 #include <vector>
 
-#include "viz/canvas.hpp"
+#include "attnkit_viz/canvas.hpp"
 
 namespace attnkit::viz {
 

@@ -1,4 +1,4 @@
-// attnkit heatmap — the picture: one heatmap panel per head in a grid (row = query, column = key),
+// attnkit_viz heatmaps — the picture: one heatmap panel per head in a grid (row = query, column = key),
 // the head number over each panel, token labels (or positions) on the axes, a colour bar, a title,
 // and notes that say what the colours mean and how a large matrix was downsampled.
 #pragma once
@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "heatmap/head_weights.hpp"
-#include "viz/canvas.hpp"
+#include "attnkit_viz/canvas.hpp"
+#include "attnkit_viz/heatmap/head_weights.hpp"
 
 namespace attnkit::cli {
 

@@ -1,4 +1,4 @@
-// attnkit heatmap — what a figure or page draws: one [n, m] matrix of attention weights per panel.
+// attnkit_viz heatmaps — what a figure or page draws: one [n, m] matrix of attention weights per panel.
 #pragma once
 
 #include <cstdint>

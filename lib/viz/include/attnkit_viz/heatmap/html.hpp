@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "heatmap/head_weights.hpp"
+#include "attnkit_viz/heatmap/head_weights.hpp"
 
 namespace attnkit::cli {
 

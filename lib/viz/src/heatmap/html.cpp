@@ -1,7 +1,7 @@
 // attnkit heatmap --html: the page is written as a template with the data embedded as JSON (in a
 // <script type="application/json"> block, so the browser never evaluates it) and a small script
 // that draws from it. The colour map is sampled from viz::colormap, so the page and the PNG agree.
-#include "heatmap/html.hpp"
+#include "attnkit_viz/heatmap/html.hpp"
 
 #include <cmath>
 #include <cstdio>
@@ -10,7 +10,7 @@
 #include <string_view>
 
 #include "attnkit/error.hpp"
-#include "viz/colormap.hpp"
+#include "attnkit_viz/colormap.hpp"
 
 namespace attnkit::cli {
 namespace {

@@ -10,7 +10,7 @@
 //  4. The curve is resampled at equal OKLab arc length (ΔE steps), so equal steps of the value are
 //     equal perceived steps of colour; 256 entries are kept, as 8-bit colour maps do.
 // OKLab is Björn Ottosson's perceptual space (2020); its two 3×3 matrices define it.
-#include "viz/colormap.hpp"
+#include "attnkit_viz/colormap.hpp"
 
 #include <algorithm>
 #include <array>

@@ -1,11 +1,11 @@
-// attnkit tool — text on canvases, drawn by Cairo with a font that fontconfig finds (DejaVu Sans
+// attnkit_viz — text on canvases, drawn by Cairo with a font that fontconfig finds (DejaVu Sans
 // from Debian's fonts-dejavu-core by default): anti-aliased, UTF-8, and text (not pixels) in PDF.
 #pragma once
 
 #include <string>
 #include <string_view>
 
-#include "viz/canvas.hpp"
+#include "attnkit_viz/canvas.hpp"
 
 namespace attnkit::viz {
 

@@ -1,6 +1,6 @@
-// attnkit tool — the surface the pictures (heatmaps, lab plots) are drawn on, through Cairo. Drawing
+// attnkit_viz — the surface the pictures (heatmaps, lab plots) are drawn on, through Cairo. Drawing
 // is recorded as vector operations, so one drawing can be written as PNG or PDF
-// (viz/picture_file.hpp); it is rasterised only when pixels are asked for. Coordinates are pixels,
+// (attnkit_viz/picture_file.hpp); it is rasterised only when pixels are asked for. Coordinates are pixels,
 // (0, 0) the top left; anything outside the canvas is clipped, never an error.
 #pragma once
 
@@ -52,7 +52,7 @@ class Canvas {
   // left at (x, y): one image, so that a vector file holds a heatmap as one picture, not a shape per cell.
   void paint_cells(int x, int y, int columns, int rows, int cell_w, int cell_h, const std::vector<Rgb>& colors);
 
-  // For viz/text.cpp and viz/picture_file.cpp: the Cairo context drawing goes through, and the
+  // For text.cpp and picture_file.cpp: the Cairo context drawing goes through, and the
   // recording it fills. Using the context marks the raster stale.
   cairo_t* context();
   cairo_surface_t* recording() const { return recording_; }

@@ -1,4 +1,4 @@
-// attnkit tool — pictures as files, through Cairo: PNG (8-bit RGB) or PDF, chosen by the file name's
+// attnkit_viz — pictures as files, through Cairo: PNG (8-bit RGB) or PDF, chosen by the file name's
 // extension. PDF keeps lines and text as vectors, for papers. SVG is refused: Cairo 1.16's SVG
 // backend leaks a recording surface it replays (LeakSanitizer shows it) and tags it with a pointer
 // to a document it has freed, so a second SVG of the same drawing could come out broken.
@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "viz/canvas.hpp"
+#include "attnkit_viz/canvas.hpp"
 
 namespace attnkit::viz {
 
