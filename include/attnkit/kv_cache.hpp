@@ -102,7 +102,7 @@ class KVCache {
   /// A copy of a sequence's cached values [Hkv, length, d_v], in the same dtype as keys() gives.
   Tensor values(SequenceId sequence) const;
 
-  /// Where the kernels find the storage; see src/api/kv_cache.cpp.
+  /// Where the kernels find the storage; see src/kv_cache/pools.hpp.
   struct Storage {
     ///@{
     /// [blocks, Hkv, block_size, d] (strided): a contiguous slot is one block. For int8 and int4

@@ -14,7 +14,7 @@ import sys
 import numpy as np
 
 from . import _core
-from .functional import _alibi_slopes, _float_arrays, _float_or_none, _type_name, _window
+from ._args import _alibi_slopes, _float_arrays, _float_or_none, _type_name, _window
 
 __all__ = ["KVCache", "attend"]
 

@@ -14,6 +14,7 @@ import torch.nn.functional as F
 
 from . import functional
 from . import torch as attnkit_torch
+from .kv_cache import KVCache, attend
 
 __all__ = ["MultiheadAttention"]
 
@@ -141,8 +142,6 @@ class MultiheadAttention(torch.nn.MultiheadAttention):
         ``"bfloat16"``, or the quantized ``"int8"`` and ``"int4"`` (``head_dim`` a multiple of 32);
         ``options`` are KVCache's others (``layout``, ``block_size``, ``num_blocks``,
         ``key_dtype``, ``value_dtype``)."""
-        from .kv_cache import KVCache
-
         return KVCache(self.num_heads, self.head_dim, max_sequence_length, max_sequences=max_sequences,
                        dtype=dtype, **options)  # fmt: skip
 
@@ -161,8 +160,6 @@ class MultiheadAttention(torch.nn.MultiheadAttention):
         Not for modules with ``add_bias_kv``, ``add_zero_attn`` or ``kdim``/``vdim`` other than
         ``embed_dim`` (their keys are not the tokens'). Raises ValueError naming the argument.
         """
-        from .kv_cache import KVCache, attend
-
         if not isinstance(x, torch.Tensor):
             raise TypeError(f"x: expected a torch.Tensor, got {type(x).__name__}")
         if not isinstance(cache, KVCache):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _core
-from .functional import _alibi_slopes, _float, _float_arrays, _float_or_none, _seed, _to_numpy, _type_name, _window
+from ._args import _alibi_slopes, _float, _float_arrays, _float_or_none, _seed, _to_numpy, _type_name, _window
 
 __all__ = ["varlen_attention"]
 
@@ -203,9 +203,11 @@ def _run(call, q, k, v, attn_mask, alibi_slopes, return_lse):
             if isinstance(x, torch.Tensor) and x.requires_grad:
                 raise ValueError(f"{name}: varlen_attention computes no gradient for it; pass it detached")
     if torch is not None and torch.is_grad_enabled() and any(x.requires_grad for x in (q, k, v)):
-        from . import torch as attnkit_torch  # imports torch, which the caller has already
+        # Imported here, not at the top, so that `import attnkit` works without torch: _autograd
+        # imports torch, which the caller has already (the inputs are torch tensors).
+        from . import _autograd
 
-        out, lse = attnkit_torch.varlen_attention_function(call, q, k, v)
+        out, lse = _autograd.varlen_attention_function(call, q, k, v)
     else:
         out, lse = call.forward()
     return (out, lse) if return_lse else out

@@ -13,10 +13,10 @@
 #include <vector>
 
 #include "attnkit/error.hpp"
+#include "attnkit_viz/heatmap/figure.hpp"
+#include "attnkit_viz/heatmap/html.hpp"
+#include "attnkit_viz/picture_file.hpp"
 #include "bindings.hpp"
-#include "heatmap/figure.hpp"
-#include "heatmap/html.hpp"
-#include "viz/picture_file.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;

@@ -369,7 +369,8 @@ def test_strided_inputs(rng):
 def test_no_copy_when_the_strides_allow_it(rng):
     # The [B, H, n, d] views handed to C++ share the caller's memory (checked on the helper that
     # builds them, since the call itself leaves no trace of a copy).
-    from attnkit.functional import _NUMPY, _Layout
+    from attnkit._args import _NUMPY
+    from attnkit.functional import _Layout
 
     q = rng.standard_normal((2, 9, 3, 8)).astype(np.float32).transpose(0, 2, 1, 3)  # [B, L, H, E] memory
     k = rng.standard_normal((1, 3, 11, 8)).astype(np.float32)                       # broadcast over batch

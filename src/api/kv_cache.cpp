@@ -1,22 +1,23 @@
-// The KV cache's bookkeeping: which sequences are alive, how long each is, and which blocks (or,
-// contiguous, which slot) hold its rows. The storage is two pools [blocks, Hkv, block_size, d], so
-// that a contiguous cache is the special case of one block of max_sequence_length rows per sequence
-// and the attention kernel reads both layouts through one block table.
+// The KV cache's public API: its arguments checked, then which sequences are alive and how long
+// each is. The block arithmetic (sizes, the free list and block tables, the pools' rows) is
+// kv_cache/.
 #include "attnkit/kv_cache.hpp"
 
 #include <algorithm>
-#include <array>
+#include <bit>
 #include <cstddef>
 #include <exception>
-#include <bit>
-#include <tuple>
+#include <span>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "attnkit/error.hpp"
 #include "attnkit/quantized.hpp"
-#include "core/element_io.hpp"
 #include "core/memory.hpp"
+#include "kv_cache/block_table.hpp"
+#include "kv_cache/geometry.hpp"
+#include "kv_cache/pools.hpp"
 
 namespace attnkit {
 namespace {
@@ -24,19 +25,6 @@ namespace {
 [[noreturn]] void fail(ErrorCode code, const std::string& message) { throw Error(code, message); }
 
 std::string str(std::int64_t x) { return std::to_string(x); }
-
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return a / b + (a % b != 0); }  // no overflow near INT64_MAX
-
-// a · b · ..., or an error naming what overflowed.
-std::int64_t checked_product(std::initializer_list<std::int64_t> factors, const char* what) {
-  std::int64_t product = 1;
-  for (std::int64_t f : factors) {
-    if (__builtin_mul_overflow(product, f, &product)) {
-      fail(ErrorCode::size_overflow, std::string("KVCacheConfig: ") + what + " overflows 64 bits");
-    }
-  }
-  return product;
-}
 
 void check_config(const KVCacheConfig& c) {
   auto positive = [](const char* name, std::int64_t value) {
@@ -97,70 +85,15 @@ void check_new_rows(const KVCacheConfig& c, std::int64_t count, ConstTensorView 
   }
 }
 
-// dst[at, :] = src[from, :] for rank-4 views whose last dimensions match, rounded once to dst's dtype:
-// through float32 for f32/f16/bf16 sources, element by element through double for f64 ones (f64 →
-// f32 → bf16 would round twice and can land one unit off).
-void copy_row(ConstTensorView src, std::array<std::int64_t, 3> from, TensorView dst, std::array<std::int64_t, 3> at) {
-  const std::int64_t width = dst.size(3);
-  if (src.dtype() != DType::f64 || is_quantized(dst.dtype())) {  // quantised from float32 (f64 rounded once first)
-    thread_local std::vector<float> row;
-    row.resize(static_cast<std::size_t>(width));
-    detail::load_row(src, from[0], from[1], from[2], row.data(), width);
-    detail::store_row_part(row.data(), dst, at[0], at[1], at[2], 0, width);
-    return;
-  }
-  for (std::int64_t c = 0; c < width; ++c) {
-    const double x = *src.at<double>({from[0], from[1], from[2], c});
-    store_from_double(static_cast<std::byte*>(dst.data()) +
-                          (at[0] * dst.stride(0) + at[1] * dst.stride(1) + at[2] * dst.stride(2) + c * dst.stride(3)) *
-                              static_cast<std::int64_t>(dtype_size(dst.dtype())),
-                      dst.dtype(), x);
-  }
+// The geometry a cache was made with, for the kv_cache/ functions.
+detail::CacheGeometry geometry_of(std::int64_t blocks, std::int64_t block_size, std::int64_t blocks_per_sequence) {
+  return detail::CacheGeometry{blocks, block_size, blocks_per_sequence};
 }
 
-// The pools are stored head-major, [Hkv, blocks, block_size, d], and seen as [blocks, Hkv, block_size,
-// d]: one head's blocks lie together, so a sequence whose blocks were taken in order reads each head
-// as one stream, as a contiguous cache does (block-major storage measured 1.1-1.4x slower at decode:
-// the hardware prefetchers ran into the other heads' rows past every block).
-// For int8 and int4 storage the tensor's last dimension is the row record's bytes, and the view's the
-// row's width (attnkit/quantized.hpp): strides in bytes, one row every record.
-template <class View, class T>
-View pool_of(T& t, std::int64_t width) {
-  if (!is_quantized(t.dtype())) return t.view().permuted({1, 0, 2, 3});
-  const std::int64_t heads = t.shape()[0], blocks = t.shape()[1], rows = t.shape()[2], record = t.shape()[3];
-  return View(t.raw(), t.dtype(), {blocks, heads, rows, width}, {rows * record, blocks * rows * record, record, 1});
-}
-TensorView pool(Tensor& t, std::int64_t width) { return pool_of<TensorView>(t, width); }
-ConstTensorView pool(const Tensor& t, std::int64_t width) { return pool_of<ConstTensorView>(t, width); }
-
-// Bytes of one stored row of `width` features (a whole number of blocks when quantized), or an error
-// naming what overflowed.
-std::int64_t row_bytes(DType dtype, std::int64_t width) {
-  if (!is_quantized(dtype)) return checked_product({width, static_cast<std::int64_t>(dtype_size(dtype))}, "a row's byte size");
-  return checked_product({width / kQuantBlock, quantized_row_bytes(dtype, kQuantBlock)}, "a row's byte size");
-}
-
-// A sequence's first `length` rows of a pool [blocks, Hkv, block_size, d], as [Hkv, length, d].
-Tensor gather(ConstTensorView pool, const std::int64_t* table, std::int64_t block_size, std::int64_t length) {
-  const std::int64_t heads = pool.size(1), width = pool.size(3);
-  if (is_quantized(pool.dtype())) {  // the stored values exactly, in float64 (int4's need more than 24 bits)
-    Tensor out(DType::f64, {heads, length, width});
-    for (std::int64_t g = 0; g < heads; ++g)
-      for (std::int64_t j = 0; j < length; ++j) {
-        const std::byte* row = pool.at<std::byte>({table[j / block_size], g, j % block_size, 0});
-        dequantize_row(row, width, pool.dtype(), 0, width, out.data<double>() + (g * length + j) * width);
-      }
-    return out;
-  }
-  Tensor out(pool.dtype(), {heads, length, width});
-  std::vector<float> row(static_cast<std::size_t>(width));
-  const TensorView dest = out.view4();
-  for (std::int64_t g = 0; g < heads; ++g)
-    for (std::int64_t j = 0; j < length; ++j) {
-      detail::load_row(pool, table[j / block_size], g, j % block_size, row.data(), width);
-      detail::store_row_part(row.data(), dest, 0, g, j, 0, width);
-    }
-  return out;
+// Row `row` of the block table [max_sequences, blocks_per_sequence].
+template <class Vector>
+auto table_row(Vector& tables, std::int64_t row, std::int64_t blocks_per_sequence) {
+  return std::span(tables.data() + row * blocks_per_sequence, static_cast<std::size_t>(blocks_per_sequence));
 }
 
 }  // namespace
@@ -169,21 +102,15 @@ KVCache::KVCache(const KVCacheConfig& config) : config_(config) {
   check_config(config_);
   if (config_.value_dim == 0) config_.value_dim = config_.head_dim;
   const KVCacheConfig& c = config_;
-  if (c.layout == KVCacheLayout::contiguous) {
-    block_size_ = c.max_sequence_length;
-    blocks_per_sequence_ = 1;
-    blocks_ = c.max_sequences;
-  } else {
-    block_size_ = c.block_size;
-    const std::int64_t blocks_at_full_length = ceil_div(c.max_sequence_length, c.block_size);
-    blocks_ = c.num_blocks > 0 ? c.num_blocks : checked_product({c.max_sequences, blocks_at_full_length}, "the default block count");
-    // No sequence can hold more blocks than the pool has, whatever its length limit says.
-    blocks_per_sequence_ = std::min(blocks_at_full_length, blocks_);
-  }
-  const std::int64_t key_row = row_bytes(c.keys_dtype(), c.head_dim), value_row = row_bytes(c.values_dtype(), c.value_dim);
-  const std::int64_t key_bytes = checked_product({blocks_, c.num_kv_heads, block_size_, key_row}, "the key pool's byte size");
-  const std::int64_t value_bytes = checked_product({blocks_, c.num_kv_heads, block_size_, value_row}, "the value pool's byte size");
-  const std::int64_t table_bytes = checked_product({c.max_sequences, blocks_per_sequence_, 8}, "the block table's byte size");
+  const detail::CacheGeometry g = detail::cache_geometry(c);
+  blocks_ = g.blocks;
+  block_size_ = g.block_size;
+  blocks_per_sequence_ = g.blocks_per_sequence;
+  const std::int64_t key_row = detail::row_bytes(c.keys_dtype(), c.head_dim);
+  const std::int64_t value_row = detail::row_bytes(c.values_dtype(), c.value_dim);
+  const std::int64_t key_bytes = detail::checked_product({blocks_, c.num_kv_heads, block_size_, key_row}, "the key pool's byte size");
+  const std::int64_t value_bytes = detail::checked_product({blocks_, c.num_kv_heads, block_size_, value_row}, "the value pool's byte size");
+  const std::int64_t table_bytes = detail::checked_product({c.max_sequences, blocks_per_sequence_, 8}, "the block table's byte size");
   // Both pools and the tables at once, before either pool is allocated.
   detail::require_memory(detail::ByteCount::of(key_bytes) + detail::ByteCount::of(value_bytes) + detail::ByteCount::of(table_bytes), [&] {
     const std::string keys(dtype_name(c.keys_dtype())), values(dtype_name(c.values_dtype()));
@@ -192,10 +119,8 @@ KVCache::KVCache(const KVCacheConfig& config) : config_(config) {
                            : "(" + str(c.head_dim) + " " + keys + " + " + str(c.value_dim) + " " + values + ")") +
            " features";
   });
-  // Quantized pools hold row records: their last dimension counts bytes (pool() views them by width).
-  auto last_dim = [](DType dtype, std::int64_t width) { return is_quantized(dtype) ? row_bytes(dtype, width) : width; };
-  keys_ = Tensor(c.keys_dtype(), {c.num_kv_heads, blocks_, block_size_, last_dim(c.keys_dtype(), c.head_dim)});
-  values_ = Tensor(c.values_dtype(), {c.num_kv_heads, blocks_, block_size_, last_dim(c.values_dtype(), c.value_dim)});
+  keys_ = detail::make_pool(c.keys_dtype(), c.num_kv_heads, blocks_, block_size_, c.head_dim);
+  values_ = detail::make_pool(c.values_dtype(), c.num_kv_heads, blocks_, block_size_, c.value_dim);
   try {  // the bookkeeping, sized once: later pushes never exceed these sizes, so never reallocate
     tables_.assign(static_cast<std::size_t>(c.max_sequences * blocks_per_sequence_), -1);
     alive_.reserve(static_cast<std::size_t>(c.max_sequences));
@@ -205,12 +130,13 @@ KVCache::KVCache(const KVCacheConfig& config) : config_(config) {
     fail(ErrorCode::out_of_memory, "KVCacheConfig: cannot allocate the block tables of " + str(c.max_sequences) + " sequences × " +
                                        str(blocks_per_sequence_) + " blocks");
   }
-  // Taken from the back: blocks and table rows are handed out in increasing order at first.
-  for (std::int64_t b = blocks_ - 1; b >= 0; --b) free_list_.push_back(b);
-  for (std::int64_t r = c.max_sequences - 1; r >= 0; --r) free_rows_.push_back(r);
+  detail::fill_free_list(free_list_, blocks_);
+  detail::fill_free_list(free_rows_, c.max_sequences);
 }
 
-std::int64_t KVCache::blocks_for(std::int64_t tokens) const { return ceil_div(tokens, block_size_); }
+std::int64_t KVCache::blocks_for(std::int64_t tokens) const {
+  return geometry_of(blocks_, block_size_, blocks_per_sequence_).blocks_for(tokens);
+}
 
 const KVCache::Sequence& KVCache::find(SequenceId sequence, const char* what) const {
   for (const Sequence& s : alive_)
@@ -241,11 +167,7 @@ KVCache::SequenceId KVCache::add_sequence() {
 
 void KVCache::free_sequence(SequenceId sequence) {
   const Sequence& s = find(sequence, "free_sequence");
-  std::int64_t* table = tables_.data() + s.table_row * blocks_per_sequence_;
-  for (std::int64_t i = 0; i < blocks_per_sequence_; ++i) {
-    if (table[i] >= 0) free_list_.push_back(table[i]);
-    table[i] = -1;
-  }
+  detail::release_blocks(table_row(tables_, s.table_row, blocks_per_sequence_), free_list_);
   free_rows_.push_back(s.table_row);
   alive_.erase(alive_.begin() + (&s - alive_.data()));
 }
@@ -268,10 +190,8 @@ std::int64_t KVCache::free_blocks() const {
 
 std::int64_t KVCache::room(SequenceId sequence) const {
   const Sequence& s = find(sequence, "room");
-  const std::int64_t to_limit = config_.max_sequence_length - s.length;
-  if (config_.layout == KVCacheLayout::contiguous) return to_limit;
-  const std::int64_t in_held_blocks = blocks_for(s.length) * block_size_ - s.length;
-  return std::min(to_limit, in_held_blocks + free_blocks() * block_size_);
+  return detail::room_for(geometry_of(blocks_, block_size_, blocks_per_sequence_), config_.layout == KVCacheLayout::paged,
+                          config_.max_sequence_length, s.length, free_blocks());
 }
 
 void KVCache::append(SequenceId sequence, ConstTensorView keys, ConstTensorView values) {
@@ -286,6 +206,8 @@ void KVCache::append(std::span<const SequenceId> sequences, ConstTensorView keys
   const std::int64_t count = static_cast<std::int64_t>(sequences.size());
   check_new_rows(config_, count, keys, values);
   const std::int64_t t = keys.size(2);
+  const detail::CacheGeometry g = geometry_of(blocks_, block_size_, blocks_per_sequence_);
+  const bool paged = config_.layout == KVCacheLayout::paged;
   // Everything is checked before anything is written, so a failed append changes nothing.
   std::vector<Sequence*> targets;
   std::int64_t new_blocks = 0;
@@ -300,7 +222,7 @@ void KVCache::append(std::span<const SequenceId> sequences, ConstTensorView keys
                                              " more would pass its limit of " + str(config_.max_sequence_length) +
                                              " (KVCacheConfig.max_sequence_length)");
     }
-    if (config_.layout == KVCacheLayout::paged) new_blocks += blocks_for(s.length + t) - blocks_for(s.length);
+    new_blocks += detail::blocks_to_grow(g, paged, s.length, t);
   }
   if (new_blocks > free_blocks()) {
     fail(ErrorCode::capacity_exceeded, "append: " + str(t) + " more tokens for " + str(count) + " sequences need " +
@@ -309,45 +231,32 @@ void KVCache::append(std::span<const SequenceId> sequences, ConstTensorView keys
                                            " are free (KVCacheConfig.num_blocks); free a sequence first");
   }
 
-  TensorView key_pool = pool(keys_, config_.head_dim), value_pool = pool(values_, config_.value_dim);
+  TensorView key_pool = detail::pool(keys_, config_.head_dim), value_pool = detail::pool(values_, config_.value_dim);
   for (std::int64_t b = 0; b < count; ++b) {
     Sequence& s = *targets[static_cast<std::size_t>(b)];
-    std::int64_t* table = tables_.data() + s.table_row * blocks_per_sequence_;
-    if (config_.layout == KVCacheLayout::paged) {
-      for (std::int64_t i = blocks_for(s.length); i < blocks_for(s.length + t); ++i) {
-        table[i] = free_list_.back();
-        free_list_.pop_back();
-      }
-    }
-    for (std::int64_t token = 0; token < t; ++token) {
-      const std::int64_t position = s.length + token;
-      const std::int64_t block = table[position / block_size_], slot = position % block_size_;
-      for (std::int64_t g = 0; g < config_.num_kv_heads; ++g) {
-        copy_row(keys, {b, g, token}, key_pool, {block, g, slot});
-        copy_row(values, {b, g, token}, value_pool, {block, g, slot});
-      }
-    }
+    const std::span<std::int64_t> table = table_row(tables_, s.table_row, blocks_per_sequence_);
+    if (paged) detail::take_blocks(g, table, s.length, t, free_list_);
+    detail::write_rows(keys, values, b, table, block_size_, s.length, key_pool, value_pool);
     s.length += t;
   }
 }
 
 Tensor KVCache::keys(SequenceId sequence) const {
   const Sequence& s = find(sequence, "keys");
-  return gather(pool(keys_, config_.head_dim), tables_.data() + s.table_row * blocks_per_sequence_, block_size_, s.length);
+  return detail::gather(detail::pool(keys_, config_.head_dim), table_row(tables_, s.table_row, blocks_per_sequence_), block_size_, s.length);
 }
 
 Tensor KVCache::values(SequenceId sequence) const {
   const Sequence& s = find(sequence, "values");
-  return gather(pool(values_, config_.value_dim), tables_.data() + s.table_row * blocks_per_sequence_, block_size_, s.length);
+  return detail::gather(detail::pool(values_, config_.value_dim), table_row(tables_, s.table_row, blocks_per_sequence_), block_size_, s.length);
 }
 
 KVCache::Storage KVCache::storage() const {
-  return Storage{pool(keys_, config_.head_dim), pool(values_, config_.value_dim), block_size_, blocks_per_sequence_};
+  return Storage{detail::pool(keys_, config_.head_dim), detail::pool(values_, config_.value_dim), block_size_, blocks_per_sequence_};
 }
 
 std::span<const std::int64_t> KVCache::block_table(SequenceId sequence) const {
-  const Sequence& s = find(sequence, "block_table");
-  return {tables_.data() + s.table_row * blocks_per_sequence_, static_cast<std::size_t>(blocks_per_sequence_)};
+  return table_row(tables_, find(sequence, "block_table").table_row, blocks_per_sequence_);
 }
 
 }  // namespace attnkit

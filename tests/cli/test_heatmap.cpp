@@ -18,11 +18,11 @@
 #include <vector>
 
 #include "attnkit/attnkit.hpp"
+#include "attnkit_viz/colormap.hpp"
+#include "attnkit_viz/heatmap/figure.hpp"
+#include "attnkit_viz/picture_file.hpp"
 #include "cli/cli_runner.hpp"
 #include "heatmap/demo.hpp"
-#include "heatmap/figure.hpp"
-#include "viz/colormap.hpp"
-#include "viz/picture_file.hpp"
 
 namespace {
 

@@ -19,7 +19,7 @@
 #include "lab/scaling.hpp"
 #include "lab/softmax_stats.hpp"
 #include "support/testing.hpp"
-#include "viz/picture_file.hpp"
+#include "attnkit_viz/picture_file.hpp"
 
 namespace {
 

@@ -6,12 +6,13 @@ set -euo pipefail
 src="$1"
 
 declare -A allowed=(
-  [api]="attnkit core dispatch"
+  [api]="attnkit core dispatch kv_cache"
   [mha]="attnkit core dispatch"
   [dist]="attnkit core dispatch"
   [dispatch]="attnkit core cpu reference"
   [cpu]="attnkit core"
   [reference]="attnkit core"
+  [kv_cache]="attnkit core"  # the KV cache's sizes, block tables and pools, under api's KVCache
   [core]="attnkit"
   [io]="attnkit"
   [c_api]="attnkit"  # the C API: over the public C++ API only

@@ -10,14 +10,14 @@
 #include "attention_flags.hpp"
 #include "attnkit/attention.hpp"
 #include "attnkit/staged_outputs.hpp"
+#include "attnkit_viz/heatmap/figure.hpp"
+#include "attnkit_viz/heatmap/html.hpp"
+#include "attnkit_viz/picture_file.hpp"
 #include "command_line.hpp"
 #include "commands.hpp"
 #include "heatmap/demo.hpp"
-#include "heatmap/figure.hpp"
-#include "heatmap/html.hpp"
 #include "heatmap/tokens.hpp"
 #include "heatmap/weights.hpp"
-#include "viz/picture_file.hpp"
 
 namespace attnkit::cli {
 

@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "attnkit/staged_outputs.hpp"
+#include "attnkit_viz/picture_file.hpp"
+#include "attnkit_viz/plot.hpp"
 #include "command_line.hpp"
 #include "commands.hpp"
 #include "lab/precision.hpp"
@@ -15,8 +17,6 @@
 #include "lab/scaling.hpp"
 #include "lab/scaling_report.hpp"
 #include "progress.hpp"
-#include "viz/plot.hpp"
-#include "viz/picture_file.hpp"
 
 namespace attnkit::cli {
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "attention_flags.hpp"
-#include "heatmap/head_weights.hpp"
+#include "attnkit_viz/heatmap/head_weights.hpp"
 
 namespace attnkit::cli {
 

@@ -1,7 +1,7 @@
 // The lab plots' colours: the Okabe–Ito palette, which stays distinct for colour-blind readers.
 #pragma once
 
-#include "viz/canvas.hpp"
+#include "attnkit_viz/canvas.hpp"
 
 namespace attnkit::lab {
 

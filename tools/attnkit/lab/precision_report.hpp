@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "lab/precision.hpp"
-#include "viz/plot.hpp"
+#include "attnkit_viz/plot.hpp"
 
 namespace attnkit::lab {
 

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "lab/scaling.hpp"
-#include "viz/plot.hpp"
+#include "attnkit_viz/plot.hpp"
 
 namespace attnkit::lab {
 
