@@ -35,7 +35,7 @@ class WorkspaceBuffer {
 struct ForwardWorkspace {
   // Sizes, in elements.
   std::int64_t rows = 0, d_k = 0, d_v = 0;  // rows padded to whole tiles; d_v padded to the tile width
-  float* q = nullptr;          // [rows][d_k]            queries times the scale
+  float* q = nullptr;          // [rows][d_k]            queries as float32 (unscaled)
   // A target lays its key block out in these arrays with its own key block and tile (geometry.hpp);
   // they are sized for the largest.
   float* k_t = nullptr;        // [key block / tile width][d_k][tile width]  current key block, in panels
