@@ -1,4 +1,4 @@
-// attnkit._core — drawing: the tool's heatmap figure (PNG) and interactive page (HTML), for the head
+// attnkit._core — drawing: attnkit_viz's heatmap figure (PNG) and interactive page (HTML), for the head
 // viewer (python/attnkit/heads.py), which computes the weights and statistics and lays them out.
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
