@@ -50,168 +50,225 @@ __attribute__((always_inline)) inline void store_scaled_sums(const Vec* acc, flo
   }
 }
 
-// acc[t][r] = q[r] · k[t] as kLanes partial sums, over the first `count` elements (a multiple of
-// kLanes) for the Rows rows of q, d_k apart, and the Keys key rows k[t], stored as `Stored`. Each
-// sum runs over the vectors in the same order whatever Keys is, so a score does not depend on how
-// keys are grouped. Inlined into the key loop: called, a step (16 vectors at d_k = 128) pays a call
-// and its accumulators zeroed on the stack (bf16 decoding measured 1.13x from cache, 1.07x from
-// memory on a Zen 3; see docs/tuning.md, "The score loop").
-template <std::int64_t Rows, std::int64_t Keys, DType Stored>
-__attribute__((always_inline)) inline void dot_with_rows(const float* q, std::int64_t d_k, std::int64_t count,
-                                                         const StoredElement<Stored>* const* k, Vec (&acc)[Keys][Rows]) {
+// The operand kinds of decoding's dot products, each a way to load a vector of a query row and of a
+// key row where it is stored and multiply-add them into float32 accumulators:
+//   F32RowOperands<Stored>  query rows of float32, key rows of `Stored` (f32, bf16, f16) widened
+//                           to float32 in registers; an FMA per element;
+//   Bf16PairRowOperands     query rows of bf16 pairs (ws.q_bf16) and bf16 key rows read as pairs
+//                           along d_k (targets whose Isa::kDotBf16).
+// Column c counts the query's elements (float32) or pairs (bf16 pairs).
+template <DType Stored>
+struct F32RowOperands {
+  using Query = float;
+  using Key = StoredElement<Stored>;
+  static Vec load_query(const Query* row, std::int64_t c) { return Isa::load(row + c); }
+  static Vec load_key(const Key* row, std::int64_t c) { return load_stored<Stored>(row + c); }
+  static Vec multiply_add(Vec acc, Vec q, Vec k) { return Isa::fma(q, k, acc); }
+};
+
+template <class I = Isa>
+struct Bf16PairRowOperands {
+  using Query = std::uint32_t;
+  using Key = std::uint16_t;
+  // (Deduced return types: the class may be named on targets without pairs, in code they discard.)
+  static auto load_query(const Query* row, std::int64_t c) { return I::load_pairs(row + c); }
+  static auto load_key(const Key* row, std::int64_t c) { return I::load_pairs(reinterpret_cast<const std::uint32_t*>(row + 2 * c)); }
+  static Vec multiply_add(Vec acc, auto q, auto k) { return I::dot_bf16(acc, q, k); }
+};
+
+// acc[t][r] = q[r] · k[t] as kLanes partial sums, over the first `count` columns (a multiple of
+// kLanes) for the Rows query rows, `stride` columns apart, and the Keys key rows k[t]. Each sum runs
+// over the vectors in the same order whatever Keys is, so a score does not depend on how keys are
+// grouped. Inlined into the key loop: called, a step (16 vectors at d_k = 128) pays a call and its
+// accumulators zeroed on the stack (bf16 decoding measured 1.13x from cache, 1.07x from memory on a
+// Zen 3; see docs/tuning.md, "The score loop").
+template <std::int64_t Rows, std::int64_t Keys, class Operands>
+__attribute__((always_inline)) inline void dot_with_rows(const typename Operands::Query* q, std::int64_t stride,
+                                                         std::int64_t count, const typename Operands::Key* const* k,
+                                                         Vec (&acc)[Keys][Rows]) {
   for (auto& key : acc)
     for (Vec& a : key) a = Isa::zero();
-  if constexpr (Stored == DType::int8 || Stored == DType::int4) {
-    // Quantized rows (whole blocks): each key's block parameters converted a group of blocks at a
-    // time, then each block's vectors in the same order as below.
-    constexpr std::int64_t kGroupBlocks = 4, kPerBlock = kParamsPerBlock<Stored>;
-    for (std::int64_t g0 = 0; g0 < count; g0 += kGroupBlocks * kQuantBlock) {
-      const std::int64_t blocks = std::min(kGroupBlocks, (count - g0) / kQuantBlock);
-      float params[Keys][kGroupBlocks * kPerBlock];
-      for (std::int64_t t = 0; t < Keys; ++t)
-        block_params_to_float<Stored>(k[t], d_k, g0 / kQuantBlock, blocks * kPerBlock, params[t]);
-      for (std::int64_t b = 0; b < blocks; ++b) {
-        BlockScale scale[Keys];
-        for (std::int64_t t = 0; t < Keys; ++t) scale[t] = block_scale<Stored>(params[t] + b * kPerBlock);
-        for (std::int64_t c = g0 + b * kQuantBlock; c < g0 + (b + 1) * kQuantBlock; c += kLanes) {
-          Vec kc[Keys];
-          for (std::int64_t t = 0; t < Keys; ++t) kc[t] = load_quantized<Stored>(k[t], c, scale[t]);
-          for (std::int64_t r = 0; r < Rows; ++r) {
-            const Vec qr = Isa::load(q + r * d_k + c);
-            for (std::int64_t t = 0; t < Keys; ++t) acc[t][r] = Isa::fma(qr, kc[t], acc[t][r]);
-          }
+  for (std::int64_t c = 0; c < count; c += kLanes) {
+    decltype(Operands::load_key(k[0], 0)) kc[Keys];
+    for (std::int64_t t = 0; t < Keys; ++t) kc[t] = Operands::load_key(k[t], c);
+    for (std::int64_t r = 0; r < Rows; ++r) {
+      const auto qr = Operands::load_query(q + r * stride, c);
+      for (std::int64_t t = 0; t < Keys; ++t) acc[t][r] = Operands::multiply_add(acc[t][r], qr, kc[t]);
+    }
+  }
+}
+
+// The same partial sums from quantized key rows (int8 or int4, whole blocks): each key's block
+// parameters converted a group of blocks at a time, then each block's vectors in the order above.
+template <std::int64_t Rows, std::int64_t Keys, DType Stored>
+__attribute__((always_inline)) inline void dot_with_quantized_rows(const float* q, std::int64_t d_k, std::int64_t count,
+                                                                   const std::byte* const* k, Vec (&acc)[Keys][Rows]) {
+  for (auto& key : acc)
+    for (Vec& a : key) a = Isa::zero();
+  constexpr std::int64_t kGroupBlocks = 4, kPerBlock = kParamsPerBlock<Stored>;
+  for (std::int64_t g0 = 0; g0 < count; g0 += kGroupBlocks * kQuantBlock) {
+    const std::int64_t blocks = std::min(kGroupBlocks, (count - g0) / kQuantBlock);
+    float params[Keys][kGroupBlocks * kPerBlock];
+    for (std::int64_t t = 0; t < Keys; ++t) block_params_to_float<Stored>(k[t], d_k, g0 / kQuantBlock, blocks * kPerBlock, params[t]);
+    for (std::int64_t b = 0; b < blocks; ++b) {
+      BlockScale scale[Keys];
+      for (std::int64_t t = 0; t < Keys; ++t) scale[t] = block_scale<Stored>(params[t] + b * kPerBlock);
+      for (std::int64_t c = g0 + b * kQuantBlock; c < g0 + (b + 1) * kQuantBlock; c += kLanes) {
+        Vec kc[Keys];
+        for (std::int64_t t = 0; t < Keys; ++t) kc[t] = load_quantized<Stored>(k[t], c, scale[t]);
+        for (std::int64_t r = 0; r < Rows; ++r) {
+          const Vec qr = Isa::load(q + r * d_k + c);
+          for (std::int64_t t = 0; t < Keys; ++t) acc[t][r] = Isa::fma(qr, kc[t], acc[t][r]);
         }
       }
     }
-    return;
-  }
-  for (std::int64_t c = 0; c < count; c += kLanes) {
-    Vec kc[Keys];
-    for (std::int64_t t = 0; t < Keys; ++t) kc[t] = load_row_vector<Stored>(k[t], d_k, c);
-    for (std::int64_t r = 0; r < Rows; ++r) {
-      const Vec qr = Isa::load(q + r * d_k + c);
-      for (std::int64_t t = 0; t < Keys; ++t) acc[t][r] = Isa::fma(qr, kc[t], acc[t][r]);
-    }
   }
 }
 
-// The same partial sums with bf16 dot products: q as rows of pairs (`count` pairs, a multiple of
-// kLanes, `stride` pairs apart) and bf16 key rows read as pairs along d_k where they are stored.
-template <std::int64_t Rows, std::int64_t Keys, class I = Isa>
-__attribute__((always_inline)) inline void dot_pairs_with_rows(const std::uint32_t* q, std::int64_t stride,
-                                                               std::int64_t count, const std::uint16_t* const* k,
-                                                               Vec (&acc)[Keys][Rows]) {
-  for (auto& key : acc)
-    for (Vec& a : key) a = I::zero();
-  for (std::int64_t c = 0; c < count; c += kLanes) {
-    typename I::Pairs kc[Keys];
-    for (std::int64_t t = 0; t < Keys; ++t) kc[t] = I::load_pairs(reinterpret_cast<const std::uint32_t*>(k[t] + 2 * c));
-    for (std::int64_t r = 0; r < Rows; ++r) {
-      const typename I::Pairs qr = I::load_pairs(q + r * stride + c);
-      for (std::int64_t t = 0; t < Keys; ++t) acc[t][r] = I::dot_bf16(acc[t][r], qr, kc[t]);
+// How decoding reads the key rows: in place (f32 of unit stride; bf16 and f16 rows of whole vectors,
+// widened in registers; int8 and int4 rows of whole blocks, dequantised in registers), or through a
+// float32 copy (any other layout). `dtype` is the rows' dtype as the dot products read them.
+struct KeyRowReads {
+  bool in_place;
+  DType dtype;
+};
+KeyRowReads key_row_reads(const detail::Problem& p, const ForwardWorkspace& ws) {
+  const ConstTensorView& keys = p.k;
+  const bool direct = keys.dtype() == DType::f32 && keys.stride(3) == 1;
+  const bool widened = keys.stride(3) == 1 && ws.d_k % kLanes == 0 &&
+                       (keys.dtype() == DType::bf16 || keys.dtype() == DType::f16 ||
+                        (is_quantized(keys.dtype()) && ws.d_k == p.sizes.d_k));
+  return {direct || widened, widened ? keys.dtype() : DType::f32};
+}
+
+// Decoding streams K and V from memory once: it asks for rows ahead of use, so that their latency
+// overlaps the arithmetic (the hardware prefetcher alone leaves single-thread decode latency-bound).
+// Before key j is read: key row j + kPrefetchRows (across the end of the block; rows read in place
+// only), and value row j, read once the block's scores are done, a block later. With the forward's
+// blocks (256 KiB of f32 values at d = 128 on AVX-512), f32 value rows go to L2: requested into L1
+// they hold the miss buffers the key rows need, for lines evicted before use. With short blocks
+// (decode_key_block, Intel) they go to L1. The distance and the levels were measured: docs/tuning.md,
+// "Requesting rows ahead".
+//
+// Where each key's rows lie (stored_row looks a cached key up in its block table) is worked out once
+// for the block's keys and the few past it whose key rows are requested ahead: looked up at each use
+// (the key row, its request ahead, the value row's request), the addressing was a third of the int8
+// score loop's samples on an Intel Xeon (docs/tuning.md, "Quantized caches").
+class DecodeRowRequests {
+ public:
+  DecodeRowRequests(const ForwardPlan& plan, const ItemCoordinates& item, std::int64_t j0, std::int64_t width,
+                    std::int64_t ahead_end, bool keys_in_place)
+      : keys_(plan.problem->k, item.kv_head),
+        values_(plan.problem->v, item.kv_head),
+        ahead_(std::clamp<std::int64_t>(ahead_end, width, width + kPrefetchRows)),
+        keys_in_place_(keys_in_place),
+        values_into_l2_(!plan.short_decode_blocks && plan.problem->v.dtype() == DType::f32),
+        value_records_(is_quantized(plan.problem->v.dtype())) {
+    for (std::int64_t j = 0; j < ahead_; ++j) {
+      const StoredRow at = stored_row(*plan.problem, item.batch, j0 + j);
+      key_at_[j] = keys_.row_begin(at);
+      if (j < width) value_at_[j] = values_.row_begin(at);
     }
+  }
+  // Key row j where it is stored.
+  const char* key(std::int64_t j) const { return key_at_[j]; }
+  // The requests before key j is read; quantized key rows are records of any byte length.
+  template <bool KeyRecords>
+  void before_key(std::int64_t j) const {
+    if (keys_in_place_ && j + kPrefetchRows < ahead_) {
+      if constexpr (KeyRecords) {
+        keys_.records(key_at_[j + kPrefetchRows]);
+      } else {
+        keys_(key_at_[j + kPrefetchRows]);
+      }
+    }
+    if (values_into_l2_) {
+      values_.into_l2(value_at_[j]);
+    } else if (value_records_) {
+      values_.records(value_at_[j]);
+    } else {
+      values_(value_at_[j]);
+    }
+  }
+
+ private:
+  RowPrefetcher keys_, values_;
+  std::int64_t ahead_;
+  bool keys_in_place_, values_into_l2_, value_records_;
+  const char* key_at_[kMaxKeyBlock + kPrefetchRows];
+  const char* value_at_[kMaxKeyBlock];
+};
+
+// acc[t][r] = q[r] · k[t] as kLanes partial sums over the vector part of d_k, by the dot products of
+// the key rows' kind: bf16 pairs (KeyPairs), quantized blocks, or float32.
+template <std::int64_t Rows, std::int64_t Keys, bool KeyPairs, DType Stored>
+__attribute__((always_inline)) inline void key_dot_products(const ForwardWorkspace& ws, std::int64_t vector_end,
+                                                            const StoredElement<Stored>* const* k, Vec (&acc)[Keys][Rows]) {
+  if constexpr (KeyPairs && Stored == DType::bf16) {
+    dot_with_rows<Rows, Keys, Bf16PairRowOperands<>>(reinterpret_cast<const std::uint32_t*>(ws.q_bf16), ws.d_k / 2,
+                                                     ws.d_k / 2, k, acc);
+  } else if constexpr (Stored == DType::int8 || Stored == DType::int4) {
+    dot_with_quantized_rows<Rows, Keys, Stored>(ws.q, ws.d_k, vector_end, k, acc);
+  } else {
+    dot_with_rows<Rows, Keys, F32RowOperands<Stored>>(ws.q, ws.d_k, vector_end, k, acc);
   }
 }
 
-// The same scores read from the key rows as stored, without packing: for an item of a single tile
-// (decoding), where packing the keys would cost more than the arithmetic on them. Key rows are
-// requested ahead of use up to `ahead_end` (keys from j0 the item reads, past this block). A few keys per
-// step (decode_keys_per_step): vectors along the feature dimension, one accumulator per row and key,
+// scores[r][j + t] = scale · (the lane sums of acc[t][r] + the scalar tail of d_k past vector_end).
+template <std::int64_t Rows, std::int64_t Keys, DType Stored>
+__attribute__((always_inline)) inline void store_key_scores(ForwardWorkspace& ws, std::int64_t j, std::int64_t vector_end,
+                                                            const StoredElement<Stored>* const* k, const Vec (&acc)[Keys][Rows],
+                                                            float scale) {
+  if constexpr (Stored == DType::f32) {  // widened rows are whole vectors: no tail
+    if (vector_end < ws.d_k) {
+      float sums[Keys][Rows];
+      reduce_add_each<Keys * Rows>(&acc[0][0], &sums[0][0]);
+      for (std::int64_t t = 0; t < Keys; ++t)
+        for (std::int64_t r = 0; r < Rows; ++r) {
+          for (std::int64_t c = vector_end; c < ws.d_k; ++c) sums[t][r] += ws.q[r * ws.d_k + c] * k[t][c];
+          ws.scores[r * kKeyBlock + j + t] = sums[t][r] * scale;
+        }
+      return;
+    }
+  }
+  store_scaled_sums<Rows, Keys>(&acc[0][0], scale, ws.scores + j);
+}
+
+// The scores of a single-tile item (decoding) read from the key rows as stored, without packing:
+// packing the keys would cost more than the arithmetic on them. A few keys per step
+// (decode_keys_per_step): vectors along the feature dimension, one accumulator per row and key,
 // summed across lanes at the end. Only the tile's Rows live rows are computed (the rest are masked
-// whole by apply_bias_and_mask). With KeyPairs (bf16 keys of unit stride on a bf16-dot target, d_k
-// whole vectors of pairs), the products are bf16 dot products with the queries' pairs (ws.q_bf16).
+// whole by apply_bias_and_mask). Rows are requested ahead up to `ahead_end` (keys from j0 the item
+// reads, past this block). With KeyPairs (bf16 keys of unit stride on a bf16-dot target, d_k whole
+// vectors of pairs), the products are bf16 dot products with the queries' pairs (ws.q_bf16).
 template <std::int64_t Rows, bool KeyPairs = false>
 void score_tile_from_key_rows(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordinates& item,
                               std::int64_t j0, std::int64_t width, std::int64_t cols, float scale,
                               std::int64_t ahead_end) {
   constexpr std::int64_t kKeys = decode_keys_per_step(Rows);
-  const detail::Problem& p = *plan.problem;
-  const ConstTensorView& keys = p.k;
-  const bool direct = keys.dtype() == DType::f32 && keys.stride(3) == 1;
-  // bf16 and f16 rows of whole vectors are widened in registers, without a converted copy; int8 and
-  // int4 rows (whole blocks) dequantised in registers.
-  const bool widened = keys.stride(3) == 1 && ws.d_k % kLanes == 0 &&
-                       (keys.dtype() == DType::bf16 || keys.dtype() == DType::f16 ||
-                        (is_quantized(keys.dtype()) && ws.d_k == p.sizes.d_k));
+  const KeyRowReads reads = key_row_reads(*plan.problem, ws);
+  const DecodeRowRequests requests(plan, item, j0, width, ahead_end, reads.in_place);
   const std::int64_t vector_end = ws.d_k / kLanes * kLanes;
-  const RowPrefetcher prefetch_key(keys, item.kv_head), prefetch_value(p.v, item.kv_head);
-  const bool values_into_l2 = !plan.short_decode_blocks && p.v.dtype() == DType::f32;
-  const bool value_records = is_quantized(p.v.dtype());
-  // Where each key's rows lie (stored_row looks a cached key up in its block table), worked out once
-  // for the block's keys and the few past it whose key rows are requested ahead: looked up at each
-  // use (the key row, its request ahead, the value row's request), the addressing was a third of
-  // the int8 score loop's samples on an Intel Xeon (docs/tuning.md, "Quantized caches").
-  const std::int64_t ahead = std::clamp<std::int64_t>(ahead_end, width, width + kPrefetchRows);
-  const char* key_at[kMaxKeyBlock + kPrefetchRows];
-  const char* value_at[kMaxKeyBlock];
-  for (std::int64_t j = 0; j < ahead; ++j) {
-    const StoredRow at = stored_row(p, item.batch, j0 + j);
-    key_at[j] = prefetch_key.row_begin(at);
-    if (j < width) value_at[j] = prefetch_value.row_begin(at);
-  }
-  // The key rows' dtype as the dot products read them (other rows are converted to f32 first),
-  // chosen once for the block.
-  with_stored_dtype(widened ? keys.dtype() : DType::f32, [&](auto stored) {
+  with_stored_dtype(reads.dtype, [&](auto stored) {  // chosen once for the block
     using Element = StoredElement<stored()>;
     // Key row j as the dot products read it; `slot` picks the converted copy's buffer.
     auto key_row = [&](std::int64_t j, std::int64_t slot) -> const Element* {
-      // Decoding streams K and V from memory once: ask for rows ahead of use, so that their latency
-      // overlaps the arithmetic (the hardware prefetcher alone leaves single-thread decode latency-bound).
-      // Key rows a few ahead, across the end of the block; value row j now, read once the block's
-      // scores are done, a block later. With the forward's blocks (256 KiB of f32 values at d = 128
-      // on AVX-512), f32 value rows go to L2: requested into L1 they hold the miss buffers the key
-      // rows need, for lines evicted before use. With short blocks (decode_key_block, Intel) they go
-      // to L1. The distance and the levels were measured: docs/tuning.md, "Requesting rows ahead".
-      if ((direct || widened) && j + kPrefetchRows < ahead) {
-        if constexpr (stored() == DType::int8 || stored() == DType::int4) {
-          prefetch_key.records(key_at[j + kPrefetchRows]);
-        } else {
-          prefetch_key(key_at[j + kPrefetchRows]);
-        }
-      }
-      if (values_into_l2) {
-        prefetch_value.into_l2(value_at[j]);
-      } else if (value_records) {
-        prefetch_value.records(value_at[j]);
-      } else {
-        prefetch_value(value_at[j]);
-      }
-      if constexpr (stored() != DType::f32) {
-        return reinterpret_cast<const Element*>(key_at[j]);
-      } else if (direct) {
-        return reinterpret_cast<const float*>(key_at[j]);
-      } else {
-        float* row = ws.key_rows + slot * ws.d_k;
-        const StoredRow at = stored_row(p, item.batch, j0 + j);
-        load_row_f32(keys, at.outer, item.kv_head, at.row, row, ws.d_k);
-        return row;
-      }
+      requests.before_key<stored() == DType::int8 || stored() == DType::int4>(j);
+      if (stored() != DType::f32 || reads.in_place) return reinterpret_cast<const Element*>(requests.key(j));
+      float* row = ws.key_rows + slot * ws.d_k;
+      const StoredRow at = stored_row(*plan.problem, item.batch, j0 + j);
+      load_row_f32(plan.problem->k, at.outer, item.kv_head, at.row, row, ws.d_k);
+      return reinterpret_cast<const Element*>(row);
     };
-    // Scores of keys j .. j + Keys: the vector part by dot_with_rows, then a scalar tail of d_k.
-    // Inlined into the key loop (GCC otherwise calls it once per step, its accumulators on the stack).
+    // Scores of keys j .. j + Keys. Inlined into the key loop (GCC otherwise calls it once per step,
+    // its accumulators on the stack).
     auto score_keys = [&]<std::int64_t Keys>(std::int64_t j, std::integral_constant<std::int64_t, Keys>)
                           __attribute__((always_inline)) {
       const Element* k[Keys];
       for (std::int64_t t = 0; t < Keys; ++t) k[t] = key_row(j + t, t);
       Vec acc[Keys][Rows];
-      if constexpr (KeyPairs && stored() == DType::bf16) {
-        dot_pairs_with_rows<Rows, Keys>(reinterpret_cast<const std::uint32_t*>(ws.q_bf16), ws.d_k / 2, ws.d_k / 2, k, acc);
-      } else {
-        dot_with_rows<Rows, Keys, stored()>(ws.q, ws.d_k, vector_end, k, acc);
-      }
-      if constexpr (stored() == DType::f32) {  // widened rows are whole vectors: no tail
-        if (vector_end < ws.d_k) {
-          float sums[Keys][Rows];
-          reduce_add_each<Keys * Rows>(&acc[0][0], &sums[0][0]);
-          for (std::int64_t t = 0; t < Keys; ++t)
-            for (std::int64_t r = 0; r < Rows; ++r) {
-              for (std::int64_t c = vector_end; c < ws.d_k; ++c) sums[t][r] += ws.q[r * ws.d_k + c] * k[t][c];
-              ws.scores[r * kKeyBlock + j + t] = sums[t][r] * scale;
-            }
-          return;
-        }
-      }
-      store_scaled_sums<Rows, Keys>(&acc[0][0], scale, ws.scores + j);
+      key_dot_products<Rows, Keys, KeyPairs, stored()>(ws, vector_end, k, acc);
+      store_key_scores<Rows, Keys, stored()>(ws, j, vector_end, k, acc, scale);
     };
     std::int64_t j = 0;
     for (; j + kKeys <= width; j += kKeys) score_keys(j, std::integral_constant<std::int64_t, kKeys>{});

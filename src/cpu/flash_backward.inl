@@ -239,125 +239,178 @@ std::int64_t first_row_seeing(const BackwardWorkspace& ws, std::int64_t rows, Ke
   return rows;
 }
 
-// Adds the block's contributions to dK_j, dV_j and the chunk's dQ. Returns false, touching nothing,
-// when no row of the block sees a key of the block.
-bool query_block(const BackwardPlan& plan, BackwardWorkspace& ws, const BackwardItem& item, std::int64_t chunk,
-                 std::int64_t head, std::int64_t i0, std::int64_t j0, std::int64_t width, std::int64_t cols,
-                 std::uint8_t kv_finite) {
-  const detail::Problem& p = *plan.problem;
-  const std::int64_t n = p.query_count(item.batch), rows = std::min(kBackwardQueryBlock, n - i0);
-  const std::int64_t padded_rows = round_up(rows, kTileRows);
-  bool any_seen = false, rows_finite = true;
-  const std::int64_t first_row = plan.row(item.batch, head, i0);
-  for (std::int64_t r = 0; r < padded_rows; ++r) {
-    ws.row_info[r] = r < rows ? make_row_info(p, item.batch, head, i0 + r) : RowInfo{};
-    any_seen = any_seen || row_sees_block(ws.row_info[r], item.keys, j0, width);
-    rows_finite = rows_finite && plan.finite[first_row + r] == (kQueryFinite | kGradientFinite);
-  }
-  if (!any_seen) return false;
-  const bool all_inputs_finite = rows_finite && kv_finite == 3;
+// One block of query rows (of one query head) against one key block, and what its products read.
+struct QueryBlock {
+  const BackwardPlan& plan;
+  BackwardWorkspace& ws;
+  const BackwardItem& item;
+  std::int64_t j0, width, cols;  // the key block: keys [j0, j0 + width), padded to cols
+  std::int64_t rows, padded_rows, first_row;  // the query rows and the plan's row of the first
+  std::uint8_t kv_finite;        // bit 0: K_j holds only finite values, bit 1: V_j
+  bool rows_finite;              // every row's q and dO are finite
+  bool all_inputs_finite() const { return rows_finite && kv_finite == 3; }
+  const float* q() const { return plan.q + first_row * plan.padded_d_k; }
+  const float* d_out() const { return plan.d_out + first_row * plan.padded_d_v; }
+};
 
-  const float* q = plan.q + first_row * plan.padded_d_k;
-  const float* d_out = plan.d_out + first_row * plan.padded_d_v;
-  float* dq = plan.dq_partial(chunk, first_row);
-  const float* tanh_out = p.f32.softcap > 0 ? ws.tanh_s : nullptr;
-  const bool pairs = backward_uses_bf16_dot(plan) && all_inputs_finite;
-  // The block's rows as bf16 values (for S and dP) and as pairs of rows (for dK and dV): whole tiles
-  // from an even row, so the pairs never straddle two blocks or heads.
-  const std::uint16_t* q_bf16 = pairs ? plan.q_bf16 + first_row * plan.padded_d_k : nullptr;
-  const std::uint16_t* d_out_bf16 = pairs ? plan.d_out_bf16 + first_row * plan.padded_d_v : nullptr;
-  const std::uint32_t* q_row_pairs = pairs ? plan.q_row_pairs + first_row / 2 * plan.padded_d_k : nullptr;
-  const std::uint32_t* d_out_row_pairs = pairs ? plan.d_out_row_pairs + first_row / 2 * plan.padded_d_v : nullptr;
-  constexpr std::int64_t kHalfBlock = kBackwardKeyBlock / 2;
-  for (std::int64_t tile = 0; tile < padded_rows; tile += kTileRows) {
+// Products on float32 operands. Where an operand holds NaN or ±inf they skip masked entries
+// (the seen-only loops), so that a masked key's NaN never reaches a gradient.
+struct FloatProducts {
+  const QueryBlock& b;
+  float* dq;  // the chunk's copy of dQ, at the block's first row
+
+  // S = Q·K_jᵀ·scale into ws.p and dP = dO·V_jᵀ into ws.ds, for the tile's rows.
+  void scores(std::int64_t tile, std::int64_t tile_cols) {
+    const BackwardPlan& plan = b.plan;
+    tile_a_bt(b.q() + tile * plan.padded_d_k, plan.padded_d_k, b.ws.k_panels, plan.problem->sizes.d_k, tile_cols,
+              plan.problem->f32.scale, b.ws.p + tile * kBackwardKeyBlock, kBackwardKeyBlock);
+    tile_a_bt(b.d_out() + tile * plan.padded_d_v, plan.padded_d_v, b.ws.v_panels, plan.problem->sizes.d_v, tile_cols,
+              1.0f, b.ws.ds + tile * kBackwardKeyBlock, kBackwardKeyBlock);
+  }
+  // dQ += dS·K_j for the tile's rows.
+  void dq_sum(std::int64_t tile, std::int64_t tile_cols) {
+    const std::int64_t ld = b.plan.padded_d_k;
+    if (b.kv_finite & 1) {
+      tile_a_b(b.ws.ds + tile * kBackwardKeyBlock, kBackwardKeyBlock, b.ws.k_rows, b.ws.d_k, tile_cols, ld, nullptr,
+               dq + tile * ld, ld);
+    } else {
+      tile_a_b_seen_only(b.ws, tile, b.ws.ds, b.ws.k_rows, b.ws.d_k, b.cols, ld, dq + tile * ld, ld);
+    }
+  }
+  // dV_j += dropout(P)ᵀ·dO and dK_j += dSᵀ·Q over the block's rows: with finite inputs, for each tile
+  // of keys only from the first row that sees one of them, and not at all for keys no row sees (the
+  // rows left out hold P = dS = 0 there).
+  void dk_dv_sums() {
+    const BackwardPlan& plan = b.plan;
+    BackwardWorkspace& ws = b.ws;
+    const bool gradients_finite = b.rows_finite || rows_have(kGradientFinite);
+    const bool queries_finite = b.rows_finite || rows_have(kQueryFinite);
+    for (std::int64_t t = 0; t < b.cols; t += kTileRows) {
+      const std::int64_t r0 = b.all_inputs_finite() ? first_row_seeing(ws, b.padded_rows, b.item.keys, b.j0, b.width, t) : 0;
+      if (r0 >= b.padded_rows) continue;
+      if (gradients_finite) {
+        tile_at_b(ws.p + r0 * kBackwardKeyBlock + t, kBackwardKeyBlock, b.d_out() + r0 * plan.padded_d_v, plan.padded_d_v,
+                  b.padded_rows - r0, plan.padded_d_v, ws.dv_acc + t * ws.d_v, ws.d_v);
+      }
+      if (queries_finite) {
+        tile_at_b(ws.ds + r0 * kBackwardKeyBlock + t, kBackwardKeyBlock, b.q() + r0 * plan.padded_d_k, plan.padded_d_k,
+                  b.padded_rows - r0, plan.padded_d_k, ws.dk_acc + t * ws.d_k, ws.d_k);
+      }
+    }
+    if (!gradients_finite)
+      tile_at_b_seen_only(ws, ws.p, b.d_out(), plan.padded_d_v, b.padded_rows, b.cols, plan.padded_d_v, ws.dv_acc, ws.d_v);
+    if (!queries_finite)
+      tile_at_b_seen_only(ws, ws.ds, b.q(), plan.padded_d_k, b.padded_rows, b.cols, plan.padded_d_k, ws.dk_acc, ws.d_k);
+  }
+  // Whether every row of the block has the finite input `flag` says (kQueryFinite, kGradientFinite).
+  bool rows_have(std::uint8_t flag) const {
+    for (std::int64_t r = 0; r < b.padded_rows; ++r)
+      if (!(b.plan.finite[b.first_row + r] & flag)) return false;
+    return true;
+  }
+};
+
+// Products on bf16 pairs (a bf16-dot target, bf16 inputs, every operand of the block finite): S and
+// dP with pairs along the features, dQ with pairs along keys, dV and dK with pairs of rows, from
+// whole tiles starting at an even row so that the pairs never straddle two blocks or heads.
+template <class I = Isa>
+struct PairProducts {
+  const QueryBlock& b;
+  float* dq;
+
+  void scores(std::int64_t tile, std::int64_t tile_cols) {
+    const BackwardPlan& plan = b.plan;
+    const std::int64_t at_q = (b.first_row + tile) * plan.padded_d_k, at_d_out = (b.first_row + tile) * plan.padded_d_v;
+    tile_a_bt<Bf16PairOperands<I>>(plan.q_bf16 + at_q, plan.padded_d_k, b.ws.k_pair_panels, b.ws.d_k / 2, tile_cols,
+                                   plan.problem->f32.scale, b.ws.p + tile * kBackwardKeyBlock, kBackwardKeyBlock);
+    tile_a_bt<Bf16PairOperands<I>>(plan.d_out_bf16 + at_d_out, plan.padded_d_v, b.ws.v_pair_panels, b.ws.d_v / 2,
+                                   tile_cols, 1.0f, b.ws.ds + tile * kBackwardKeyBlock, kBackwardKeyBlock);
+  }
+  void dq_sum(std::int64_t tile, std::int64_t tile_cols) {
+    const std::int64_t ld = b.plan.padded_d_k;
+    pair_tile_operands<I>(b.ws, tile, b.cols);
+    tile_a_b<kTileRows, Bf16PairOperands<I>>(bf16_values(b.ws.ds_pairs + tile * (kBackwardKeyBlock / 2)),
+                                             kBackwardKeyBlock, b.ws.k_key_pairs, b.ws.d_k, tile_cols / 2, ld, nullptr,
+                                             dq + tile * ld, ld);
+  }
+  void dk_dv_sums() {
+    const BackwardPlan& plan = b.plan;
+    BackwardWorkspace& ws = b.ws;
+    const std::uint32_t* q_row_pairs = plan.q_row_pairs + b.first_row / 2 * plan.padded_d_k;
+    const std::uint32_t* d_out_row_pairs = plan.d_out_row_pairs + b.first_row / 2 * plan.padded_d_v;
+    for (std::int64_t t = 0; t < b.cols; t += kTileRows) {
+      const std::int64_t r0 = first_row_seeing(ws, b.padded_rows, b.item.keys, b.j0, b.width, t) / 2 * 2;
+      if (r0 >= b.padded_rows) continue;
+      const std::int64_t pair_rows = (b.padded_rows - r0) / 2;
+      tile_at_b<Bf16PairOperands<I>>(bf16_values(ws.p_row_pairs + r0 / 2 * kBackwardKeyBlock + t), 2 * kBackwardKeyBlock,
+                                     d_out_row_pairs + r0 / 2 * plan.padded_d_v, plan.padded_d_v, pair_rows, ws.d_v,
+                                     ws.dv_acc + t * ws.d_v, ws.d_v);
+      tile_at_b<Bf16PairOperands<I>>(bf16_values(ws.ds_row_pairs + r0 / 2 * kBackwardKeyBlock + t), 2 * kBackwardKeyBlock,
+                                     q_row_pairs + r0 / 2 * plan.padded_d_k, plan.padded_d_k, pair_rows, ws.d_k,
+                                     ws.dk_acc + t * ws.d_k, ws.d_k);
+    }
+  }
+};
+
+// Row r of the block, between its products: the logits (biases and masks on the recomputed S), which
+// keys it sees (for the seen-only products), then P and dS in place of S and dP (row_gradients), zero
+// from the tile's last column to the block's.
+void block_row(const QueryBlock& b, std::int64_t r, std::int64_t tile_cols) {
+  BackwardWorkspace& ws = b.ws;
+  const detail::Problem& p = *b.plan.problem;
+  float* row = ws.p + r * kBackwardKeyBlock;
+  bias_and_mask_row(p, b.item.batch, ws.row_info[r], b.item.keys, b.j0, b.width, tile_cols, row, ws.mask_row,
+                    p.f32.softcap > 0 ? ws.tanh_s + r * kBackwardKeyBlock : nullptr);
+  if (!b.all_inputs_finite())
+    for (std::int64_t j = 0; j < b.cols; ++j) ws.seen[r * kBackwardKeyBlock + j] = row[j] != kMinusInf;
+  row_gradients(b.plan, ws, b.item.batch, r, b.j0, tile_cols, b.plan.lse[b.first_row + r], b.plan.delta[b.first_row + r]);
+  std::fill(row + tile_cols, row + b.cols, 0.0f);
+  std::fill(ws.ds + r * kBackwardKeyBlock + tile_cols, ws.ds + r * kBackwardKeyBlock + b.cols, 0.0f);
+}
+
+// The block's contributions to dK_j, dV_j and the chunk's dQ, through `products`: the backward of
+// FlashAttention-2 on one block, each step a call.
+template <class Products>
+void block_gradients(Products& products, const QueryBlock& b) {
+  for (std::int64_t tile = 0; tile < b.padded_rows; tile += kTileRows) {
     // With finite inputs, the tile's columns end at its last visible key, rounded up to a vector (on
     // the causal diagonal, about half the block), and P and dS past them are zeros for the dV and dK
     // sums. A block holding NaN or ±inf keeps whole blocks: its seen-only products read every column.
     const std::int64_t tile_cols =
-        all_inputs_finite ? round_up(seen_width(ws.row_info + tile, kTileRows, item.keys, j0, width), kLanes) : cols;
-    float* scores = ws.p + tile * kBackwardKeyBlock;
-    if (pairs) {
-      if constexpr (Isa::kDotBf16) {
-        tile_a_bt<Bf16PairOperands<>>(q_bf16 + tile * plan.padded_d_k, plan.padded_d_k, ws.k_pair_panels, ws.d_k / 2,
-                                      tile_cols, p.f32.scale, scores, kBackwardKeyBlock);
-        tile_a_bt<Bf16PairOperands<>>(d_out_bf16 + tile * plan.padded_d_v, plan.padded_d_v, ws.v_pair_panels, ws.d_v / 2,
-                                      tile_cols, 1.0f, ws.ds + tile * kBackwardKeyBlock, kBackwardKeyBlock);
-      }
-    } else {
-      tile_a_bt(q + tile * plan.padded_d_k, plan.padded_d_k, ws.k_panels, p.sizes.d_k, tile_cols, p.f32.scale, scores,
-                kBackwardKeyBlock);
-      tile_a_bt(d_out + tile * plan.padded_d_v, plan.padded_d_v, ws.v_panels, p.sizes.d_v, tile_cols, 1.0f,
-                ws.ds + tile * kBackwardKeyBlock, kBackwardKeyBlock);
-    }
-    for (std::int64_t r = tile; r < tile + kTileRows; ++r) {
-      float* row = ws.p + r * kBackwardKeyBlock;
-      bias_and_mask_row(p, item.batch, ws.row_info[r], item.keys, j0, width, tile_cols, row, ws.mask_row,
-                        tanh_out != nullptr ? ws.tanh_s + r * kBackwardKeyBlock : nullptr);
-      if (!all_inputs_finite)
-        for (std::int64_t j = 0; j < cols; ++j) ws.seen[r * kBackwardKeyBlock + j] = row[j] != kMinusInf;
-      row_gradients(plan, ws, item.batch, r, j0, tile_cols, plan.lse[first_row + r], plan.delta[first_row + r]);
-      std::fill(row + tile_cols, row + cols, 0.0f);
-      std::fill(ws.ds + r * kBackwardKeyBlock + tile_cols, ws.ds + r * kBackwardKeyBlock + cols, 0.0f);
-    }
-    // dQ += dS · K_j for the tile's rows.
-    if (pairs) {
-      if constexpr (Isa::kDotBf16) {
-        pair_tile_operands(ws, tile, cols);
-        tile_a_b<kTileRows, Bf16PairOperands<>>(bf16_values(ws.ds_pairs + tile * kHalfBlock), kBackwardKeyBlock,
-                                                ws.k_key_pairs, ws.d_k, tile_cols / 2, plan.padded_d_k, nullptr,
-                                                dq + tile * plan.padded_d_k, plan.padded_d_k);
-      }
-    } else if (kv_finite & 1) {
-      tile_a_b(ws.ds + tile * kBackwardKeyBlock, kBackwardKeyBlock, ws.k_rows, ws.d_k, tile_cols, plan.padded_d_k,
-               nullptr, dq + tile * plan.padded_d_k, plan.padded_d_k);
-    } else {
-      tile_a_b_seen_only(ws, tile, ws.ds, ws.k_rows, ws.d_k, cols, plan.padded_d_k, dq + tile * plan.padded_d_k,
-                         plan.padded_d_k);
+        b.all_inputs_finite() ? round_up(seen_width(b.ws.row_info + tile, kTileRows, b.item.keys, b.j0, b.width), kLanes)
+                              : b.cols;
+    products.scores(tile, tile_cols);                                               // S, dP
+    for (std::int64_t r = tile; r < tile + kTileRows; ++r) block_row(b, r, tile_cols);  // P, dS
+    products.dq_sum(tile, tile_cols);                                               // dQ += dS·K_j
+  }
+  products.dk_dv_sums();  // dV_j += dropout(P)ᵀ·dO, dK_j += dSᵀ·Q
+}
+
+// Adds the contributions of query rows [i0, i0 + kBackwardQueryBlock) of `head` to dK_j, dV_j and the
+// chunk's dQ. Returns false, touching nothing, when no row of the block sees a key of the block.
+bool query_block(const BackwardPlan& plan, BackwardWorkspace& ws, const BackwardItem& item, std::int64_t head,
+                 std::int64_t i0, std::int64_t j0, std::int64_t width, std::int64_t cols, std::uint8_t kv_finite) {
+  const detail::Problem& p = *plan.problem;
+  const std::int64_t rows = std::min(kBackwardQueryBlock, p.query_count(item.batch) - i0);
+  QueryBlock b{plan, ws, item, j0, width, cols, rows, round_up(rows, kTileRows), plan.row(item.batch, head, i0),
+               kv_finite, true};
+  bool any_seen = false;
+  for (std::int64_t r = 0; r < b.padded_rows; ++r) {
+    ws.row_info[r] = r < rows ? make_row_info(p, item.batch, head, i0 + r) : RowInfo{};
+    any_seen = any_seen || row_sees_block(ws.row_info[r], item.keys, j0, width);
+    b.rows_finite = b.rows_finite && plan.finite[b.first_row + r] == (kQueryFinite | kGradientFinite);
+  }
+  if (!any_seen) return false;
+  float* dq = plan.dq_partial(item.chunk, b.first_row);
+  if constexpr (Isa::kDotBf16) {
+    if (backward_uses_bf16_dot(plan) && b.all_inputs_finite()) {
+      PairProducts<> products{b, dq};
+      block_gradients(products, b);
+      return true;
     }
   }
-  // dV_j += dropout(P)ᵀ · dO and dK_j += dSᵀ · Q, summed over the block's rows: with finite inputs,
-  // for each tile of keys only from the first row that sees one of them (an even one for the pairs),
-  // and not at all for keys no row sees; the rows left out hold P = dS = 0 there.
-  if (pairs) {
-    if constexpr (Isa::kDotBf16) {
-      for (std::int64_t t = 0; t < cols; t += kTileRows) {
-        const std::int64_t r0 = first_row_seeing(ws, padded_rows, item.keys, j0, width, t) / 2 * 2;
-        if (r0 >= padded_rows) continue;
-        const std::int64_t pair_rows = (padded_rows - r0) / 2;
-        tile_at_b<Bf16PairOperands<>>(bf16_values(ws.p_row_pairs + r0 / 2 * kBackwardKeyBlock + t), 2 * kBackwardKeyBlock,
-                                      d_out_row_pairs + r0 / 2 * plan.padded_d_v, plan.padded_d_v, pair_rows, ws.d_v,
-                                      ws.dv_acc + t * ws.d_v, ws.d_v);
-        tile_at_b<Bf16PairOperands<>>(bf16_values(ws.ds_row_pairs + r0 / 2 * kBackwardKeyBlock + t), 2 * kBackwardKeyBlock,
-                                      q_row_pairs + r0 / 2 * plan.padded_d_k, plan.padded_d_k, pair_rows, ws.d_k,
-                                      ws.dk_acc + t * ws.d_k, ws.d_k);
-      }
-    }
-    return true;
-  }
-  const bool gradients_finite = rows_finite || [&] {
-    for (std::int64_t r = 0; r < padded_rows; ++r)
-      if (!(plan.finite[first_row + r] & kGradientFinite)) return false;
-    return true;
-  }();
-  const bool queries_finite = rows_finite || [&] {
-    for (std::int64_t r = 0; r < padded_rows; ++r)
-      if (!(plan.finite[first_row + r] & kQueryFinite)) return false;
-    return true;
-  }();
-  for (std::int64_t t = 0; t < cols; t += kTileRows) {
-    const std::int64_t r0 = all_inputs_finite ? first_row_seeing(ws, padded_rows, item.keys, j0, width, t) : 0;
-    if (r0 >= padded_rows) continue;
-    if (gradients_finite) {
-      tile_at_b(ws.p + r0 * kBackwardKeyBlock + t, kBackwardKeyBlock, d_out + r0 * plan.padded_d_v, plan.padded_d_v,
-                padded_rows - r0, plan.padded_d_v, ws.dv_acc + t * ws.d_v, ws.d_v);
-    }
-    if (queries_finite) {
-      tile_at_b(ws.ds + r0 * kBackwardKeyBlock + t, kBackwardKeyBlock, q + r0 * plan.padded_d_k, plan.padded_d_k,
-                padded_rows - r0, plan.padded_d_k, ws.dk_acc + t * ws.d_k, ws.d_k);
-    }
-  }
-  if (!gradients_finite) tile_at_b_seen_only(ws, ws.p, d_out, plan.padded_d_v, padded_rows, cols, plan.padded_d_v, ws.dv_acc, ws.d_v);
-  if (!queries_finite) tile_at_b_seen_only(ws, ws.ds, q, plan.padded_d_k, padded_rows, cols, plan.padded_d_k, ws.dk_acc, ws.d_k);
+  FloatProducts products{b, dq};
+  block_gradients(products, b);
   return true;
 }
 
@@ -385,7 +438,7 @@ void run_backward_item(const BackwardPlan& plan, std::int64_t item_index) {
     std::fill(ws.dv_acc, ws.dv_acc + cols * ws.d_v, 0.0f);
     for (std::int64_t head = first_head; head < first_head + plan.group; ++head)
       for (std::int64_t i0 = 0; i0 < p.query_count(item.batch); i0 += kBackwardQueryBlock)
-        query_block(plan, ws, item, chunk, head, i0, j0, width, cols, kv_finite);
+        query_block(plan, ws, item, head, i0, j0, width, cols, kv_finite);
     for (std::int64_t j = 0; j < width; ++j) {
       const StoredRow at = stored_row(p, item.batch, j0 + j);
       finish_gradient_row(plan, ws.dk_acc + j * ws.d_k, s.d_k);

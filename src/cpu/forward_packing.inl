@@ -26,30 +26,6 @@ void prepare_rows(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoord
   }
 }
 
-// Packs K[b, g, j0 .. j0 + width) into key panels, zero-padded to `cols` keys: kLanes × kLanes
-// transposes in registers, reading f32 rows in place and other dtypes through a converted copy.
-void pack_keys(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordinates& item, std::int64_t j0,
-               std::int64_t width, std::int64_t cols) {
-  const ConstTensorView& keys = plan.problem->k;
-  const bool in_place = keys.dtype() == DType::f32 && keys.stride(3) == 1;
-  for (std::int64_t p0 = 0; p0 < cols; p0 += kTileCols) {
-    const float* rows[kTileCols];
-    for (std::int64_t t = 0; t < kTileCols; ++t) {
-      const std::int64_t j = p0 + t;
-      const StoredRow at = j < width ? stored_row(*plan.problem, item.batch, j0 + j) : StoredRow{};
-      if (j >= width) {
-        rows[t] = ws.zero_row;
-      } else if (in_place) {
-        rows[t] = keys.at<float>({at.outer, item.kv_head, at.row, 0});
-      } else {
-        load_row_f32(keys, at.outer, item.kv_head, at.row, ws.key_rows + t * ws.d_k, ws.d_k);
-        rows[t] = ws.key_rows + t * ws.d_k;
-      }
-    }
-    pack_panels(rows, kTileCols, ws.d_k, ws.k_t + p0 * ws.d_k);
-  }
-}
-
 // v[j][c] = V[b, g, j0 + j, c], zero-padded to whole tiles. Rows of unit stride are read in
 // place (f16 and bf16 widened in registers on the way), others through a converted copy. Returns
 // whether every value is finite.
@@ -118,14 +94,43 @@ void prepare_query_pairs(ForwardWorkspace& ws) {
   }
 }
 
-// Packs K[b, g, j0 .. j0 + width) into panels of pairs along d_k (zero keys up to `cols`): the same
-// in-register transposes as pack_panels, moving 32-bit pairs instead of floats.
-void pack_key_pairs(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordinates& item, std::int64_t j0,
-                    std::int64_t width, std::int64_t cols) {
+// The kinds of key panels the forward packs: float32 (F32KeyPanels), or pairs of bf16 values along
+// d_k moved as 32-bit elements (Bf16PairKeyPanels, the bf16-dot path). Each says which rows are read
+// in place, the panels' depth per key, and how another row is converted into a buffer of d_k floats.
+struct F32KeyPanels {
+  static bool in_place(const ConstTensorView& keys, std::int64_t) { return keys.dtype() == DType::f32 && keys.stride(3) == 1; }
+  static std::int64_t depth(std::int64_t d_k) { return d_k; }
+  static const float* row(const ConstTensorView& keys, StoredRow at, std::int64_t kv_head) {
+    return keys.at<float>({at.outer, kv_head, at.row, 0});
+  }
+  static const float* converted(const ConstTensorView& keys, StoredRow at, std::int64_t kv_head, std::int64_t d_k, float* buffer) {
+    load_row_f32(keys, at.outer, kv_head, at.row, buffer, d_k);
+    return buffer;
+  }
+};
+
+struct Bf16PairKeyPanels {
+  static bool in_place(const ConstTensorView& keys, std::int64_t d_k) { return keys.stride(3) == 1 && d_k % 2 == 0; }
+  static std::int64_t depth(std::int64_t d_k) { return pair_count(d_k); }
+  static const float* row(const ConstTensorView& keys, StoredRow at, std::int64_t kv_head) {
+    return reinterpret_cast<const float*>(keys.at<bfloat16>({at.outer, kv_head, at.row, 0}));
+  }
+  static const float* converted(const ConstTensorView& keys, StoredRow at, std::int64_t kv_head, std::int64_t d_k, float* buffer) {
+    auto* bits = reinterpret_cast<std::uint16_t*>(buffer);  // room for a row of pairs
+    load_row_bf16(keys, at.outer, kv_head, at.row, d_k, 2 * pair_count(d_k), bits);
+    return reinterpret_cast<const float*>(bits);
+  }
+};
+
+// Packs K[b, g, j0 .. j0 + width) into key panels of the given kind, zero-padded to `cols` keys:
+// kLanes × kLanes transposes in registers, reading rows in place where the kind allows and others
+// through a converted copy.
+template <class Panels>
+void pack_keys(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordinates& item, std::int64_t j0,
+               std::int64_t width, std::int64_t cols) {
   const ConstTensorView& keys = plan.problem->k;
-  const std::int64_t pairs = pair_count(ws.d_k);
-  const bool in_place = keys.stride(3) == 1 && ws.d_k % 2 == 0;
-  float* converted = ws.key_rows;  // [kTileCols][d_k] floats: room for a row of pairs each
+  const bool in_place = Panels::in_place(keys, ws.d_k);
+  const std::int64_t depth = Panels::depth(ws.d_k);
   for (std::int64_t p0 = 0; p0 < cols; p0 += kTileCols) {
     const float* rows[kTileCols];
     for (std::int64_t t = 0; t < kTileCols; ++t) {
@@ -135,15 +140,10 @@ void pack_key_pairs(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoo
         continue;
       }
       const StoredRow at = stored_row(*plan.problem, item.batch, j0 + j);
-      if (in_place) {
-        rows[t] = reinterpret_cast<const float*>(keys.at<bfloat16>({at.outer, item.kv_head, at.row, 0}));
-      } else {
-        auto* row = reinterpret_cast<std::uint16_t*>(converted + t * ws.d_k);
-        load_row_bf16(keys, at.outer, item.kv_head, at.row, ws.d_k, 2 * pairs, row);
-        rows[t] = reinterpret_cast<const float*>(row);
-      }
+      rows[t] = in_place ? Panels::row(keys, at, item.kv_head)
+                         : Panels::converted(keys, at, item.kv_head, ws.d_k, ws.key_rows + t * ws.d_k);
     }
-    pack_panels(rows, kTileCols, pairs, ws.k_t + p0 * pairs);
+    pack_panels(rows, kTileCols, depth, ws.k_t + p0 * depth);
   }
 }
 

@@ -145,7 +145,7 @@ struct PackedF32 {
   const ItemStream& s;
 
   bool pack(const KeyBlock& b) {
-    pack_keys(s.plan, s.ws, s.item, b.j0, b.width, b.cols);
+    pack_keys<F32KeyPanels>(s.plan, s.ws, s.item, b.j0, b.width, b.cols);
     return pack_values(s.plan, s.ws, s.item, b.j0, b.width, b.cols);
   }
   template <class Between>
@@ -169,7 +169,7 @@ struct PackedBf16Pairs {
 
   // Values holding NaN or ±inf are packed as float32 for SeenValuesOnly.
   bool pack(const KeyBlock& b) {
-    pack_key_pairs(s.plan, s.ws, s.item, b.j0, b.width, b.cols);
+    pack_keys<Bf16PairKeyPanels>(s.plan, s.ws, s.item, b.j0, b.width, b.cols);
     if (pack_value_pairs<I>(s.plan, s.ws, s.item, b.j0, b.width, b.cols)) return true;
     pack_values(s.plan, s.ws, s.item, b.j0, b.width, b.cols);
     return false;

@@ -15,7 +15,7 @@ void run_probs_item(const ForwardPlan& plan, std::int64_t item_index) {
   for (std::int64_t j0 = 0; j0 < key_count; j0 += kKeyBlock) {
     const std::int64_t width = std::min(kKeyBlock, key_count - j0);
     const std::int64_t cols = round_up(width, kTileCols);
-    pack_keys(plan, ws, item, j0, width, cols);
+    pack_keys<F32KeyPanels>(plan, ws, item, j0, width, cols);
     for (std::int64_t tile = 0; tile < ws.rows; tile += kTileRows) {
       score_tile(ws, tile, cols, p.f32.scale);
       apply_bias_and_mask(plan, ws, item, tile, j0, width, cols, keys);
