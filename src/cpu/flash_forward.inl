@@ -211,10 +211,7 @@ void run_item(const ForwardPlan& plan, std::int64_t item_index, std::int64_t spl
   for (std::int64_t r = 0; r < live_rows; ++r) {
     float* acc = ws.acc + r * ws.d_v;
     if (item.splits > 1) {
-      float* out = plan.partial(item_index, split, r);
-      out[0] = ws.row_max[r];
-      out[1] = ws.row_sum[r];
-      std::copy(acc, acc + ws.d_v, out + 2);
+      plan.partial(item_index, split, r).store({.max = ws.row_max[r], .sum = ws.row_sum[r], .acc = acc}, ws.d_v);
     } else {
       finalize_row(plan, item_index, r, ws.row_info[r].head, ws.row_info[r].query,
                    {.max = ws.row_max[r], .sum = ws.row_sum[r], .acc = acc});

@@ -54,8 +54,8 @@ ForwardPlan make_plan(const detail::Problem& p, const detail::ForwardOutputs& ou
 // Whether every split partial of the item's row r holds finite numbers only.
 bool partials_finite(const ForwardPlan& plan, std::int64_t item_index, std::int64_t splits, std::int64_t r) {
   for (std::int64_t split = 0; split < splits; ++split) {
-    const float* part = plan.partial(item_index, split, r);
-    if (!std::isfinite(part[1]) || !all_finite(part + 2, plan.padded_d_v)) return false;
+    const SplitPartial part = plan.partial(item_index, split, r);
+    if (!std::isfinite(*part.sum) || !all_finite(part.acc, plan.padded_d_v)) return false;
   }
   return true;
 }
@@ -72,8 +72,8 @@ void merge_and_finalize(const ForwardPlan& plan, std::int64_t item_index) {
       std::fill(acc, acc + plan.padded_d_v, 0.0f);
       detail::SoftmaxPartial row{.max = -std::numeric_limits<float>::infinity(), .sum = 0, .acc = acc};
       for (std::int64_t split = 0; split < item.splits; ++split) {
-        const float* part = plan.partial(item_index, split, r);
-        row.merge(part[0], part[1], part + 2, plan.padded_d_v, headroom);
+        const SplitPartial part = plan.partial(item_index, split, r);
+        row.merge(*part.max, *part.sum, part.acc, plan.padded_d_v, headroom);
       }
       return row;
     };

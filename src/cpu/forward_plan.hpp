@@ -14,9 +14,25 @@
 #include <vector>
 
 #include "core/problem.hpp"
+#include "core/softmax_partial.hpp"
 #include "cpu/workspace.hpp"
 
 namespace attnkit::cpu {
+
+// One split's partial result for one row (core/softmax_partial.hpp), a view into
+// ForwardPlan::partials, where it lies as [max, sum, acc[padded_d_v]].
+struct SplitPartial {
+  float* max;
+  float* sum;
+  float* acc;
+
+  // Writes `from`, the first `width` floats of its acc.
+  void store(const detail::SoftmaxPartial& from, std::int64_t width) const {
+    *max = from.max;
+    *sum = from.sum;
+    std::copy(from.acc, from.acc + width, acc);
+  }
+};
 
 struct ForwardPlan {
   const detail::Problem* problem = nullptr;
@@ -36,14 +52,15 @@ struct ForwardPlan {
   // The running target's bf16 rounding of output rows (ForwardKernels::round_to_bf16).
   void (*round_to_bf16)(const float* in, std::uint16_t* out, std::int64_t count) = nullptr;
 
-  // Decode: per (item, split, row) the partial result [max, sum, acc[padded_d_v]].
+  // Decode: per (item, split, row) the partial result, a SplitPartial.
   float* partials = nullptr;
   // When probabilities are requested: per (item, row) the final log-sum-exp, for the second pass.
   float* row_lse = nullptr;
 
   std::int64_t partial_stride() const { return padded_d_v + 2; }
-  float* partial(std::int64_t item, std::int64_t split, std::int64_t row) const {
-    return partials + ((item * splits + split) * padded_rows + row) * partial_stride();
+  SplitPartial partial(std::int64_t item, std::int64_t split, std::int64_t row) const {
+    float* at = partials + ((item * splits + split) * padded_rows + row) * partial_stride();
+    return {.max = at, .sum = at + 1, .acc = at + 2};
   }
 };
 

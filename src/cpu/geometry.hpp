@@ -5,7 +5,10 @@
 // a padded row, column or block does not compile. Target-independent (no intrinsics).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <functional>
+#include <iterator>
 #include <numeric>
 
 namespace attnkit::cpu {
@@ -29,10 +32,26 @@ struct Geometry {
 // 384 rows, as AVX-512's (below): larger items pack each key block less often; on an AVX2-only
 // Zen 3, 384 measured 0.99–1.12× 192 except where a call has too few items for two threads. Key
 // blocks of 64 measured slower, of 256 slower at d = 128. See docs/tuning.md, "Block geometry".
-inline constexpr Geometry kAvx2Geometry{8, 6, 2, 128, 16, 384, 384, 96, 128};
+inline constexpr Geometry kAvx2Geometry{.lanes = 8,
+                                        .tile_rows = 6,
+                                        .tile_vectors = 2,
+                                        .key_block = 128,
+                                        .registers = 16,
+                                        .rows_per_item = 384,
+                                        .long_rows_per_item = 384,
+                                        .backward_key_block = 96,
+                                        .decode_key_block = 128};
 // The scalar target runs the AVX2 geometry's tiles and key blocks over one-float vectors (and
 // items of 192 rows, not tuned).
-inline constexpr Geometry kScalarGeometry{1, 6, 2, 128, 16, 192, 192, 96, 128};
+inline constexpr Geometry kScalarGeometry{.lanes = 1,
+                                          .tile_rows = 6,
+                                          .tile_vectors = 2,
+                                          .key_block = 128,
+                                          .registers = 16,
+                                          .rows_per_item = 192,
+                                          .long_rows_per_item = 192,
+                                          .backward_key_block = 96,
+                                          .decode_key_block = 128};
 // AVX-512: 32 vector registers; 8 × 2 accumulators of 16 floats (a 12 × 2 tile ran slower on an
 // Intel Xeon), keys in blocks of 512 (256 and 128 were no faster). Each key block is packed once per
 // work item, so larger items pack less often: 384 rows, and 768 for long problems (from
@@ -45,19 +64,37 @@ inline constexpr Geometry kScalarGeometry{1, 6, 2, 128, 16, 192, 192, 96, 128};
 // The AVX2 and scalar targets' blocks are 128 either way. Every one of these was measured: see
 // docs/tuning.md, "Block geometry", "Backward" and "Decode blocks".
 // The emulated 16-lane targets use the same geometry.
-inline constexpr Geometry kAvx512Geometry{16, 8, 2, 512, 32, 384, 768, 192, 128};
+inline constexpr Geometry kAvx512Geometry{.lanes = 16,
+                                          .tile_rows = 8,
+                                          .tile_vectors = 2,
+                                          .key_block = 512,
+                                          .registers = 32,
+                                          .rows_per_item = 384,
+                                          .long_rows_per_item = 768,
+                                          .backward_key_block = 192,
+                                          .decode_key_block = 128};
 
 inline constexpr Geometry kAllGeometries[] = {kScalarGeometry, kAvx2Geometry, kAvx512Geometry};
 
-// The sizes plans and workspaces are laid out for, whichever target runs.
-inline constexpr std::int64_t kMaxTileRows = 8;     // the most rows any plan pads to (scores of one tile)
-inline constexpr std::int64_t kMaxTileCols = 32;    // the most columns any plan pads d_k or d_v to
-inline constexpr std::int64_t kMaxKeyBlock = 512;   // the forward's key and value blocks
+// The largest value of a field (or of a member function such as tile_cols) over every target.
+template <class Field>
+constexpr std::int64_t max_over_geometries(Field field) {
+  std::int64_t largest = 0;
+  for (const Geometry& g : kAllGeometries) largest = std::max<std::int64_t>(largest, std::invoke(field, g));
+  return largest;
+}
+
+// The sizes plans and workspaces are laid out for, whichever target runs, the largest of any target:
+// the most rows any plan pads to (scores of one tile), the most columns any plan pads d_k or d_v to,
+// and the forward's key and value blocks.
+inline constexpr std::int64_t kMaxTileRows = max_over_geometries(&Geometry::tile_rows);
+inline constexpr std::int64_t kMaxTileCols = max_over_geometries(&Geometry::tile_cols);
+inline constexpr std::int64_t kMaxKeyBlock = max_over_geometries(&Geometry::key_block);
 inline constexpr std::int64_t kDecodeQueries = 16;  // n at or below this is decoding: keys are split
 inline constexpr std::int64_t kSplitKeys = 1024;    // keys per split when decoding (fixed: results
                                                     // must not depend on the thread count)
-// The backward's blocks.
-inline constexpr std::int64_t kMaxBackwardKeyBlock = 192;  // the largest target's keys per step (workspaces)
+// The backward's blocks. The largest target's keys per step (workspaces):
+inline constexpr std::int64_t kMaxBackwardKeyBlock = max_over_geometries(&Geometry::backward_key_block);
 inline constexpr std::int64_t kBackwardQueryBlock = 48;  // query rows whose dK, dV contributions are summed at once
 inline constexpr std::int64_t kBackwardMinItems = 8;     // chunks per (batch, KV head) until there are this many items
 
@@ -85,7 +122,10 @@ constexpr bool fits_every_plan(const Geometry& g) {
          kBackwardQueryBlock % g.tile_rows == 0 && g.backward_key_block % g.backward_key_pad() == 0 &&
          g.backward_key_block <= kMaxBackwardKeyBlock;
 }
-static_assert(fits_every_plan(kScalarGeometry) && fits_every_plan(kAvx2Geometry) && fits_every_plan(kAvx512Geometry),
+static_assert(std::all_of(std::begin(kAllGeometries), std::end(kAllGeometries), fits_every_plan),
               "every target's tiles fit the plans' paddings and blocks");
+// The values the maxima come to: a target with larger tiles or blocks grows every thread's
+// workspace (workspace.hpp), so that should be a decision, made here.
+static_assert(kMaxTileRows == 8 && kMaxTileCols == 32 && kMaxKeyBlock == 512 && kMaxBackwardKeyBlock == 192);
 
 }  // namespace attnkit::cpu

@@ -15,6 +15,8 @@
 
 namespace attnkit::cpu {
 
+inline constexpr std::size_t kWorkspaceAlignment = 64;
+
 // A grow-only block of memory, 64-byte aligned, zeroed when it grows (so every page is touched
 // once, there, and not in a kernel's hot loop).
 class WorkspaceBuffer {
@@ -24,12 +26,54 @@ class WorkspaceBuffer {
   std::byte* reserve(std::size_t bytes, const char* owner);
 
  private:
-  static constexpr std::align_val_t kAlignment{64};
+  static constexpr std::align_val_t kAlignment{kWorkspaceAlignment};
   struct Free {
     void operator()(std::byte* p) const noexcept { ::operator delete(p, kAlignment); }
   };
   std::unique_ptr<std::byte, Free> buffer_;
   std::size_t capacity_ = 0;
+};
+
+// A workspace's arrays lie one after another in its buffer, each starting on a 64-byte boundary
+// and padded to a multiple of 64 bytes. A workspace's lay_out() takes its arrays in order with
+// take<T>(count); run on a SizingArena it counts the bytes, run on a PlacingArena it hands out the
+// arrays of a buffer that size. The one sequence of calls does both, so the size and the layout
+// cannot disagree.
+
+// Counts the bytes of the arrays taken, in saturating arithmetic (sizes come from the caller, and are
+// checked against the memory budget before anything is allocated). Hands out no memory.
+class SizingArena {
+ public:
+  using Count = detail::ByteCount;
+  static Count count(std::int64_t n) { return Count::of(n); }
+  template <class T>
+  T* take(Count count) {
+    const Count padded = count * sizeof(T) + (kWorkspaceAlignment - 1);
+    bytes_ += padded.saturated() ? padded : Count(padded.value() / kWorkspaceAlignment * kWorkspaceAlignment);
+    return nullptr;
+  }
+  Count bytes() const { return bytes_; }
+
+ private:
+  Count bytes_ = 0;
+};
+
+// Hands out the arrays of a buffer that a SizingArena sized for the same sequence of take() calls.
+class PlacingArena {
+ public:
+  using Count = std::int64_t;
+  static Count count(std::int64_t n) { return n; }
+  explicit PlacingArena(std::byte* buffer) : cursor_(buffer) {}
+  template <class T>
+  T* take(Count count) {
+    T* array = reinterpret_cast<T*>(cursor_);
+    const std::size_t bytes = static_cast<std::size_t>(count) * sizeof(T);
+    cursor_ += (bytes + kWorkspaceAlignment - 1) / kWorkspaceAlignment * kWorkspaceAlignment;
+    return array;
+  }
+
+ private:
+  std::byte* cursor_;
 };
 
 struct ForwardWorkspace {
@@ -55,8 +99,7 @@ struct ForwardWorkspace {
   // The bf16-dot path (targets with vdpbf16ps; bf16 q, k, v) keeps bf16 bits in pairs: q_bf16 holds
   // the queries as bf16 rows of even length (d_k rounded up), p_pairs one tile's rounded
   // probabilities, bf16_rows two value rows converted for interleaving (and, as d_v floats, the one
-  // value row pack_values converts). The key panels and value
-  // pairs reuse k_t and v.
+  // value row pack_values converts). The key panels and value pairs reuse k_t and v.
   std::uint16_t* q_bf16 = nullptr;    // [rows][d_k rounded up to even]
   std::uint32_t* p_pairs = nullptr;   // [tile rows][key block / 2]
   std::uint16_t* bf16_rows = nullptr; // [2][d_v]
@@ -67,53 +110,44 @@ struct ForwardWorkspace {
     d_k = d_k_;
     d_v = padded_d_v;
     using detail::ByteCount;
-    std::byte* cursor = buffer_.reserve(bytes_for(ByteCount::of(rows), ByteCount::of(d_k), ByteCount::of(d_v)).value(),
-                                        "the fast kernel's workspace");
-    const Layout layout = layout_for(ByteCount::of(rows), ByteCount::of(d_k), ByteCount::of(d_v));
-    float* q_bf16_floats = nullptr;
-    float* p_pairs_floats = nullptr;
-    float* bf16_rows_floats = nullptr;
-    float** arrays[] = {&q,        &k_t,      &v,        &scores,        &acc,           &row_max,
-                        &row_sum,  &mask_row, &key_rows, &zero_row,      &q_bf16_floats, &p_pairs_floats,
-                        &bf16_rows_floats};
-    static_assert(std::size(arrays) == std::size(Layout{}.floats));
-    for (std::size_t a = 0; a < std::size(arrays); ++a) {
-      *arrays[a] = reinterpret_cast<float*>(cursor);
-      cursor += aligned(layout.floats[a].value() * sizeof(float));
-    }
-    q_bf16 = reinterpret_cast<std::uint16_t*>(q_bf16_floats);
-    p_pairs = reinterpret_cast<std::uint32_t*>(p_pairs_floats);
-    bf16_rows = reinterpret_cast<std::uint16_t*>(bf16_rows_floats);
-    seen = reinterpret_cast<std::uint8_t*>(cursor);
-    cursor += aligned(static_cast<std::size_t>(kMaxTileRows * kMaxKeyBlock));
-    row_info = reinterpret_cast<RowInfo*>(cursor);
+    PlacingArena arena(buffer_.reserve(bytes_for(ByteCount::of(rows), ByteCount::of(d_k), ByteCount::of(d_v)).value(),
+                                       "the fast kernel's workspace"));
+    lay_out(arena, *this, rows, d_k, d_v);
     std::fill(zero_row, zero_row + d_k, 0.0f);
   }
 
   // The bytes prepare() needs for these sizes; saturates rather than wraps, so callers can check a
   // request against the memory budget before anything is allocated.
   static detail::ByteCount bytes_for(detail::ByteCount padded_rows, detail::ByteCount d_k_, detail::ByteCount padded_d_v) {
-    const Layout layout = layout_for(padded_rows, d_k_, padded_d_v);
-    detail::ByteCount bytes = 0;
-    for (detail::ByteCount n : layout.floats) bytes += aligned(n * sizeof(float));
-    bytes += aligned(static_cast<std::size_t>(kMaxTileRows * kMaxKeyBlock));
-    bytes += aligned(padded_rows * sizeof(RowInfo));
-    return bytes;
+    SizingArena arena;
+    ForwardWorkspace unused;
+    lay_out(arena, unused, padded_rows, d_k_, padded_d_v);
+    return arena.bytes();
   }
 
  private:
-  static constexpr std::size_t kAlignment = 64;
-  static std::size_t aligned(std::size_t bytes) { return (bytes + kAlignment - 1) / kAlignment * kAlignment; }
-  static detail::ByteCount aligned(detail::ByteCount bytes) { return bytes + (kAlignment - 1); }  // an upper bound
-  // The float arrays' lengths, in the order prepare() lays them out.
-  struct Layout {
-    detail::ByteCount floats[13];
-  };
-  static Layout layout_for(detail::ByteCount r, detail::ByteCount dk, detail::ByteCount dv) {
-    using detail::ByteCount;
-    const ByteCount block = ByteCount::of(kMaxKeyBlock);
-    return {{r * dk, dk * block, block * dv, ByteCount::of(kMaxTileRows) * block, r * dv, r, r, block,
-             ByteCount::of(kMaxTileCols) * dk, dk, r * (dk + 1), ByteCount::of(kMaxTileRows) * block, dv}};
+  // The arrays in layout order. q_bf16 and p_pairs are given room for rows·(d_k + 1) and
+  // tile rows·key block 4-byte elements, twice what they hold.
+  template <class Arena>
+  static void lay_out(Arena& arena, ForwardWorkspace& ws, typename Arena::Count rows, typename Arena::Count d_k,
+                      typename Arena::Count d_v) {
+    const typename Arena::Count block = Arena::count(kMaxKeyBlock), tile_rows = Arena::count(kMaxTileRows),
+                                tile_cols = Arena::count(kMaxTileCols);
+    ws.q = arena.template take<float>(rows * d_k);
+    ws.k_t = arena.template take<float>(d_k * block);
+    ws.v = arena.template take<float>(block * d_v);
+    ws.scores = arena.template take<float>(tile_rows * block);
+    ws.acc = arena.template take<float>(rows * d_v);
+    ws.row_max = arena.template take<float>(rows);
+    ws.row_sum = arena.template take<float>(rows);
+    ws.mask_row = arena.template take<float>(block);
+    ws.key_rows = arena.template take<float>(tile_cols * d_k);
+    ws.zero_row = arena.template take<float>(d_k);
+    ws.q_bf16 = arena.template take<std::uint16_t>(2 * rows * (d_k + 1));
+    ws.p_pairs = arena.template take<std::uint32_t>(tile_rows * block);
+    ws.bf16_rows = arena.template take<std::uint16_t>(2 * d_v);
+    ws.seen = arena.template take<std::uint8_t>(tile_rows * block);
+    ws.row_info = arena.template take<RowInfo>(rows);
   }
   WorkspaceBuffer buffer_;
 };
@@ -155,6 +189,9 @@ struct BackwardWorkspace {
   static detail::ByteCount bytes_for(detail::ByteCount padded_d_k, detail::ByteCount padded_d_v);
 
  private:
+  // The arrays in layout order (workspace.cpp).
+  template <class Arena>
+  static void lay_out(Arena& arena, BackwardWorkspace& ws, typename Arena::Count d_k, typename Arena::Count d_v);
   WorkspaceBuffer buffer_;
 };
 
