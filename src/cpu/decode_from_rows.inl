@@ -277,33 +277,86 @@ void score_tile_from_key_rows(const ForwardPlan& plan, ForwardWorkspace& ws, con
   for (std::int64_t r = 0; r < Rows; ++r) std::fill(ws.scores + r * kKeyBlock + width, ws.scores + r * kKeyBlock + cols, 0.0f);
 }
 
-// The same sum for a decode tile, straight from the value rows as stored (f32, or bf16 and f16
-// widened in registers), without the copy pack_values makes: V is read from memory once either way,
-// and the copy cost as much as the arithmetic. Only the first `width` keys of the block are summed:
-// the tile's keys up to its last visible one (p is 0 past it, and not computed). Returns false,
-// leaving acc as it was, if one of those values (or a sum) is NaN or ±inf: the caller then takes the
-// seen-only sum, as for a packed block. Rows of unit stride and d_v equal to the padded d_v only.
-template <std::int64_t Rows, DType Stored>
-bool accumulate_pv_from_value_rows(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordinates& item,
-                                   std::int64_t j0, std::int64_t width, const float* alpha) {
-  const ConstTensorView& values = plan.problem->v;
-  const StoredElement<Stored>* rows[kMaxKeyBlock];
-  for (std::int64_t j = 0; j < width; ++j) {
-    const StoredRow at = stored_row(*plan.problem, item.batch, j0 + j);
-    rows[j] = values.at<StoredElement<Stored>>({at.outer, item.kv_head, at.row, 0});
+// The kinds of value rows decoding's P·V reads where they are stored, each a way through one step
+// of keys: the values of the step's keys for a tile row's kTileVectors vectors of columns, the
+// step's probability of a row, and their multiply-add into float32 accumulators.
+//   F32ValueRows<Stored>  one key per step; f32 rows, bf16 and f16 widened in registers, int8 and
+//                         int4 dequantised with their block parameters (converted once per call
+//                         into `params`, after acc's copy in the unused packed-value buffer);
+//   Bf16PairValueRows     two keys per step: the bf16 values of two rows paired along keys in
+//                         registers (pair_rows_32), p rounded to bf16 into pairs along keys, the
+//                         accumulators in the target's pair order while they sum.
+template <DType Stored>
+struct F32ValueRows {
+  using Row = const StoredElement<Stored>*;
+  static constexpr bool kQuantized = Stored == DType::int8 || Stored == DType::int4;
+  float* params = nullptr;
+  std::int64_t params_per_row = 0;
+
+  F32ValueRows(ForwardWorkspace& ws, const Row* rows, std::int64_t width) {
+    if constexpr (kQuantized) {
+      // kMaxKeyBlock rows of d_v floats hold kMaxTileRows of acc's copy and a block's parameters, at
+      // most 2 · d_v / 32 floats per key.
+      static_assert(kMaxTileRows + kMaxKeyBlock * 2 / kQuantBlock <= kMaxKeyBlock, "acc's copy and the parameters fit ws.v");
+      params = ws.v + kMaxTileRows * ws.d_v;
+      params_per_row = ws.d_v / kQuantBlock * kParamsPerBlock<Stored>;
+      for (std::int64_t j = 0; j < width; ++j) block_params_to_float<Stored>(rows[j], ws.d_v, 0, params_per_row, params + j * params_per_row);
+    }
   }
+  static std::int64_t steps(std::int64_t width) { return width; }
+  void load_values(const Row* rows, std::int64_t j, std::int64_t c0, Vec (&bv)[kTileVectors]) const {
+    if constexpr (kQuantized) {  // a tile's columns lie in one block
+      static_assert(kQuantBlock % kTileCols == 0);
+      const BlockScale scale = block_scale<Stored>(params + j * params_per_row + c0 / kQuantBlock * kParamsPerBlock<Stored>);
+      for (std::int64_t v = 0; v < kTileVectors; ++v) bv[v] = load_quantized<Stored>(rows[j], c0 + v * kLanes, scale);
+    } else {
+      for (std::int64_t v = 0; v < kTileVectors; ++v) bv[v] = load_stored<Stored>(rows[j] + c0 + v * kLanes);
+    }
+  }
+  static Vec probability(const ForwardWorkspace& ws, std::int64_t r, std::int64_t j) { return Isa::set1(ws.scores[r * kKeyBlock + j]); }
+  static Vec multiply_add(Vec acc, Vec p, Vec v) { return Isa::fma(p, v, acc); }
+  static void to_accumulator_order(Vec&, Vec&) {}
+  static void from_accumulator_order(Vec&, Vec&) {}
+};
+
+template <std::int64_t Rows, class I = Isa>
+struct Bf16PairValueRows {
+  using Row = const std::uint16_t*;
+  using Pairs = decltype(I::load_pairs(nullptr));
+  static_assert(kTileVectors == 2, "a tile row's columns are the 32 that pair_rows_32 pairs");
+
+  // p rounded into pairs along keys; an odd last key pairs with itself (rows[width], set by the
+  // caller) and a zero probability.
+  Bf16PairValueRows(ForwardWorkspace& ws, const Row*, std::int64_t width) {
+    round_tile_into_pairs<Rows, I>(ws, width);
+    if (width % 2 != 0)
+      for (std::int64_t r = 0; r < Rows; ++r) ws.p_pairs[r * (kKeyBlock / 2) + width / 2] &= 0xFFFFu;
+  }
+  static std::int64_t steps(std::int64_t width) { return pair_count(width); }
+  static void load_values(const Row* rows, std::int64_t j, std::int64_t c0, Pairs (&bv)[kTileVectors]) {
+    I::pair_rows_32(rows[2 * j] + c0, rows[2 * j + 1] + c0, bv);
+  }
+  static Pairs probability(const ForwardWorkspace& ws, std::int64_t r, std::int64_t j) {
+    return I::broadcast_pair(ws.p_pairs[r * (kKeyBlock / 2) + j]);
+  }
+  static Vec multiply_add(Vec acc, Pairs p, Pairs v) { return I::dot_bf16(acc, p, v); }
+  static void to_accumulator_order(Vec& a, Vec& b) { I::to_pair_order(a, b); }
+  static void from_accumulator_order(Vec& a, Vec& b) { I::from_pair_order(a, b); }
+};
+
+// The P·V sum of a decode tile, straight from the value rows as stored, without the copy pack_values
+// makes: V is read from memory once either way, and the copy cost as much as the arithmetic. Only the
+// first `width` keys of the block are summed: the tile's keys up to its last visible one (p is 0 past
+// it, and not computed). Returns false, leaving acc as it was, if one of those values (or a sum) is
+// NaN or ±inf: the caller then takes the seen-only sum, as for a packed block. Rows of unit stride and
+// d_v equal to the padded d_v only. `rows` holds room for width + 1 rows.
+template <std::int64_t Rows, class ValueRows>
+bool accumulate_pv_from_rows(ForwardWorkspace& ws, typename ValueRows::Row* rows, std::int64_t width, const float* alpha) {
+  rows[width] = rows[width - 1];  // the partner of an odd last key, for pairs (its p is 0)
   // acc as it was, kept in the (here unused) packed-value buffer in case a value is not finite.
   std::copy(ws.acc, ws.acc + Rows * ws.d_v, ws.v);
-  // Quantized rows: every row's block parameters as floats, after the copy of acc in the same buffer
-  // (kMaxKeyBlock rows of d_v floats hold kMaxTileRows of them, and a block's parameters, at most
-  // 2 · d_v / 32 floats per key).
-  static_assert(kMaxTileRows + kMaxKeyBlock * 2 / kQuantBlock <= kMaxKeyBlock, "acc's copy and the parameters fit ws.v");
-  [[maybe_unused]] float* const params = ws.v + kMaxTileRows * ws.d_v;
-  [[maybe_unused]] std::int64_t params_per_row = 0;
-  if constexpr (Stored == DType::int8 || Stored == DType::int4) {
-    params_per_row = ws.d_v / kQuantBlock * kParamsPerBlock<Stored>;
-    for (std::int64_t j = 0; j < width; ++j) block_params_to_float<Stored>(rows[j], ws.d_v, 0, params_per_row, params + j * params_per_row);
-  }
+  const ValueRows values(ws, rows, width);
+  const std::int64_t steps = ValueRows::steps(width);
   // Whether a value is NaN or ±inf is read off the sums rather than the values: every one of the
   // `width` values enters every sum of its column with a finite p >= 0 (p · ±inf is ±inf, 0 · ±inf
   // and p · NaN are NaN), so a sum is finite only if its values are. A sum that is not finite for
@@ -316,26 +369,23 @@ bool accumulate_pv_from_value_rows(const ForwardPlan& plan, ForwardWorkspace& ws
     for (std::int64_t r = 0; r < Rows; ++r) {
       const Vec scale = Isa::set1(alpha[r]);
       for (std::int64_t v = 0; v < kTileVectors; ++v) acc[r][v] = Isa::mul(Isa::load(c + r * ws.d_v + v * kLanes), scale);
+      if constexpr (kTileVectors == 2) ValueRows::to_accumulator_order(acc[r][0], acc[r][1]);
     }
-    for (std::int64_t j = 0; j < width; ++j) {
-      Vec bv[kTileVectors];
-      if constexpr (Stored == DType::int8 || Stored == DType::int4) {  // a tile's columns lie in one block
-        static_assert(kQuantBlock % kTileCols == 0);
-        const BlockScale scale = block_scale<Stored>(params + j * params_per_row + c0 / kQuantBlock * kParamsPerBlock<Stored>);
-        for (std::int64_t v = 0; v < kTileVectors; ++v) bv[v] = load_quantized<Stored>(rows[j], c0 + v * kLanes, scale);
-      } else {
-        for (std::int64_t v = 0; v < kTileVectors; ++v) bv[v] = load_stored<Stored>(rows[j] + c0 + v * kLanes);
-      }
+    for (std::int64_t j = 0; j < steps; ++j) {
+      decltype(ValueRows::probability(ws, 0, 0)) bv[kTileVectors];
+      values.load_values(rows, j, c0, bv);
       for (std::int64_t r = 0; r < Rows; ++r) {
-        const Vec pr = Isa::set1(ws.scores[r * kKeyBlock + j]);
-        for (std::int64_t v = 0; v < kTileVectors; ++v) acc[r][v] = Isa::fma(pr, bv[v], acc[r][v]);
+        const auto pr = ValueRows::probability(ws, r, j);
+        for (std::int64_t v = 0; v < kTileVectors; ++v) acc[r][v] = ValueRows::multiply_add(acc[r][v], pr, bv[v]);
       }
     }
-    for (std::int64_t r = 0; r < Rows; ++r)
+    for (std::int64_t r = 0; r < Rows; ++r) {
+      if constexpr (kTileVectors == 2) ValueRows::from_accumulator_order(acc[r][0], acc[r][1]);
       for (std::int64_t v = 0; v < kTileVectors; ++v) {
         differences = Isa::add(differences, Isa::sub(acc[r][v], acc[r][v]));  // x − x is NaN exactly for ±inf and NaN
         Isa::store(c + r * ws.d_v + v * kLanes, acc[r][v]);
       }
+    }
   }
   if (Isa::any_set(Isa::or_nan(Isa::zero(), differences))) {
     std::copy(ws.v, ws.v + Rows * ws.d_v, ws.acc);
@@ -344,69 +394,28 @@ bool accumulate_pv_from_value_rows(const ForwardPlan& plan, ForwardWorkspace& ws
   return true;
 }
 
-// The same sum with bf16 dot products, for bf16 value rows on a bf16-dot target: the rows' values
-// paired along keys in registers (pair_rows_32), p rounded to bf16 into pairs along keys. An odd last key
-// pairs with itself and a zero probability. Returns false, leaving acc as it was, as the float32 sum.
-template <std::int64_t Rows, class I = Isa>
-bool accumulate_pv_pairs_from_value_rows(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordinates& item,
-                                         std::int64_t j0, std::int64_t width, const float* alpha) {
-  const ConstTensorView& values = plan.problem->v;
-  const std::int64_t pairs = pair_count(width);
-  const std::uint16_t* rows[kMaxKeyBlock + 1];
-  for (std::int64_t j = 0; j < width; ++j) {
-    const StoredRow at = stored_row(*plan.problem, item.batch, j0 + j);
-    rows[j] = values.at<std::uint16_t>({at.outer, item.kv_head, at.row, 0});
-  }
-  rows[width] = rows[width - 1];
-  constexpr std::int64_t kHalfBlock = kKeyBlock / 2;
-  round_tile_into_pairs<Rows, I>(ws, width);
-  if (width % 2 != 0)
-    for (std::int64_t r = 0; r < Rows; ++r) ws.p_pairs[r * kHalfBlock + width / 2] &= 0xFFFFu;  // the odd key's partner: probability 0
-  std::copy(ws.acc, ws.acc + Rows * ws.d_v, ws.v);  // acc as it was, should a value not be finite
-  Vec differences = I::zero();  // as in accumulate_pv_from_value_rows
-  static_assert(kTileVectors == 2, "a tile row's columns are the 32 that pair_rows_32 pairs");
-  for (std::int64_t c0 = 0; c0 < ws.d_v; c0 += kTileCols) {
-    float* c = ws.acc + c0;
-    Vec acc[Rows][kTileVectors];  // in the target's pair order
-    for (std::int64_t r = 0; r < Rows; ++r) {
-      const Vec scale = I::set1(alpha[r]);
-      for (std::int64_t v = 0; v < kTileVectors; ++v) acc[r][v] = I::mul(I::load(c + r * ws.d_v + v * kLanes), scale);
-      I::to_pair_order(acc[r][0], acc[r][1]);
-    }
-    for (std::int64_t j = 0; j < pairs; ++j) {
-      typename I::Pairs bv[kTileVectors];
-      I::pair_rows_32(rows[2 * j] + c0, rows[2 * j + 1] + c0, bv);
-      for (std::int64_t r = 0; r < Rows; ++r) {
-        const typename I::Pairs pr = I::broadcast_pair(ws.p_pairs[r * kHalfBlock + j]);
-        for (std::int64_t v = 0; v < kTileVectors; ++v) acc[r][v] = I::dot_bf16(acc[r][v], pr, bv[v]);
-      }
-    }
-    for (std::int64_t r = 0; r < Rows; ++r) {
-      I::from_pair_order(acc[r][0], acc[r][1]);
-      for (std::int64_t v = 0; v < kTileVectors; ++v) {
-        differences = I::add(differences, I::sub(acc[r][v], acc[r][v]));
-        I::store(c + r * ws.d_v + v * kLanes, acc[r][v]);
-      }
-    }
-  }
-  if (I::any_set(I::or_nan(I::zero(), differences))) {
-    std::copy(ws.v, ws.v + Rows * ws.d_v, ws.acc);
-    return false;
-  }
-  return true;
-}
-
-// accumulate_pv_from_value_rows for the values' dtype; with Pairs (bf16 values on a bf16-dot target),
-// accumulate_pv_pairs_from_value_rows.
+// The P·V sum of a decode tile from the value rows of keys [j0, j0 + width) where they are stored:
+// as bf16 pairs with Pairs (bf16 values on a bf16-dot target), else as float32 of the values' dtype.
 template <std::int64_t Rows, bool Pairs>
 bool accumulate_pv_in_place(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordinates& item, std::int64_t j0,
                             std::int64_t width, const float* alpha) {
+  const auto with_rows = [&]<class Element>(auto sum) {
+    const Element* rows[kMaxKeyBlock + 1];
+    for (std::int64_t j = 0; j < width; ++j) {
+      const StoredRow at = stored_row(*plan.problem, item.batch, j0 + j);
+      rows[j] = plan.problem->v.at<Element>({at.outer, item.kv_head, at.row, 0});
+    }
+    return sum(rows);
+  };
   if constexpr (Pairs) {
-    return accumulate_pv_pairs_from_value_rows<Rows>(plan, ws, item, j0, width, alpha);
+    return with_rows.template operator()<std::uint16_t>(
+        [&](const std::uint16_t** rows) { return accumulate_pv_from_rows<Rows, Bf16PairValueRows<Rows>>(ws, rows, width, alpha); });
   } else {
     bool finite = false;
     with_stored_dtype(plan.problem->v.dtype(), [&](auto stored) {
-      finite = accumulate_pv_from_value_rows<Rows, stored()>(plan, ws, item, j0, width, alpha);
+      using Element = StoredElement<stored()>;
+      finite = with_rows.template operator()<Element>(
+          [&](const Element** rows) { return accumulate_pv_from_rows<Rows, F32ValueRows<stored()>>(ws, rows, width, alpha); });
     });
     return finite;
   }
