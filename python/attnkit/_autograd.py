@@ -1,20 +1,9 @@
-"""attnkit's attention inside torch's autograd: the Functions behind ``attnkit.torch``.
+"""The torch autograd Functions behind ``attnkit.torch``, whose docstring says what they compute.
 
-``attnkit.scaled_dot_product_attention`` comes here by itself when a torch input requires grad and
-grad mode is on, as ``attnkit.varlen_attention`` does; this module imports torch, so they import it
-inside the call, once a torch tensor shows torch is there. It imports nothing of attnkit's Python
-front ends, which import it. The forward kernel keeps the output and the log-sum-exp of each row;
-``backward()`` hands them to attnkit's backward kernel (FlashAttention-2's algorithm: the weights
-are recomputed block by block, never stored), which returns the gradients of query, key and value,
-then sums them over the dimensions the call broadcast.
-
-Gradients that the kernel does not produce are computed here from the attention weights
-[B, Hq, L, S], with torch operations: those of the log-sum-exp (``return_lse=True``), of the weights
-themselves (``attnkit.nn.MultiheadAttention`` with ``need_weights=True``), and of a floating
-``attn_mask`` that requires grad (a learned bias). They cost the memory of the weights, only when
-they are asked for. The mask's gradient needs the dropout pattern, which stays inside the kernel:
-a mask that requires grad with ``dropout_p > 0`` is refused. ``scale``, ``softcap`` and
-``alibi_slopes`` are constants: slopes that require grad are refused rather than silently detached.
+``attnkit.scaled_dot_product_attention`` and ``attnkit.varlen_attention`` come here when a torch
+input requires grad and grad mode is on. This module imports torch, so they import it inside the
+call, once a torch tensor shows torch is there; it imports none of attnkit's Python front ends,
+which import it.
 """
 
 from __future__ import annotations
