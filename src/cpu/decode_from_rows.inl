@@ -172,9 +172,11 @@ class DecodeRowRequests {
   }
   // Key row j where it is stored.
   const char* key(std::int64_t j) const { return key_at_[j]; }
-  // The requests before key j is read; quantized key rows are records of any byte length.
+  // The requests before key j is read; quantized key rows are records of any byte length. Inlined
+  // from the start: GCC deletes a call whose only effects are prefetches, as if it had none
+  // (tests/cpu/check_row_requests.sh checks that the requests are in the code).
   template <bool KeyRecords>
-  void before_key(std::int64_t j) const {
+  __attribute__((always_inline)) void before_key(std::int64_t j) const {
     if (keys_in_place_ && j + kPrefetchRows < ahead_) {
       if constexpr (KeyRecords) {
         keys_.records(key_at_[j + kPrefetchRows]);
