@@ -10,6 +10,11 @@
 #include "attnkit/tensor.hpp"
 #include "cpu/visibility.hpp"
 
+// Every function here that issues prefetches is inlined from the start: GCC deletes a call whose
+// only effects are prefetches, as if it had none, when it is left to be inlined later
+// (tests/cpu/check_row_requests.sh checks that decoding's requests are in the code).
+#define ATTNKIT_REQUEST __attribute__((always_inline)) inline
+
 namespace attnkit::cpu {
 
 // Decoding requests key rows 8 ahead: 4, 12, 16, 32 and 64 measured no better on the machines in
@@ -30,17 +35,17 @@ class RowPrefetcher {
  public:
   RowPrefetcher(const ConstTensorView& t, std::int64_t kv_head)
       : RowPrefetcher(t, kv_head, element_bytes(t.dtype())) {}
-  void operator()(StoredRow at) const { request<3>(row_begin(at)); }
-  void operator()(const char* row) const { request<3>(row); }
+  ATTNKIT_REQUEST void operator()(StoredRow at) const { request<3>(row_begin(at)); }
+  ATTNKIT_REQUEST void operator()(const char* row) const { request<3>(row); }
   // The same into the second-level cache only (prefetcht1): for rows read long after the request,
   // which in L1 would only evict lines in use and hold its miss buffers meanwhile.
-  void into_l2(const char* row) const { request<2>(row); }
+  ATTNKIT_REQUEST void into_l2(const char* row) const { request<2>(row); }
   // The same for the rows of a quantized dtype: records of any byte length, one after the other in
   // a block. The lines from the first that starts inside the row to the one holding its last byte:
   // a line the row shares with the row before it came with that row's request. (Asked for line by
   // line from the row's start, int8 and int4 rows made up to twice as many requests as lines.)
   template <int Locality = 3>
-  void records(const char* row) const {
+  ATTNKIT_REQUEST void records(const char* row) const {
     const auto begin = reinterpret_cast<std::uintptr_t>(row);
     const std::uintptr_t first = (begin + kCacheLine - 1) / kCacheLine * kCacheLine;
     const std::uintptr_t last = (begin + static_cast<std::uintptr_t>(bytes_) - 1) / kCacheLine * kCacheLine;
@@ -53,7 +58,7 @@ class RowPrefetcher {
  private:
   // Every cache line of the row, with __builtin_prefetch's locality (3: into L1, 2: into L2).
   template <int Locality>
-  void request(const char* begin) const {
+  ATTNKIT_REQUEST void request(const char* begin) const {
     for (std::int64_t offset = 0; offset < bytes_; offset += kCacheLine) __builtin_prefetch(begin + offset, 0, Locality);
   }
   RowPrefetcher(const ConstTensorView& t, std::int64_t kv_head, std::int64_t element)
@@ -89,11 +94,11 @@ class SpreadRowPrefetch {
   SpreadRowPrefetch(const SpreadRowPrefetch&) = delete;
   SpreadRowPrefetch& operator=(const SpreadRowPrefetch&) = delete;
   // Whatever way the tile ends (a skipped or seen-only tile calls no micro-kernel), its share is requested.
-  ~SpreadRowPrefetch() { request(std::numeric_limits<std::int64_t>::max()); }
-  void operator()() { request(per_call_); }
+  ATTNKIT_REQUEST ~SpreadRowPrefetch() { request(std::numeric_limits<std::int64_t>::max()); }
+  ATTNKIT_REQUEST void operator()() { request(per_call_); }
 
  private:
-  void request(std::int64_t lines) {
+  ATTNKIT_REQUEST void request(std::int64_t lines) {
     while (lines > 0 && row_ < end_) {
       const RowPrefetcher& rows = on_values_ ? values_ : keys_;
       const char* begin = rows.row_begin(stored_row(p_, batch_, next_ + row_));
