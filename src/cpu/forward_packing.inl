@@ -26,48 +26,6 @@ void prepare_rows(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoord
   }
 }
 
-// v[j][c] = V[b, g, j0 + j, c], zero-padded to whole tiles. Rows of unit stride are read in
-// place (f16 and bf16 widened in registers on the way), others through a converted copy. Returns
-// whether every value is finite.
-bool pack_values(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordinates& item, std::int64_t j0,
-                 std::int64_t width, std::int64_t cols) {
-  const ConstTensorView& values = plan.problem->v;
-  const std::int64_t d_v = plan.problem->sizes.d_v;
-  const DType dtype = values.dtype();
-  const bool in_place = value_rows_in_place(*plan.problem, ws);
-  float* converted = reinterpret_cast<float*>(ws.bf16_rows);  // [d_v] floats of scratch
-  Vec differences = Isa::zero();  // a sum of zeros while every value is finite, NaN after any other
-  for (std::int64_t j = 0; j < cols; ++j) {
-    const void* row = converted;
-    DType row_dtype = DType::f32;
-    if (j >= width) {
-      std::fill(converted, converted + ws.d_v, 0.0f);
-    } else {
-      const StoredRow at = stored_row(*plan.problem, item.batch, j0 + j);
-      if (in_place) {
-        row = static_cast<const char*>(values.data()) +
-              (at.outer * values.stride(0) + item.kv_head * values.stride(1) + at.row * values.stride(2)) *
-                  element_bytes(dtype);
-        row_dtype = dtype;
-      } else {
-        load_row_f32(values, at.outer, item.kv_head, at.row, converted, d_v);
-        std::fill(converted + d_v, converted + ws.d_v, 0.0f);
-      }
-    }
-    float* out = ws.v + j * ws.d_v;
-    const std::int64_t padded_d_v = ws.d_v;
-    with_stored_dtype(row_dtype, [&](auto stored) {
-      const auto* x = static_cast<const StoredElement<stored()>*>(row);
-      for (std::int64_t c0 = 0; c0 < padded_d_v; c0 += kLanes) {
-        const Vec v = load_row_vector<stored()>(x, padded_d_v, c0);
-        Isa::store(out + c0, v);
-        differences = Isa::add(differences, Isa::sub(v, v));  // x − x is NaN exactly for ±inf and NaN
-      }
-    });
-  }
-  return !Isa::any_set(Isa::or_nan(Isa::zero(), differences));
-}
-
 std::int64_t pair_count(std::int64_t elements) { return (elements + 1) / 2; }
 
 #include "cpu/bf16_bits.inl"
@@ -147,34 +105,107 @@ void pack_keys(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordina
   }
 }
 
-// v[j/2][c] = (V[j][c], V[j + 1][c]) for even j < cols, c < the padded d_v (zeros past d_v and past
-// width). Rows of unit stride whose d_v is whole tiles are read in place; others through a padded
-// copy. Returns whether every value is finite (the interleave looks at each pair it writes).
-template <class I = Isa>
-bool pack_value_pairs(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordinates& item, std::int64_t j0,
-                      std::int64_t width, std::int64_t cols) {
-  const ConstTensorView& values = plan.problem->v;
-  const std::int64_t d_v = plan.problem->sizes.d_v;
-  const bool in_place = values.stride(3) == 1 && d_v == ws.d_v;
-  auto* out = reinterpret_cast<std::uint32_t*>(ws.v);
-  std::uint16_t* copy[2] = {ws.bf16_rows, ws.bf16_rows + ws.d_v};
-  bool special = false;
-  for (std::int64_t j = 0; j < cols; j += 2) {
-    const std::uint16_t* row[2];
-    for (std::int64_t e = 0; e < 2; ++e) {
-      row[e] = copy[e];
-      if (j + e >= width) {
-        std::fill(copy[e], copy[e] + ws.d_v, std::uint16_t{0});
-        continue;
-      }
-      const StoredRow at = stored_row(*plan.problem, item.batch, j0 + j + e);
-      if (in_place) {
-        row[e] = reinterpret_cast<const std::uint16_t*>(values.at<bfloat16>({at.outer, item.kv_head, at.row, 0}));
-      } else {
-        load_row_bf16(values, at.outer, item.kv_head, at.row, d_v, ws.d_v, copy[e]);
-      }
-    }
-    for (std::int64_t c = 0; c < ws.d_v; c += kLanes) special |= I::interleave_bf16(row[0] + c, row[1] + c, out + (j / 2) * ws.d_v + c);
+// The kinds of value blocks the forward packs, each taking kKeys keys per step: it finds each key's
+// row (in place, or converted into its scratch slot, or zeros past the block's keys), then writes
+// the step's part of the block and notes whether a value is NaN or ±inf.
+//   F32ValueBlock       v[j][c] = V[j][c] as float32, a key per step; rows of unit stride are read
+//                       in place (f16, bf16, int8 and int4 widened in registers on the way);
+//   Bf16PairValueBlock  v[j/2][c] = (V[j][c], V[j + 1][c]), pairs of bf16 values along keys, two
+//                       keys per step (the bf16-dot path); rows of unit stride whose d_v is whole
+//                       tiles are read in place.
+// Both are zero-padded to the padded d_v and to `cols` keys.
+class F32ValueBlock {
+ public:
+  static constexpr std::int64_t kKeys = 1;
+  struct Row {
+    const void* data;
+    DType dtype;
+  };
+  F32ValueBlock(const detail::Problem& p, ForwardWorkspace& ws)
+      : values_(p.v), ws_(ws), d_v_(p.sizes.d_v), in_place_(value_rows_in_place(p, ws)),
+        converted_(reinterpret_cast<float*>(ws.bf16_rows)) {}
+  Row zeros(std::int64_t) {
+    std::fill(converted_, converted_ + ws_.d_v, 0.0f);
+    return {converted_, DType::f32};
   }
-  return !special;
+  Row row(StoredRow at, std::int64_t kv_head, std::int64_t) {
+    if (in_place_) {
+      return {static_cast<const char*>(values_.data()) +
+                  (at.outer * values_.stride(0) + kv_head * values_.stride(1) + at.row * values_.stride(2)) *
+                      element_bytes(values_.dtype()),
+              values_.dtype()};
+    }
+    load_row_f32(values_, at.outer, kv_head, at.row, converted_, d_v_);
+    std::fill(converted_ + d_v_, converted_ + ws_.d_v, 0.0f);
+    return {converted_, DType::f32};
+  }
+  void write(const Row (&rows)[kKeys], std::int64_t j) {
+    float* out = ws_.v + j * ws_.d_v;
+    const std::int64_t padded_d_v = ws_.d_v;
+    with_stored_dtype(rows[0].dtype, [&](auto stored) {
+      const auto* x = static_cast<const StoredElement<stored()>*>(rows[0].data);
+      for (std::int64_t c0 = 0; c0 < padded_d_v; c0 += kLanes) {
+        const Vec v = load_row_vector<stored()>(x, padded_d_v, c0);
+        Isa::store(out + c0, v);
+        differences_ = Isa::add(differences_, Isa::sub(v, v));  // x − x is NaN exactly for ±inf and NaN
+      }
+    });
+  }
+  bool finite() const { return !Isa::any_set(Isa::or_nan(Isa::zero(), differences_)); }
+
+ private:
+  const ConstTensorView& values_;
+  ForwardWorkspace& ws_;
+  std::int64_t d_v_;
+  bool in_place_;
+  float* converted_;              // [d_v] floats of scratch
+  Vec differences_ = Isa::zero();  // a sum of zeros while every value is finite, NaN after any other
+};
+
+template <class I = Isa>
+class Bf16PairValueBlock {
+ public:
+  static constexpr std::int64_t kKeys = 2;
+  using Row = const std::uint16_t*;
+  Bf16PairValueBlock(const detail::Problem& p, ForwardWorkspace& ws)
+      : values_(p.v), ws_(ws), d_v_(p.sizes.d_v), in_place_(p.v.stride(3) == 1 && p.sizes.d_v == ws.d_v),
+        copy_{ws.bf16_rows, ws.bf16_rows + ws.d_v} {}
+  Row zeros(std::int64_t e) {
+    std::fill(copy_[e], copy_[e] + ws_.d_v, std::uint16_t{0});
+    return copy_[e];
+  }
+  Row row(StoredRow at, std::int64_t kv_head, std::int64_t e) {
+    if (in_place_) return reinterpret_cast<const std::uint16_t*>(values_.at<bfloat16>({at.outer, kv_head, at.row, 0}));
+    load_row_bf16(values_, at.outer, kv_head, at.row, d_v_, ws_.d_v, copy_[e]);
+    return copy_[e];
+  }
+  // The interleave looks at each pair it writes.
+  void write(const Row (&rows)[kKeys], std::int64_t j) {
+    auto* out = reinterpret_cast<std::uint32_t*>(ws_.v) + (j / 2) * ws_.d_v;
+    for (std::int64_t c = 0; c < ws_.d_v; c += kLanes) special_ |= I::interleave_bf16(rows[0] + c, rows[1] + c, out + c);
+  }
+  bool finite() const { return !special_; }
+
+ private:
+  const ConstTensorView& values_;
+  ForwardWorkspace& ws_;
+  std::int64_t d_v_;
+  bool in_place_;
+  std::uint16_t* copy_[kKeys];  // [d_v] bf16 values of scratch per key of a step
+  bool special_ = false;
+};
+
+// Packs V[b, g, j0 .. j0 + width) as a value block of the given kind, zero-padded to `cols` keys.
+// Returns whether every value is finite.
+template <class Block>
+bool pack_values(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordinates& item, std::int64_t j0,
+                 std::int64_t width, std::int64_t cols) {
+  Block block(*plan.problem, ws);
+  for (std::int64_t j = 0; j < cols; j += Block::kKeys) {
+    typename Block::Row rows[Block::kKeys];
+    for (std::int64_t e = 0; e < Block::kKeys; ++e)
+      rows[e] = j + e < width ? block.row(stored_row(*plan.problem, item.batch, j0 + j + e), item.kv_head, e) : block.zeros(e);
+    block.write(rows, j);
+  }
+  return block.finite();
 }

@@ -146,7 +146,7 @@ struct PackedF32 {
 
   bool pack(const KeyBlock& b) {
     pack_keys<F32KeyPanels>(s.plan, s.ws, s.item, b.j0, b.width, b.cols);
-    return pack_values(s.plan, s.ws, s.item, b.j0, b.width, b.cols);
+    return pack_values<F32ValueBlock>(s.plan, s.ws, s.item, b.j0, b.width, b.cols);
   }
   template <class Between>
   void scores(const KeyBlock&, const Tile& t, Between& between) {
@@ -170,8 +170,8 @@ struct PackedBf16Pairs {
   // Values holding NaN or ±inf are packed as float32 for SeenValuesOnly.
   bool pack(const KeyBlock& b) {
     pack_keys<Bf16PairKeyPanels>(s.plan, s.ws, s.item, b.j0, b.width, b.cols);
-    if (pack_value_pairs<I>(s.plan, s.ws, s.item, b.j0, b.width, b.cols)) return true;
-    pack_values(s.plan, s.ws, s.item, b.j0, b.width, b.cols);
+    if (pack_values<Bf16PairValueBlock<I>>(s.plan, s.ws, s.item, b.j0, b.width, b.cols)) return true;
+    pack_values<F32ValueBlock>(s.plan, s.ws, s.item, b.j0, b.width, b.cols);
     return false;
   }
   template <class Between>
@@ -233,7 +233,7 @@ struct DecodeFromRows {
   void scores(const KeyBlock& b, const Tile&, Between&) {
     score_tile_from_key_rows<Rows, Pairs>(s.plan, s.ws, s.item, b.j0, b.width, b.cols, s.problem().f32.scale,
                                           s.last_seen + 1 - b.j0);
-    if (!values_in_place) values_finite = pack_values(s.plan, s.ws, s.item, b.j0, b.width, b.cols);
+    if (!values_in_place) values_finite = pack_values<F32ValueBlock>(s.plan, s.ws, s.item, b.j0, b.width, b.cols);
   }
   void probabilities(const KeyBlock& b, const Tile& t, float* alpha) {
     if (!values_finite || values_in_place) mark_seen(s.ws, Rows, t.cols);
@@ -247,7 +247,7 @@ struct DecodeFromRows {
     if (values_in_place) {
       if (accumulate_pv_in_place<Rows, Pairs>(s.plan, s.ws, s.item, b.j0, t.width, alpha)) return;
       if constexpr (Pairs) round_probabilities(s.ws, t.cols);
-      pack_values(s.plan, s.ws, s.item, b.j0, b.width, b.cols);
+      pack_values<F32ValueBlock>(s.plan, s.ws, s.item, b.j0, b.width, b.cols);
       accumulate_pv_seen_only(s.ws, t.row, t.cols, alpha);
     } else if (values_finite) {
       accumulate_pv<Rows>(s.ws, t.row, t.width, alpha);
