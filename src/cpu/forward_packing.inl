@@ -107,7 +107,8 @@ void pack_keys(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordina
 
 // The kinds of value blocks the forward packs, each taking kKeys keys per step: it finds each key's
 // row (in place, or converted into its scratch slot, or zeros past the block's keys), then writes
-// the step's part of the block and notes whether a value is NaN or ±inf.
+// the step's part of the block and notes in the caller's `Check` whether a value is NaN or ±inf (kept
+// by the caller, so that it stays in a register).
 //   F32ValueBlock       v[j][c] = V[j][c] as float32, a key per step; rows of unit stride are read
 //                       in place (f16, bf16, int8 and int4 widened in registers on the way);
 //   Bf16PairValueBlock  v[j/2][c] = (V[j][c], V[j + 1][c]), pairs of bf16 values along keys, two
@@ -139,7 +140,10 @@ class F32ValueBlock {
     std::fill(converted_ + d_v_, converted_ + ws_.d_v, 0.0f);
     return {converted_, DType::f32};
   }
-  void write(const Row (&rows)[kKeys], std::int64_t j) {
+  using Check = Vec;  // a sum of zeros while every value is finite, NaN after any other
+  static Check no_value_yet() { return Isa::zero(); }
+  static bool finite(Check check) { return !Isa::any_set(Isa::or_nan(Isa::zero(), check)); }
+  void write(const Row (&rows)[kKeys], std::int64_t j, Check& differences) {
     float* out = ws_.v + j * ws_.d_v;
     const std::int64_t padded_d_v = ws_.d_v;
     with_stored_dtype(rows[0].dtype, [&](auto stored) {
@@ -147,19 +151,17 @@ class F32ValueBlock {
       for (std::int64_t c0 = 0; c0 < padded_d_v; c0 += kLanes) {
         const Vec v = load_row_vector<stored()>(x, padded_d_v, c0);
         Isa::store(out + c0, v);
-        differences_ = Isa::add(differences_, Isa::sub(v, v));  // x − x is NaN exactly for ±inf and NaN
+        differences = Isa::add(differences, Isa::sub(v, v));  // x − x is NaN exactly for ±inf and NaN
       }
     });
   }
-  bool finite() const { return !Isa::any_set(Isa::or_nan(Isa::zero(), differences_)); }
 
  private:
   const ConstTensorView& values_;
   ForwardWorkspace& ws_;
   std::int64_t d_v_;
   bool in_place_;
-  float* converted_;              // [d_v] floats of scratch
-  Vec differences_ = Isa::zero();  // a sum of zeros while every value is finite, NaN after any other
+  float* converted_;  // [d_v] floats of scratch
 };
 
 template <class I = Isa>
@@ -179,12 +181,14 @@ class Bf16PairValueBlock {
     load_row_bf16(values_, at.outer, kv_head, at.row, d_v_, ws_.d_v, copy_[e]);
     return copy_[e];
   }
+  using Check = bool;  // whether a value seen so far is NaN or ±inf
+  static Check no_value_yet() { return false; }
+  static bool finite(Check special) { return !special; }
   // The interleave looks at each pair it writes.
-  void write(const Row (&rows)[kKeys], std::int64_t j) {
+  void write(const Row (&rows)[kKeys], std::int64_t j, Check& special) {
     auto* out = reinterpret_cast<std::uint32_t*>(ws_.v) + (j / 2) * ws_.d_v;
-    for (std::int64_t c = 0; c < ws_.d_v; c += kLanes) special_ |= I::interleave_bf16(rows[0] + c, rows[1] + c, out + c);
+    for (std::int64_t c = 0; c < ws_.d_v; c += kLanes) special |= I::interleave_bf16(rows[0] + c, rows[1] + c, out + c);
   }
-  bool finite() const { return !special_; }
 
  private:
   const ConstTensorView& values_;
@@ -192,7 +196,6 @@ class Bf16PairValueBlock {
   std::int64_t d_v_;
   bool in_place_;
   std::uint16_t* copy_[kKeys];  // [d_v] bf16 values of scratch per key of a step
-  bool special_ = false;
 };
 
 // Packs V[b, g, j0 .. j0 + width) as a value block of the given kind, zero-padded to `cols` keys.
@@ -201,11 +204,12 @@ template <class Block>
 bool pack_values(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordinates& item, std::int64_t j0,
                  std::int64_t width, std::int64_t cols) {
   Block block(*plan.problem, ws);
+  typename Block::Check check = Block::no_value_yet();
   for (std::int64_t j = 0; j < cols; j += Block::kKeys) {
     typename Block::Row rows[Block::kKeys];
     for (std::int64_t e = 0; e < Block::kKeys; ++e)
       rows[e] = j + e < width ? block.row(stored_row(*plan.problem, item.batch, j0 + j + e), item.kv_head, e) : block.zeros(e);
-    block.write(rows, j);
+    block.write(rows, j, check);
   }
-  return block.finite();
+  return Block::finite(check);
 }

@@ -26,9 +26,10 @@ Vec load_row_vector(const StoredElement<Stored>* row, std::int64_t width, std::i
 
 // f(std::integral_constant<DType, dtype>{}) for a dtype read in place (f32, bf16 or f16): the loops
 // over a row are instantiated per dtype, never choosing it per vector (GCC then kept the
-// accumulators of such a loop in memory and stored them on every step).
+// accumulators of such a loop in memory and stored them on every step). Inlined: left as a call,
+// packing a value block paid one per row.
 template <class F>
-void with_stored_dtype(DType dtype, F&& f) {
+__attribute__((always_inline)) inline void with_stored_dtype(DType dtype, F&& f) {
   switch (dtype) {
     case DType::f32: f(std::integral_constant<DType, DType::f32>{}); break;
     case DType::bf16: f(std::integral_constant<DType, DType::bf16>{}); break;
