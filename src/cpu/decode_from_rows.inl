@@ -295,7 +295,7 @@ struct F32ValueRows {
   float* params = nullptr;
   std::int64_t params_per_row = 0;
 
-  F32ValueRows(ForwardWorkspace& ws, const Row* rows, std::int64_t width) {
+  F32ValueRows(ForwardWorkspace& ws, Row* rows, std::int64_t width) {
     if constexpr (kQuantized) {
       // kMaxKeyBlock rows of d_v floats hold kMaxTileRows of acc's copy and a block's parameters, at
       // most 2 · d_v / 32 floats per key.
@@ -327,9 +327,10 @@ struct Bf16PairValueRows {
   using Pairs = decltype(I::load_pairs(nullptr));
   static_assert(kTileVectors == 2, "a tile row's columns are the 32 that pair_rows_32 pairs");
 
-  // p rounded into pairs along keys; an odd last key pairs with itself (rows[width], set by the
-  // caller) and a zero probability.
-  Bf16PairValueRows(ForwardWorkspace& ws, const Row*, std::int64_t width) {
+  // p rounded into pairs along keys; an odd last key pairs with itself (rows[width]) and a zero
+  // probability.
+  Bf16PairValueRows(ForwardWorkspace& ws, Row* rows, std::int64_t width) {
+    rows[width] = rows[width - 1];
     round_tile_into_pairs<Rows, I>(ws, width);
     if (width % 2 != 0)
       for (std::int64_t r = 0; r < Rows; ++r) ws.p_pairs[r * (kKeyBlock / 2) + width / 2] &= 0xFFFFu;
@@ -351,10 +352,10 @@ struct Bf16PairValueRows {
 // first `width` keys of the block are summed: the tile's keys up to its last visible one (p is 0 past
 // it, and not computed). Returns false, leaving acc as it was, if one of those values (or a sum) is
 // NaN or ±inf: the caller then takes the seen-only sum, as for a packed block. Rows of unit stride and
-// d_v equal to the padded d_v only. `rows` holds room for width + 1 rows.
+// d_v equal to the padded d_v only. `rows` holds room for width + 1 rows (the pairs' partner of an
+// odd last key).
 template <std::int64_t Rows, class ValueRows>
 bool accumulate_pv_from_rows(ForwardWorkspace& ws, typename ValueRows::Row* rows, std::int64_t width, const float* alpha) {
-  rows[width] = rows[width - 1];  // the partner of an odd last key, for pairs (its p is 0)
   // acc as it was, kept in the (here unused) packed-value buffer in case a value is not finite.
   std::copy(ws.acc, ws.acc + Rows * ws.d_v, ws.v);
   const ValueRows values(ws, rows, width);

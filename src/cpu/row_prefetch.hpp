@@ -35,7 +35,6 @@ class RowPrefetcher {
  public:
   RowPrefetcher(const ConstTensorView& t, std::int64_t kv_head)
       : RowPrefetcher(t, kv_head, element_bytes(t.dtype())) {}
-  ATTNKIT_REQUEST void operator()(StoredRow at) const { request<3>(row_begin(at)); }
   ATTNKIT_REQUEST void operator()(const char* row) const { request<3>(row); }
   // The same into the second-level cache only (prefetcht1): for rows read long after the request,
   // which in L1 would only evict lines in use and hold its miss buffers meanwhile.
