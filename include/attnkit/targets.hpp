@@ -7,8 +7,8 @@
 ///
 /// The emulated targets are test stand-ins, compiled into builds with ATTNKIT_EMULATED_TARGETS (on
 /// when the tests are built): the AVX-512 kernels' source and tile geometry run on 16-lane vectors
-/// made of two AVX2 halves, and vdpbf16ps by a portable model, so that a machine without AVX-512 tests
-/// the same code paths. They are never chosen by default.
+/// made of two AVX2 halves, and vdpbf16ps and the AMX tiles by portable models, so that a machine
+/// without AVX-512 or AMX tests the same code paths. They are never chosen by default.
 #pragma once
 
 #include <cstdint>
@@ -27,18 +27,28 @@ enum class Target : std::uint8_t {
   avx512_bf16,           ///< avx512 plus AVX512_BF16: bf16 inputs' products with vdpbf16ps
   avx512_emulated,       ///< test stand-in for avx512 on any AVX2 CPU
   avx512_bf16_emulated,  ///< test stand-in for avx512_bf16 on any AVX2 CPU (vdpbf16ps modelled)
+  amx_bf16,              ///< avx512_bf16 plus AMX-TILE and AMX-BF16: bf16 attention's products on AMX tiles
+  amx_bf16_emulated,     ///< test stand-in for amx_bf16 on any AVX2 CPU (the tiles modelled)
 };
 
 /// Stable name of a target: "scalar", "avx2", "avx512", "avx512_bf16", "avx512_emulated",
-/// "avx512_bf16_emulated".
+/// "avx512_bf16_emulated", "amx_bf16", "amx_bf16_emulated".
 const char* target_name(Target target) noexcept;
 /// The CPU features a target needs, e.g. "AVX2, FMA, F16C".
 const char* target_requirements(Target target) noexcept;
 /// Whether the target is an emulated test stand-in.
 bool target_is_emulated(Target target) noexcept;
 /// Whether the target computes bf16 inputs' products with bf16 dot products (P rounded to bf16
-/// before P·V, as FlashAttention and torch do) rather than f32 FMA.
+/// before P·V, as FlashAttention and torch do) rather than f32 FMA. On a tile target this holds for
+/// the calls it runs on its tiles (target_uses_tiles); its other calls are its vector target's.
 bool target_uses_bf16_dot(Target target) noexcept;
+/// Whether the target runs bf16 attention's products on matrix tiles (AMX). Such a target runs on its
+/// tiles the forward of bf16 q, k and v with more than 16 queries per sequence; it runs every other
+/// call (other dtypes, decoding, the backward) on its vector target (tile_vector_target).
+bool target_uses_tiles(Target target) noexcept;
+/// The vector target a tile target hands its other calls to: avx512 for amx_bf16 (whose CPUs run
+/// vdpbf16ps at half the f32 FMA rate), avx512_emulated for amx_bf16_emulated; any other target itself.
+Target tile_vector_target(Target target) noexcept;
 
 /// Targets built into this library, best first (emulated ones last but for scalar).
 std::vector<Target> compiled_targets();
@@ -55,6 +65,7 @@ std::string target_names();
 std::string missing_cpu_feature(Target target);
 /// The target chosen when none is forced: the best supported non-emulated target, except that
 /// avx512_bf16 is chosen over avx512 only on CPUs known to run vdpbf16ps at least at the f32 FMA rate.
+/// amx_bf16 is chosen on CPUs with AMX-TILE and AMX-BF16 whose operating system grants the tile data.
 Target default_target();
 /// Why default_target() chose its target: the target's name and the reason, for messages.
 std::string default_target_reason();

@@ -22,7 +22,8 @@ constexpr bool decode_steps_fit_registers() {
   }
   return true;
 }
-static_assert(decode_steps_fit_registers(), "decode's score accumulators and operands fit the vector registers");
+// (A tile target never decodes through these: its single tiles take the tiles or the packed path.)
+static_assert(Isa::kTiles || decode_steps_fit_registers(), "decode's score accumulators and operands fit the vector registers");
 
 // out[i] = Isa::reduce_add(v[i]) for i < Count, bit for bit: by the target's reduction tree over all
 // of them at once where it has one (Isa::reduce_add_each), else one vector at a time.

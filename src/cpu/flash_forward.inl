@@ -57,6 +57,7 @@ using Vec = Isa::Vec;
 #include "cpu/forward_packing.inl"
 #include "cpu/online_softmax.inl"
 #include "cpu/decode_from_rows.inl"
+#include "cpu/tile_products.inl"
 #include "cpu/forward_paths.inl"
 
 static_assert(kKeyBlock % kTileCols == 0, "key blocks hold whole register tiles");
@@ -115,7 +116,7 @@ template <class Path>
 void stream_tiles(Path& path, const ItemStream& s, const KeyBlock& block, const NextBlockRequests& next, float* alpha) {
   for (std::int64_t row = 0; row < s.ws.rows; row += kTileRows) {
     const std::int64_t width = seen_width(s.ws.row_info + row, kTileRows, s.keys, block.j0, block.width);
-    const Tile tile{row, width, round_up(width, kLanes)};
+    const Tile tile{row, width, round_up(width, Path::kColumnPad)};
     SpreadRowPrefetch between = next.share(row, tile.cols);
     if (tile.width == 0) continue;  // a fully masked tile
     path.scores(block, tile, between);
@@ -149,14 +150,27 @@ void stream_key_blocks(Path& path, const ItemStream& s) {
 
 // The item through its path (forward_paths.inl): several tiles are packed once per block, as bf16
 // pairs on the bf16-dot path; a single tile (decoding) reads the rows as stored, as pairs where the
-// keys are of unit stride, d_k is whole vectors of pairs and the values are read in place.
+// keys are of unit stride, d_k is whole vectors of pairs and the values are read in place. On a tile
+// target, bf16 inputs take the tiles whatever the item's size, and other inputs the packed float32
+// path (target.cpp runs the calls those are common in, decoding and other dtypes, on the vector
+// target's kernels).
 void stream_item(const ItemStream& s) {
   const detail::Problem& p = s.problem();
   const bool bf16_dot = uses_bf16_dot(p);
-  if (s.ws.rows != kTileRows) {
-    if constexpr (Isa::kDotBf16) {
+  if constexpr (Isa::kTiles) {
+    if (bf16_dot) {
+      prepare_query_pairs(s.ws, tile_query_stride(s.ws.d_k));
+      configure_tiles();
+      PackedTiles<> path{s};
+      stream_key_blocks(path, s);
+      release_tiles();
+      return;
+    }
+  }
+  if (Isa::kTiles || s.ws.rows != kTileRows) {
+    if constexpr (Isa::kDotBf16 && !Isa::kTiles) {
       if (bf16_dot) {
-        prepare_query_pairs(s.ws);
+        prepare_query_pairs(s.ws, 2 * pair_count(s.ws.d_k));
         PackedBf16Pairs<> path{s};
         return stream_key_blocks(path, s);
       }
@@ -164,18 +178,20 @@ void stream_item(const ItemStream& s) {
     PackedF32 path{s};
     return stream_key_blocks(path, s);
   }
-  const bool decode_pairs = bf16_dot && value_rows_in_place(p, s.ws) && p.k.stride(3) == 1 && s.ws.d_k % (2 * kLanes) == 0;
-  if (decode_pairs) prepare_query_pairs(s.ws);
-  with_live_rows(s.plan.group * s.item.queries, [&](auto rows) {
-    if constexpr (Isa::kDotBf16) {
-      if (decode_pairs) {
-        DecodeFromRows<rows(), true> path{s};
-        return stream_key_blocks(path, s);
+  if constexpr (!Isa::kTiles) {
+    const bool decode_pairs = bf16_dot && value_rows_in_place(p, s.ws) && p.k.stride(3) == 1 && s.ws.d_k % (2 * kLanes) == 0;
+    if (decode_pairs) prepare_query_pairs(s.ws, 2 * pair_count(s.ws.d_k));
+    with_live_rows(s.plan.group * s.item.queries, [&](auto rows) {
+      if constexpr (Isa::kDotBf16) {
+        if (decode_pairs) {
+          DecodeFromRows<rows(), true> path{s};
+          return stream_key_blocks(path, s);
+        }
       }
-    }
-    DecodeFromRows<rows()> path{s};
-    stream_key_blocks(path, s);
-  });
+      DecodeFromRows<rows()> path{s};
+      stream_key_blocks(path, s);
+    });
+  }
 }
 
 void run_item(const ForwardPlan& plan, std::int64_t item_index, std::int64_t split) {

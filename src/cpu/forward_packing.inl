@@ -42,9 +42,9 @@ void load_row_bf16(const ConstTensorView& t, std::int64_t b, std::int64_t h, std
   std::fill(out + count, out + padded, std::uint16_t{0});
 }
 
-// The queries as bf16 rows of even length (prepare_rows has loaded them as float32 in ws.q).
-void prepare_query_pairs(ForwardWorkspace& ws) {
-  const std::int64_t stride = 2 * pair_count(ws.d_k);
+// The queries as bf16 rows of `stride` values (prepare_rows has loaded them as float32 in ws.q),
+// zero-padded: d_k rounded up to even, or to whole tile rows (tile_query_stride).
+void prepare_query_pairs(ForwardWorkspace& ws, std::int64_t stride) {
   for (std::int64_t r = 0; r < ws.rows; ++r) {
     std::uint16_t* out = ws.q_bf16 + r * stride;
     bf16_bits_of_row(ws.q + r * ws.d_k, ws.d_k, out);
@@ -67,6 +67,10 @@ struct F32KeyPanels {
   }
 };
 
+// Pairs per key of the tile targets' key panels: d_k padded to whole tile rows (kTileDepth values).
+std::int64_t tile_key_depth(std::int64_t d_k) { return round_up(pair_count(d_k), kTileDepth / 2); }
+std::int64_t tile_query_stride(std::int64_t d_k) { return 2 * tile_key_depth(d_k); }
+
 struct Bf16PairKeyPanels {
   static bool in_place(const ConstTensorView& keys, std::int64_t d_k) { return keys.stride(3) == 1 && d_k % 2 == 0; }
   static std::int64_t depth(std::int64_t d_k) { return pair_count(d_k); }
@@ -76,6 +80,19 @@ struct Bf16PairKeyPanels {
   static const float* converted(const ConstTensorView& keys, StoredRow at, std::int64_t kv_head, std::int64_t d_k, float* buffer) {
     auto* bits = reinterpret_cast<std::uint16_t*>(buffer);  // room for a row of pairs
     load_row_bf16(keys, at.outer, kv_head, at.row, d_k, 2 * pair_count(d_k), bits);
+    return reinterpret_cast<const float*>(bits);
+  }
+};
+
+// The tile targets' panels: Bf16PairKeyPanels' pairs with the depth padded to whole tile rows, so a
+// B tile of 16 keys' pairs never reads past a panel. Rows are read in place when d_k fills the tile
+// rows exactly; others are copied with zeros after d_k.
+struct TilePairKeyPanels : Bf16PairKeyPanels {
+  static bool in_place(const ConstTensorView& keys, std::int64_t d_k) { return keys.stride(3) == 1 && d_k % kTileDepth == 0; }
+  static std::int64_t depth(std::int64_t d_k) { return tile_key_depth(d_k); }
+  static const float* converted(const ConstTensorView& keys, StoredRow at, std::int64_t kv_head, std::int64_t d_k, float* buffer) {
+    auto* bits = reinterpret_cast<std::uint16_t*>(buffer);  // room for d_k + kTileDepth floats
+    load_row_bf16(keys, at.outer, kv_head, at.row, d_k, 2 * tile_key_depth(d_k), bits);
     return reinterpret_cast<const float*>(bits);
   }
 };
@@ -99,7 +116,7 @@ void pack_keys(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordina
       }
       const StoredRow at = stored_row(*plan.problem, item.batch, j0 + j);
       rows[t] = in_place ? Panels::row(keys, at, item.kv_head)
-                         : Panels::converted(keys, at, item.kv_head, ws.d_k, ws.key_rows + t * ws.d_k);
+                         : Panels::converted(keys, at, item.kv_head, ws.d_k, ws.key_rows + t * (ws.d_k + kTileDepth));
     }
     pack_panels(rows, kTileCols, depth, ws.k_t + p0 * depth);
   }

@@ -12,6 +12,7 @@
 // `between` runs between a product's column chunks (the next block's row requests). The paths:
 //   PackedF32             several tiles: K as panels, V as rows of float32, packed once per block;
 //   PackedBf16Pairs       the same on a bf16-dot target when q, k and v are bf16: bf16 pairs;
+//   PackedTiles           the same pairs on a tile target (AMX), both products on matrix tiles;
 //   DecodeFromRows        one tile (decoding): K and V read where they are stored, only the live
 //                         rows computed (with Pairs, as bf16 pairs on a bf16-dot target);
 //   SeenValuesOnly        a packed block holding NaN or ±inf: only the keys a row sees contribute.
@@ -142,6 +143,7 @@ void softmax_and_dropout(const ItemStream& s, const KeyBlock& block, const Tile&
 
 struct PackedF32 {
   static constexpr bool kPacked = true;
+  static constexpr std::int64_t kColumnPad = kLanes;  // a tile's columns: its width rounded up to this
   const ItemStream& s;
 
   bool pack(const KeyBlock& b) {
@@ -165,6 +167,7 @@ struct PackedF32 {
 template <class I = Isa>
 struct PackedBf16Pairs {
   static constexpr bool kPacked = true;
+  static constexpr std::int64_t kColumnPad = kLanes;
   const ItemStream& s;
 
   // Values holding NaN or ±inf are packed as float32 for SeenValuesOnly.
@@ -194,11 +197,41 @@ struct PackedBf16Pairs {
   }
 };
 
+// The tile path (targets with Isa::kTiles, when q, k and v are bf16): PackedBf16Pairs' packing and
+// probabilities with both products on matrix tiles (tile_products.inl). A tile's columns are whole
+// tile rows of keys (kTileDepth), so P·V never reads probabilities past the ones the softmax wrote;
+// the keys past the last visible one are masked to −inf, so their p is 0.
+template <class I = Isa>
+struct PackedTiles {
+  static constexpr bool kPacked = true;
+  static constexpr std::int64_t kColumnPad = kTileDepth;
+  const ItemStream& s;
+  PackedBf16Pairs<I> pairs{s};
+
+  bool pack(const KeyBlock& b) {
+    pack_keys<TilePairKeyPanels>(s.plan, s.ws, s.item, b.j0, b.width, b.cols);
+    if (pack_values<Bf16PairValueBlock<I>>(s.plan, s.ws, s.item, b.j0, b.width, b.cols)) return true;
+    pack_values<F32ValueBlock>(s.plan, s.ws, s.item, b.j0, b.width, b.cols);
+    return false;
+  }
+  template <class Between>
+  void scores(const KeyBlock&, const Tile& t, Between& between) {
+    score_tile_tiles<I>(s.ws, t.row, t.cols, s.problem().f32.scale, between);
+  }
+  void probabilities(const KeyBlock& b, const Tile& t, float* alpha) { pairs.probabilities(b, t, alpha); }
+  void float_probabilities(const KeyBlock& b, const Tile& t, float* alpha) { pairs.float_probabilities(b, t, alpha); }
+  template <class Between>
+  void accumulate(const KeyBlock&, const Tile& t, const float* alpha, Between& between) {
+    accumulate_pv_tiles<I>(s.ws, t.row, t.cols, alpha, between);
+  }
+};
+
 // A packed block whose values hold NaN or ±inf: each row sums only the values of keys it sees, so a
 // masked key's values never reach the output (0 · NaN would). Rare, so plain loops.
 template <class Path>
 struct SeenValuesOnly {
   static constexpr bool kPacked = true;
+  static constexpr std::int64_t kColumnPad = Path::kColumnPad;
   Path& path;
 
   template <class Between>
@@ -224,6 +257,7 @@ struct SeenValuesOnly {
 template <std::int64_t Rows, bool Pairs = false>
 struct DecodeFromRows {
   static constexpr bool kPacked = false;
+  static constexpr std::int64_t kColumnPad = kLanes;
   const ItemStream& s;
   bool values_in_place = value_rows_in_place(s.problem(), s.ws);
   bool rounds_p = uses_bf16_dot(s.problem());

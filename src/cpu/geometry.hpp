@@ -74,7 +74,24 @@ inline constexpr Geometry kAvx512Geometry{.lanes = 16,
                                           .backward_key_block = 192,
                                           .decode_key_block = 128};
 
-inline constexpr Geometry kAllGeometries[] = {kScalarGeometry, kAvx2Geometry, kAvx512Geometry};
+// AMX (amx_bf16): an AMX tile of sums is 16 rows × 16 floats, so a register tile is 16 query rows; its
+// columns are two vectors, 32 keys, the keys one pair of bf16 tile rows multiplies (a tile row is 64
+// bytes, 32 bf16 values). The vector code between the tile products (softmax, masks) runs on these
+// tiles; the blocks and items are AVX-512's. The backward and decoding run on the vector target's
+// kernels (target.cpp), so their fields here only size what the tile kernels share with them.
+inline constexpr Geometry kAmxGeometry{.lanes = 16,
+                                       .tile_rows = 16,
+                                       .tile_vectors = 2,
+                                       .key_block = 512,
+                                       .registers = 32,
+                                       .rows_per_item = 384,
+                                       .long_rows_per_item = 768,
+                                       .backward_key_block = 192,
+                                       .decode_key_block = 128};
+// bf16 values in one row of an AMX tile (64 bytes): the tile kernels pad d_k and keys to it.
+inline constexpr std::int64_t kTileDepth = 32;
+
+inline constexpr Geometry kAllGeometries[] = {kScalarGeometry, kAvx2Geometry, kAvx512Geometry, kAmxGeometry};
 
 // The largest value of a field (or of a member function such as tile_cols) over every target.
 template <class Field>
@@ -126,6 +143,6 @@ static_assert(std::all_of(std::begin(kAllGeometries), std::end(kAllGeometries), 
               "every target's tiles fit the plans' paddings and blocks");
 // The values the maxima come to: a target with larger tiles or blocks grows every thread's
 // workspace (workspace.hpp), so that should be a decision, made here.
-static_assert(kMaxTileRows == 8 && kMaxTileCols == 32 && kMaxKeyBlock == 512 && kMaxBackwardKeyBlock == 192);
+static_assert(kMaxTileRows == 16 && kMaxTileCols == 32 && kMaxKeyBlock == 512 && kMaxBackwardKeyBlock == 192);
 
 }  // namespace attnkit::cpu

@@ -24,6 +24,7 @@
 #include "cpu/forward_plan.hpp"
 #include "cpu/geometry.hpp"
 #include "cpu/kernels.hpp"
+#include "cpu/simd/amx_model.hpp"
 #include "cpu/simd/bf16_dot_model.hpp"
 #include "cpu/target_region.hpp"
 #include "cpu/visibility.hpp"

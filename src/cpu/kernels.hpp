@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "attnkit/targets.hpp"
+#include "core/problem.hpp"
 #include "core/softmax_partial.hpp"
 #include "cpu/backward_plan.hpp"
 #include "cpu/forward_plan.hpp"
@@ -48,6 +49,22 @@ void set_decode_blocks_for_testing(std::optional<bool> short_blocks);
 ForwardKernels forward_kernels(Target target);
 BackwardKernels backward_kernels(Target target);
 
+// The target whose kernels run a problem's forward: its own, except that a tile target (AMX) runs
+// on its tiles only bf16 q, k and v, and other dtypes on its vector target (tile_vector_target), whose
+// figures those calls keep. The choice is per call and never by size, so that a packed sequence is
+// computed as a call on it alone would be. The backward always runs on the vector target's kernels.
+Target forward_target(const detail::Problem& p);
+Target backward_target(const detail::Problem& p);
+
+// What default_target() chooses from, so that tests can ask for the choice on CPUs other than this
+// one: the instruction sets the CPU and its operating system support, whether Linux granted the AMX
+// tile data, and whether the CPU is known to run vdpbf16ps at least at the f32 FMA rate.
+struct CpuProfile {
+  bool avx2 = false, avx512 = false, avx512_bf16 = false, amx_bf16 = false, tile_data_granted = false;
+  bool fast_bf16_dot = false;
+};
+Target default_target_for(const CpuProfile& cpu);
+
 // Each target's translation unit (kernels_<target>.cpp) defines its pair.
 #define ATTNKIT_DECLARE_TARGET_KERNELS(name) \
   ForwardKernels forward_kernels_##name();   \
@@ -58,6 +75,8 @@ ATTNKIT_DECLARE_TARGET_KERNELS(avx512)
 ATTNKIT_DECLARE_TARGET_KERNELS(avx512_bf16)
 ATTNKIT_DECLARE_TARGET_KERNELS(avx512_emulated)
 ATTNKIT_DECLARE_TARGET_KERNELS(avx512_bf16_emulated)
+ATTNKIT_DECLARE_TARGET_KERNELS(amx_bf16)
+ATTNKIT_DECLARE_TARGET_KERNELS(amx_bf16_emulated)
 #undef ATTNKIT_DECLARE_TARGET_KERNELS
 
 // Writes row `row` of an item from its softmax partial: out = acc / sum and lse = max + log sum, or 0

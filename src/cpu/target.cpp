@@ -4,6 +4,13 @@
 #include <cpuid.h>
 #endif
 
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#endif
+
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
@@ -32,6 +39,10 @@ enum Feature : std::uint32_t {
   kAvx512dq = 1u << 7,
   kOsAvx512State = 1u << 8,  // the OS saves ZMM and mask registers (XCR0 bits 5, 6, 7)
   kAvx512Bf16 = 1u << 9,
+  kAmxTile = 1u << 10,
+  kAmxBf16 = 1u << 11,
+  kOsAmxState = 1u << 12,       // the OS enables the tile configuration and data (XCR0 bits 17, 18)
+  kAmxTileDataGranted = 1u << 13,  // Linux granted this process the tile data (arch_prctl)
 };
 // In the order errors name them: instruction sets first, then the operating system's support.
 constexpr std::pair<Feature, const char*> kFeatureNames[] = {
@@ -43,12 +54,18 @@ constexpr std::pair<Feature, const char*> kFeatureNames[] = {
     {kAvx512vl, "AVX512VL"},
     {kAvx512dq, "AVX512DQ"},
     {kAvx512Bf16, "AVX512_BF16"},
+    {kAmxTile, "AMX-TILE"},
+    {kAmxBf16, "AMX-BF16"},
     {kOsAvxState, "operating-system support for AVX registers (XCR0)"},
     {kOsAvx512State, "operating-system support for AVX-512 registers (XCR0)"},
+    {kOsAmxState, "operating-system support for AMX tiles (XCR0)"},
+    {kAmxTileDataGranted, "the AMX tile data, which Linux did not grant (arch_prctl ARCH_REQ_XCOMP_PERM)"},
 };
 
 constexpr std::uint32_t kAvx2Features = kAvx2 | kFma | kF16c | kOsAvxState;
 constexpr std::uint32_t kAvx512Features = kAvx2Features | kAvx512f | kAvx512bw | kAvx512vl | kAvx512dq | kOsAvx512State;
+constexpr std::uint32_t kAmxBf16Features =
+    kAvx512Features | kAvx512Bf16 | kAmxTile | kAmxBf16 | kOsAmxState | kAmxTileDataGranted;
 
 struct TargetEntry {
   Target target;
@@ -57,6 +74,7 @@ struct TargetEntry {
   std::uint32_t features;  // what the CPU must have
   bool emulated;           // a test stand-in, never the default
   bool bf16_dot;           // bf16 inputs' products by bf16 dot products
+  Target vectors;          // a tile target's vector target (target_uses_tiles); else the target itself
   cpu::ForwardKernels (*forward)();  // nullptr: not compiled into this build
   cpu::BackwardKernels (*backward)();
 };
@@ -72,18 +90,23 @@ struct TargetEntry {
 #define ATTNKIT_EMULATED_KERNELS(name) nullptr, nullptr
 #endif
 
-// Best first. (AMX tiles would go above avx512_bf16, with their own feature bits.)
+// Best first.
 constexpr TargetEntry kTargets[] = {
+    {Target::amx_bf16, "amx_bf16",
+     "AMX-TILE, AMX-BF16 and the tile data from the operating system, AVX-512F/BW/VL/DQ, AVX512_BF16, AVX2, FMA, F16C",
+     kAmxBf16Features, false, true, Target::avx512, ATTNKIT_X86_KERNELS(amx_bf16)},
     {Target::avx512_bf16, "avx512_bf16", "AVX-512F/BW/VL/DQ, AVX512_BF16, AVX2, FMA, F16C",
-     kAvx512Features | kAvx512Bf16, false, true, ATTNKIT_X86_KERNELS(avx512_bf16)},
-    {Target::avx512, "avx512", "AVX-512F/BW/VL/DQ, AVX2, FMA, F16C", kAvx512Features, false, false,
+     kAvx512Features | kAvx512Bf16, false, true, Target::avx512_bf16, ATTNKIT_X86_KERNELS(avx512_bf16)},
+    {Target::avx512, "avx512", "AVX-512F/BW/VL/DQ, AVX2, FMA, F16C", kAvx512Features, false, false, Target::avx512,
      ATTNKIT_X86_KERNELS(avx512)},
-    {Target::avx2, "avx2", "AVX2, FMA, F16C", kAvx2Features, false, false, ATTNKIT_X86_KERNELS(avx2)},
+    {Target::avx2, "avx2", "AVX2, FMA, F16C", kAvx2Features, false, false, Target::avx2, ATTNKIT_X86_KERNELS(avx2)},
+    {Target::amx_bf16_emulated, "amx_bf16_emulated", "AVX2, FMA, F16C", kAvx2Features, true, true,
+     Target::avx512_emulated, ATTNKIT_EMULATED_KERNELS(amx_bf16_emulated)},
     {Target::avx512_bf16_emulated, "avx512_bf16_emulated", "AVX2, FMA, F16C", kAvx2Features, true, true,
-     ATTNKIT_EMULATED_KERNELS(avx512_bf16_emulated)},
-    {Target::avx512_emulated, "avx512_emulated", "AVX2, FMA, F16C", kAvx2Features, true, false,
+     Target::avx512_bf16_emulated, ATTNKIT_EMULATED_KERNELS(avx512_bf16_emulated)},
+    {Target::avx512_emulated, "avx512_emulated", "AVX2, FMA, F16C", kAvx2Features, true, false, Target::avx512_emulated,
      ATTNKIT_EMULATED_KERNELS(avx512_emulated)},
-    {Target::scalar, "scalar", "nothing", 0, false, false, &cpu::forward_kernels_scalar,
+    {Target::scalar, "scalar", "nothing", 0, false, false, Target::scalar, &cpu::forward_kernels_scalar,
      &cpu::backward_kernels_scalar},
 };
 
@@ -111,6 +134,19 @@ std::uint64_t read_xcr0() {
   return (std::uint64_t{edx} << 32) | eax;
 }
 
+// Linux gives a process the AMX tile data (8 KiB of register state per thread) only on request, once
+// for all its threads (Linux 5.16 and later); without it the first tile instruction faults. Asked
+// only on CPUs with tiles.
+bool tile_data_granted() {
+#if defined(__linux__)
+  constexpr long kRequestPermission = 0x1023;  // ARCH_REQ_XCOMP_PERM (asm/prctl.h)
+  constexpr long kTileData = 18;               // XFEATURE_XTILEDATA
+  return syscall(SYS_arch_prctl, kRequestPermission, kTileData) == 0;
+#else
+  return false;
+#endif
+}
+
 std::uint32_t detect_features() {
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
   std::uint32_t f = 0;
@@ -128,8 +164,12 @@ std::uint32_t detect_features() {
     if (ebx & bit_AVX512DQ) f |= kAvx512dq;
     if (ebx & bit_AVX512BW) f |= kAvx512bw;
     if (ebx & bit_AVX512VL) f |= kAvx512vl;
+    if (edx & (1u << 24)) f |= kAmxTile;
+    if (edx & (1u << 22)) f |= kAmxBf16;
     if (eax >= 1 && __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) != 0 && (eax & (1u << 5))) f |= kAvx512Bf16;
   }
+  if ((f & kOsAvxState) && ((read_xcr0() >> 17) & 3) == 3) f |= kOsAmxState;
+  if ((f & kAmxTile) && (f & kOsAmxState) && tile_data_granted()) f |= kAmxTileDataGranted;
   return f;
 }
 
@@ -197,6 +237,8 @@ const char* target_name(Target target) noexcept { return entry(target).name; }
 const char* target_requirements(Target target) noexcept { return entry(target).requirements; }
 bool target_is_emulated(Target target) noexcept { return entry(target).emulated; }
 bool target_uses_bf16_dot(Target target) noexcept { return entry(target).bf16_dot; }
+bool target_uses_tiles(Target target) noexcept { return entry(target).vectors != target; }
+Target tile_vector_target(Target target) noexcept { return entry(target).vectors; }
 
 std::vector<Target> compiled_targets() {
   std::vector<Target> out;
@@ -232,14 +274,22 @@ std::string missing_cpu_feature(Target target) {
   return {};
 }
 
-Target default_target() {
+namespace {
+
+// The best compiled, non-emulated target a CPU with these features runs: the first in the table, but
+// that a vector bf16-dot target needs a CPU known to run vdpbf16ps at least at the f32 FMA rate.
+Target best_target_for(std::uint32_t features, bool fast_bf16_dot) {
   for (const TargetEntry& e : kTargets) {
-    if (!runnable(e) || e.emulated) continue;
-    if (e.bf16_dot && !bf16_dot_is_fast()) continue;
+    if (!compiled(e) || e.emulated || (features & e.features) != e.features) continue;
+    if (e.bf16_dot && !target_uses_tiles(e.target) && !fast_bf16_dot) continue;
     return e.target;
   }
   return Target::scalar;
 }
+
+}  // namespace
+
+Target default_target() { return best_target_for(cpu_features(), bf16_dot_is_fast()); }
 
 std::string default_target_reason() {
   const Target best = default_target();
@@ -248,6 +298,8 @@ std::string default_target_reason() {
     why += " (avx512_bf16 is supported too, but this CPU is not known to run vdpbf16ps at the f32 FMA "
            "rate, so bf16 inputs are widened to f32 and multiplied with FMA; ATTNKIT_TARGET=avx512_bf16 "
            "forces the bf16 dot products)";
+  } else if (best == Target::amx_bf16) {
+    why += " (the forward of bf16 attention with more than 16 queries on the AMX tiles; other calls on avx512)";
   } else if (best == Target::avx512_bf16) {
     why += " (bf16 inputs' products with vdpbf16ps, which this CPU runs at least at the f32 FMA rate)";
   }
@@ -286,6 +338,23 @@ bool short_decode_blocks() {
 }
 void set_decode_blocks_for_testing(std::optional<bool> short_blocks) {
   g_short_decode_blocks.store(short_blocks ? (*short_blocks ? 1 : 0) : -1, std::memory_order_relaxed);
+}
+
+Target forward_target(const detail::Problem& p) {
+  if (!target_uses_tiles(p.target)) return p.target;
+  const bool bf16 = p.q.dtype() == DType::bf16 && p.k.dtype() == DType::bf16 && p.v.dtype() == DType::bf16;
+  return bf16 ? p.target : tile_vector_target(p.target);
+}
+Target backward_target(const detail::Problem& p) { return tile_vector_target(p.target); }
+
+Target default_target_for(const CpuProfile& cpu) {
+  std::uint32_t features = 0;
+  if (cpu.avx2) features |= kAvx2Features;
+  if (cpu.avx512) features |= kAvx512Features;
+  if (cpu.avx512_bf16) features |= kAvx512Bf16;
+  if (cpu.amx_bf16) features |= kAmxTile | kAmxBf16 | kOsAmxState;
+  if (cpu.tile_data_granted) features |= kAmxTileDataGranted;
+  return best_target_for(features, cpu.fast_bf16_dot);
 }
 
 ForwardKernels forward_kernels(Target target) { return entry(target).forward(); }

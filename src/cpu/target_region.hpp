@@ -27,3 +27,4 @@
 #define ATTNKIT_AVX2_FEATURES "avx2,fma,f16c"
 #define ATTNKIT_AVX512_FEATURES "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq"
 #define ATTNKIT_AVX512_BF16_FEATURES "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512bf16"
+#define ATTNKIT_AMX_BF16_FEATURES "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,amx-tile,amx-bf16"

@@ -100,7 +100,7 @@ struct ForwardWorkspace {
   // the queries as bf16 rows of even length (d_k rounded up), p_pairs one tile's rounded
   // probabilities, bf16_rows two value rows converted for interleaving (and, as d_v floats, the one
   // value row pack_values converts). The key panels and value pairs reuse k_t and v.
-  std::uint16_t* q_bf16 = nullptr;    // [rows][d_k rounded up to even]
+  std::uint16_t* q_bf16 = nullptr;    // [rows][d_k rounded up to even, or to kTileDepth on tile targets]
   std::uint32_t* p_pairs = nullptr;   // [tile rows][key block / 2]
   std::uint16_t* bf16_rows = nullptr; // [2][d_v]
 
@@ -113,7 +113,7 @@ struct ForwardWorkspace {
     PlacingArena arena(buffer_.reserve(bytes_for(ByteCount::of(rows), ByteCount::of(d_k), ByteCount::of(d_v)).value(),
                                        "the fast kernel's workspace"));
     lay_out(arena, *this, rows, d_k, d_v);
-    std::fill(zero_row, zero_row + d_k, 0.0f);
+    std::fill(zero_row, zero_row + d_k + kTileDepth, 0.0f);
   }
 
   // The bytes prepare() needs for these sizes; saturates rather than wraps, so callers can check a
@@ -126,24 +126,25 @@ struct ForwardWorkspace {
   }
 
  private:
-  // The arrays in layout order. q_bf16 and p_pairs are given room for rows·(d_k + 1) and
-  // tile rows·key block 4-byte elements, twice what they hold.
+  // The arrays in layout order. q_bf16 and p_pairs are given room for rows·(d_k + kTileDepth) and
+  // tile rows·key block 4-byte elements, twice what they hold. k_t, key_rows and zero_row have
+  // kTileDepth more per key than d_k floats: the tile kernels pad d_k to whole tile rows of bf16 values.
   template <class Arena>
   static void lay_out(Arena& arena, ForwardWorkspace& ws, typename Arena::Count rows, typename Arena::Count d_k,
                       typename Arena::Count d_v) {
     const typename Arena::Count block = Arena::count(kMaxKeyBlock), tile_rows = Arena::count(kMaxTileRows),
                                 tile_cols = Arena::count(kMaxTileCols);
     ws.q = arena.template take<float>(rows * d_k);
-    ws.k_t = arena.template take<float>(d_k * block);
+    ws.k_t = arena.template take<float>((d_k + kTileDepth) * block);
     ws.v = arena.template take<float>(block * d_v);
     ws.scores = arena.template take<float>(tile_rows * block);
     ws.acc = arena.template take<float>(rows * d_v);
     ws.row_max = arena.template take<float>(rows);
     ws.row_sum = arena.template take<float>(rows);
     ws.mask_row = arena.template take<float>(block);
-    ws.key_rows = arena.template take<float>(tile_cols * d_k);
-    ws.zero_row = arena.template take<float>(d_k);
-    ws.q_bf16 = arena.template take<std::uint16_t>(2 * rows * (d_k + 1));
+    ws.key_rows = arena.template take<float>(tile_cols * (d_k + kTileDepth));
+    ws.zero_row = arena.template take<float>(d_k + kTileDepth);
+    ws.q_bf16 = arena.template take<std::uint16_t>(2 * rows * (d_k + kTileDepth));
     ws.p_pairs = arena.template take<std::uint32_t>(tile_rows * block);
     ws.bf16_rows = arena.template take<std::uint16_t>(2 * d_v);
     ws.seen = arena.template take<std::uint8_t>(tile_rows * block);

@@ -1468,6 +1468,14 @@ TEST(CliInfo, TargetFromTheEnvironment) {
     EXPECT_TRUE(contains(emulated, "target in use:     avx512_bf16_emulated")) << emulated;
     EXPECT_TRUE(contains(emulated, "bf16 products:     bf16 dot products")) << emulated;
   }
+  if (attnkit::missing_cpu_feature(attnkit::Target::amx_bf16_emulated).empty() &&
+      std::find(compiled.begin(), compiled.end(), attnkit::Target::amx_bf16_emulated) != compiled.end()) {
+    auto [tiles_code, tiles] = run_with_environment("ATTNKIT_TARGET=amx_bf16_emulated", "info");
+    EXPECT_EQ(tiles_code, kOk) << tiles;
+    EXPECT_TRUE(contains(tiles, "target in use:     amx_bf16_emulated")) << tiles;
+    EXPECT_TRUE(contains(tiles, "bf16 products:     forward on AMX tiles (tdpbf16ps), P rounded to bf16 before P·V; "
+                                "backward on avx512_emulated: widened to f32, f32 FMA")) << tiles;
+  }
 }
 
 }  // namespace

@@ -82,13 +82,96 @@ TEST(Targets, NamesAndRequirementsAreThoseOfTheTable) {
   EXPECT_FALSE(target_uses_bf16_dot(Target::avx512));
   EXPECT_TRUE(target_is_emulated(Target::avx512_emulated));
   EXPECT_FALSE(target_is_emulated(Target::avx2));
+  EXPECT_STREQ(target_name(Target::amx_bf16), "amx_bf16");
+  EXPECT_NE(std::string(target_requirements(Target::amx_bf16)).find("AMX-TILE, AMX-BF16"), std::string::npos);
+  EXPECT_TRUE(target_is_emulated(Target::amx_bf16_emulated));
+  for (Target t : {Target::amx_bf16, Target::amx_bf16_emulated}) {
+    EXPECT_TRUE(target_uses_tiles(t)) << target_name(t);
+    EXPECT_TRUE(target_uses_bf16_dot(t)) << target_name(t);
+  }
+  EXPECT_EQ(tile_vector_target(Target::amx_bf16), Target::avx512);
+  EXPECT_EQ(tile_vector_target(Target::amx_bf16_emulated), Target::avx512_emulated);
+  for (Target t : {Target::scalar, Target::avx2, Target::avx512, Target::avx512_bf16, Target::avx512_emulated,
+                   Target::avx512_bf16_emulated}) {
+    EXPECT_FALSE(target_uses_tiles(t)) << target_name(t);
+    EXPECT_EQ(tile_vector_target(t), t) << target_name(t);
+  }
+}
+
+// The default per kind of CPU, asked of the choice itself (the CPUs need not be this one): AMX only
+// where the CPU has the tiles and Linux grants their data, and the AVX-512 targets without any AMX.
+TEST(Targets, EachKindOfCpuGetsItsDefault) {
+  const std::vector<Target> compiled = compiled_targets();
+  if (!contains(compiled, Target::amx_bf16)) GTEST_SKIP() << "this build has no x86 targets";
+  cpu::CpuProfile avx2_only;  // Zen 3, Haswell to Alder Lake
+  avx2_only.avx2 = true;
+  cpu::CpuProfile avx512 = avx2_only;  // Skylake-SP to Ice Lake
+  avx512.avx512 = true;
+  cpu::CpuProfile slow_bf16 = avx512;  // Cooper Lake: vdpbf16ps at half the FMA rate, no tiles
+  slow_bf16.avx512_bf16 = true;
+  cpu::CpuProfile zen4 = slow_bf16;  // Zen 4 and 5: vdpbf16ps at twice the FMA rate, no tiles
+  zen4.fast_bf16_dot = true;
+  cpu::CpuProfile xeon_amx = slow_bf16;  // Sapphire Rapids and later
+  xeon_amx.amx_bf16 = true;
+  xeon_amx.tile_data_granted = true;
+  cpu::CpuProfile tiles_refused = xeon_amx;  // an older kernel, or a sandbox that refuses arch_prctl
+  tiles_refused.tile_data_granted = false;
+  EXPECT_EQ(cpu::default_target_for({}), Target::scalar);
+  EXPECT_EQ(cpu::default_target_for(avx2_only), Target::avx2);
+  EXPECT_EQ(cpu::default_target_for(avx512), Target::avx512);
+  EXPECT_EQ(cpu::default_target_for(slow_bf16), Target::avx512);
+  EXPECT_EQ(cpu::default_target_for(zen4), Target::avx512_bf16);
+  EXPECT_EQ(cpu::default_target_for(xeon_amx), Target::amx_bf16);
+  EXPECT_EQ(cpu::default_target_for(tiles_refused), Target::avx512);
+  EXPECT_EQ(cpu::default_target_for(avx2_only), cpu::default_target_for([] {
+              cpu::CpuProfile tiles_without_avx512;  // nothing but tiles gives no AMX target
+              tiles_without_avx512.avx2 = true;
+              tiles_without_avx512.amx_bf16 = tiles_without_avx512.tile_data_granted = true;
+              return tiles_without_avx512;
+            }()));
+}
+
+// The tile target's calls: bf16 q, k and v on the tiles whatever their size (a packed sequence is
+// computed as alone), everything else and every backward on the vector target.
+TEST(Targets, TileTargetsRunBf16ForwardsOnTheTilesAndTheRestOnVectors) {
+  auto problem = [](Target target, DType q, DType kv, std::int64_t n) {
+    detail::Problem p;
+    p.target = target;
+    p.sizes.n = n;
+    static float storage[1];
+    p.q = ConstTensorView::contiguous(storage, q, {1, 1, 0, 1});
+    p.k = ConstTensorView::contiguous(storage, kv, {1, 1, 0, 1});
+    p.v = ConstTensorView::contiguous(storage, kv, {1, 1, 0, 1});
+    return p;
+  };
+  for (Target t : {Target::amx_bf16, Target::amx_bf16_emulated}) {
+    SCOPED_TRACE(target_name(t));
+    EXPECT_EQ(cpu::forward_target(problem(t, DType::bf16, DType::bf16, 1)), t);
+    EXPECT_EQ(cpu::forward_target(problem(t, DType::bf16, DType::bf16, 4096)), t);
+    EXPECT_EQ(cpu::forward_target(problem(t, DType::f32, DType::f32, 4096)), tile_vector_target(t));
+    EXPECT_EQ(cpu::forward_target(problem(t, DType::f16, DType::f16, 4096)), tile_vector_target(t));
+    EXPECT_EQ(cpu::forward_target(problem(t, DType::bf16, DType::f16, 1)), tile_vector_target(t));
+    EXPECT_EQ(cpu::backward_target(problem(t, DType::bf16, DType::bf16, 4096)), tile_vector_target(t));
+  }
+  EXPECT_EQ(cpu::forward_target(problem(Target::avx512_bf16, DType::f32, DType::f32, 4096)), Target::avx512_bf16);
+}
+
+// The emulated tile target runs the AMX geometry: 16-row tiles of 32 columns, AVX-512's blocks.
+TEST(Targets, EmulatedTileTargetRunsTheAmxGeometry) {
+  if (!contains(supported_targets(), Target::amx_bf16_emulated)) {
+    GTEST_SKIP() << "amx_bf16_emulated is not compiled into this build or does not run here";
+  }
+  const cpu::Geometry g = cpu::forward_kernels(Target::amx_bf16_emulated).geometry;
+  EXPECT_EQ(g.tile_rows, 16);
+  EXPECT_EQ(g.tile_cols(), 32);
+  EXPECT_EQ(g.key_block, cpu::kAvx512Geometry.key_block);
 }
 
 // Names back to targets: every target's name, and nothing else (a prefix, a case change, empty).
 TEST(Targets, EveryNameFindsItsTargetAndNothingElseDoes) {
   const std::string names = target_names();
   for (Target target : {Target::scalar, Target::avx2, Target::avx512, Target::avx512_bf16, Target::avx512_emulated,
-                        Target::avx512_bf16_emulated}) {
+                        Target::avx512_bf16_emulated, Target::amx_bf16, Target::amx_bf16_emulated}) {
     EXPECT_EQ(target_from_name(target_name(target)), target) << target_name(target);
     EXPECT_NE(names.find(target_name(target)), std::string::npos) << names;
   }

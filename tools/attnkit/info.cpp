@@ -17,7 +17,8 @@ Prints the attnkit version, the kernel each dtype runs on, the SIMD targets comp
 and those this CPU can run (for each one it cannot, the CPU feature it lacks), the target in use and
 why it is the default (ATTNKIT_TARGET=<name> forces one), how that target multiplies bf16 inputs
 (f32 FMA, or bf16 dot products with P rounded to bf16), and the thread count (ATTNKIT_NUM_THREADS=<n>
-sets it). Targets ending in _emulated are test stand-ins for the AVX-512 ones on any AVX2 CPU.
+sets it). Targets ending in _emulated are test stand-ins for the AVX-512 and AMX ones on any AVX2
+CPU.
 
 )";
 
@@ -30,6 +31,18 @@ std::string target_list(const std::vector<Target>& targets) {
   std::string out;
   for (Target t : targets) out += (out.empty() ? "" : ", ") + std::string(target_name(t));
   return out;
+}
+
+// How a target multiplies bf16 inputs, for the info line.
+std::string bf16_products(Target target) {
+  auto vector_products = [](Target t) -> std::string {
+    return target_uses_bf16_dot(t) ? "bf16 dot products (vdpbf16ps), P (and the backward's dS) rounded to bf16 before they multiply"
+                                   : "widened to f32, f32 FMA";
+  };
+  if (!target_uses_tiles(target)) return vector_products(target) + (target_uses_bf16_dot(target) ? ", forward and backward" : "");
+  const Target vectors = tile_vector_target(target);
+  return std::string("forward on AMX tiles (tdpbf16ps), P rounded to bf16 before P·V; backward on ") + target_name(vectors) +
+         ": " + vector_products(vectors) + "; f32 and f16 inputs run on " + target_name(vectors);
 }
 
 int info(const CommandArgs& words, std::ostream& out) {
@@ -48,10 +61,7 @@ int info(const CommandArgs& words, std::ostream& out) {
   }
   out << "target in use:     " << target_name(active) << '\n'
       << "default target:    " << default_target_reason() << '\n'
-      << "bf16 products:     "
-      << (target_uses_bf16_dot(active) ? "bf16 dot products (vdpbf16ps), forward and backward; P (and the backward's dS) rounded to bf16 before they multiply"
-                                       : "widened to f32, f32 FMA")
-      << '\n'
+      << "bf16 products:     " << bf16_products(active) << '\n'
       << "threads:           " << num_threads() << '\n';
   return kExitOk;
 }

@@ -20,6 +20,7 @@ struct Emulated16Isa {
   static constexpr const char* kName = "avx512_emulated";
   static constexpr Geometry kGeometry = kAvx512Geometry;  // the real AVX-512 target's tiles
   static constexpr bool kDotBf16 = false;
+  static constexpr bool kTiles = false;     // no matrix tiles (amx.hpp)
   static_assert(kLanes == 2 * Avx2Isa::kLanes && kLanes == kGeometry.lanes);
 
   static Vec zero() { return {Avx2Isa::zero(), Avx2Isa::zero()}; }

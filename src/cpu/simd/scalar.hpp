@@ -20,6 +20,7 @@ struct ScalarIsa {
   static constexpr const char* kName = "scalar";
   static constexpr Geometry kGeometry = kScalarGeometry;  // geometry.hpp
   static constexpr bool kDotBf16 = false;  // bf16 products through f32 FMA
+  static constexpr bool kTiles = false;     // no matrix tiles (amx.hpp)
 
   static Vec zero() { return 0.0f; }
   static Vec set1(float x) { return x; }

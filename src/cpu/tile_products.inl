@@ -1,0 +1,129 @@
+// The forward's two products on matrix tiles (targets with Isa::kTiles: AMX), written once over the
+// target's tile interface (Isa::Tiles: the instructions, simd/amx.hpp, or their model,
+// simd/amx_model.hpp). A tile of sums is 16 rows × 16 floats; an operand tile is 16 rows of 32 bf16
+// values, pairs along the inner dimension. The register tile of the vector code between the products
+// is 16 rows (kAmxGeometry), so one tile of sums covers its rows.
+//
+//   scores = scale · Q·Kᵀ   A: 32 values of d_k for the 16 query rows,  B: 16 keys' pairs of them
+//   acc   += P·V            A: 32 keys of P (rounded to bf16),          B: 16 columns of V's key pairs
+//
+// Up to four tiles of sums are live at a time (64 columns), fed by one A tile and B tiles loaded in
+// turn into two registers. Tile registers: sums 0–3, A 4, B 6 and 7.
+// Included by flash_forward.inl inside the target's namespace; no include guard on purpose.
+
+inline constexpr std::int64_t kSumColumns = 16;  // floats per row of a tile of sums
+inline constexpr std::int64_t kSumTiles = 4;     // tiles of sums live at a time
+inline constexpr int kOperandA = 4;
+
+// Every tile 16 rows of 64 bytes: the sums 16 × 16 floats, the operands 16 rows of 32 bf16 values.
+// Loaded at the start of each work item, as other code on the thread may have configured the tiles
+// otherwise in between (another library's AMX kernels).
+template <class I = Isa>
+void configure_tiles() {
+  static_assert(!I::kTiles || (kTileRows == kTileMaxRows && kTileDepth * 2 == kTileRowBytes && kTileCols % (2 * kSumColumns) == 0));
+  I::Tiles::configure(uniform_tile_config(kTileMaxRows, kTileRowBytes));
+}
+
+// The tile state back to its initial one (tilerelease), which the operating system saves cheaply.
+template <class I = Isa>
+void release_tiles() {
+  I::Tiles::release();
+}
+
+// f(std::integral_constant<int, t>{}) for t = 0 .. Count − 1.
+template <int Count, class F>
+void for_each_sum_tile(F&& f) {
+  [&]<int... T>(std::integer_sequence<int, T...>) { (f(std::integral_constant<int, T>{}), ...); }(
+      std::make_integer_sequence<int, Count>{});
+}
+
+// chunk(c0, std::integral_constant<int, tiles>{}) over `columns` (a multiple of kSumColumns) in
+// groups of up to kSumTiles tiles of sums.
+template <class Chunk>
+void for_each_sum_chunk(std::int64_t columns, Chunk&& chunk) {
+  for (std::int64_t c0 = 0; c0 < columns; c0 += kSumTiles * kSumColumns) {
+    switch (std::min(kSumTiles, (columns - c0) / kSumColumns)) {
+      case 1: chunk(c0, std::integral_constant<int, 1>{}); break;
+      case 2: chunk(c0, std::integral_constant<int, 2>{}); break;
+      case 3: chunk(c0, std::integral_constant<int, 3>{}); break;
+      default: chunk(c0, std::integral_constant<int, 4>{}); break;
+    }
+  }
+}
+
+// The B register of the t-th tile of sums: two in turn, so that a load overlaps the product before it.
+template <int T>
+constexpr int operand_b() {
+  return T % 2 == 0 ? 6 : 7;
+}
+
+// scores[r][0 .. cols) = scale · q[r] · K_jᵀ for the 16 rows of the tile at `row`: the queries as
+// bf16 rows of tile_query_stride values (prepare_query_pairs), the keys as TilePairKeyPanels. cols is
+// a multiple of 2·kSumColumns (PackedTiles' columns). between() runs after each chunk.
+template <class I = Isa, class Between = NothingBetweenChunks>
+void score_tile_tiles(const ForwardWorkspace& ws, std::int64_t row, std::int64_t cols, float scale, Between&& between = {}) {
+  using Tiles = typename I::Tiles;
+  const std::int64_t depth = tile_key_depth(ws.d_k), q_stride = 2 * depth;
+  const std::uint16_t* q = ws.q_bf16 + row * q_stride;
+  const auto* panels = reinterpret_cast<const std::uint32_t*>(ws.k_t);
+  const Vec scale_v = Isa::set1(scale);
+  for_each_sum_chunk(cols, [&]<int Sums>(std::int64_t c0, std::integral_constant<int, Sums>) {
+    for_each_sum_tile<Sums>([&](auto t) { Tiles::template zero<decltype(t)::value>(); });
+    for (std::int64_t x0 = 0; x0 < depth; x0 += kTileDepth / 2) {
+      Tiles::template load<kOperandA>(q + 2 * x0, q_stride * static_cast<std::int64_t>(sizeof(std::uint16_t)));
+      for_each_sum_tile<Sums>([&](auto t) {
+        constexpr int kT = decltype(t)::value;
+        const std::int64_t c = c0 + kT * kSumColumns;  // the tile's first key; its panel holds kTileCols
+        const std::uint32_t* b = panels + c / kTileCols * kTileCols * depth + x0 * kTileCols + c % kTileCols;
+        Tiles::template load<operand_b<kT>()>(b, kTileCols * static_cast<std::int64_t>(sizeof(std::uint32_t)));
+        Tiles::template dot_bf16<kT, kOperandA, operand_b<kT>()>();
+      });
+    }
+    for_each_sum_tile<Sums>([&](auto t) {
+      constexpr int kT = decltype(t)::value;
+      Tiles::template store<kT>(ws.scores + c0 + kT * kSumColumns, kKeyBlock * static_cast<std::int64_t>(sizeof(float)));
+    });
+    // The scale multiplies the finished dot products, as on every target (flash_forward.inl).
+    for (std::int64_t r = 0; r < kTileRows; ++r) {
+      float* s = ws.scores + r * kKeyBlock + c0;
+      for (std::int64_t c = 0; c < Sums * kSumColumns; c += kLanes) Isa::store(s + c, Isa::mul(Isa::load(s + c), scale_v));
+    }
+    between();
+  });
+}
+
+// acc[r][·] = acc[r][·] · alpha[r] + Σ_j p[r][j] · v[j][·] over the tile's rows and `width` keys (a
+// multiple of kTileDepth; p is 0 past the last visible key), from the rounded probabilities as pairs
+// (ws.p_pairs) and the value block as Bf16PairValueBlock's key pairs. between() runs after each chunk.
+template <class I = Isa, class Between = NothingBetweenChunks>
+void accumulate_pv_tiles(ForwardWorkspace& ws, std::int64_t row, std::int64_t width, const float* alpha,
+                         Between&& between = {}) {
+  using Tiles = typename I::Tiles;
+  float* acc = ws.acc + row * ws.d_v;
+  for (std::int64_t r = 0; r < kTileRows; ++r) {
+    const Vec a = Isa::set1(alpha[r]);
+    for (std::int64_t c = 0; c < ws.d_v; c += kLanes) Isa::store(acc + r * ws.d_v + c, Isa::mul(Isa::load(acc + r * ws.d_v + c), a));
+  }
+  const std::uint16_t* p = bf16_values(ws.p_pairs);
+  const auto* value_pairs = reinterpret_cast<const std::uint32_t*>(ws.v);
+  const std::int64_t acc_stride = ws.d_v * static_cast<std::int64_t>(sizeof(float));
+  for_each_sum_chunk(ws.d_v, [&]<int Sums>(std::int64_t c0, std::integral_constant<int, Sums>) {
+    for_each_sum_tile<Sums>([&](auto t) {
+      constexpr int kT = decltype(t)::value;
+      Tiles::template load<kT>(acc + c0 + kT * kSumColumns, acc_stride);
+    });
+    for (std::int64_t j0 = 0; j0 < width; j0 += kTileDepth) {
+      Tiles::template load<kOperandA>(p + j0, kKeyBlock * static_cast<std::int64_t>(sizeof(std::uint16_t)));
+      for_each_sum_tile<Sums>([&](auto t) {
+        constexpr int kT = decltype(t)::value;
+        Tiles::template load<operand_b<kT>()>(value_pairs + j0 / 2 * ws.d_v + c0 + kT * kSumColumns, acc_stride);
+        Tiles::template dot_bf16<kT, kOperandA, operand_b<kT>()>();
+      });
+    }
+    for_each_sum_tile<Sums>([&](auto t) {
+      constexpr int kT = decltype(t)::value;
+      Tiles::template store<kT>(acc + c0 + kT * kSumColumns, acc_stride);
+    });
+    between();
+  });
+}

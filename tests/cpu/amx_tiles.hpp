@@ -1,0 +1,16 @@
+// One tile product, c + a·b by tdpbf16ps, with the tiles shaped rows × (depth pairs) and (depth
+// pairs) × columns: by the portable model (amx_tiles_model.cpp, any CPU) and by the instruction
+// (amx_tiles_hardware.cpp, compiled with the AMX flags: call only where the amx_bf16 target runs).
+// Matrices are row-major: c and out rows × columns floats, a rows × depth pairs, b depth × columns pairs.
+#pragma once
+
+#include <cstdint>
+
+namespace attnkit::testing {
+
+void model_tile_product(const float* c, const std::uint32_t* a, const std::uint32_t* b, float* out, int rows, int depth,
+                        int columns);
+void hardware_tile_product(const float* c, const std::uint32_t* a, const std::uint32_t* b, float* out, int rows, int depth,
+                           int columns);
+
+}  // namespace attnkit::testing

@@ -1,0 +1,270 @@
+// The AMX tiles' portable model (src/cpu/simd/amx_model.hpp) on the cases that define tdpbf16ps and the
+// tile moves, and, where the amx_bf16 target runs (the CPU has the tiles and Linux granted their data),
+// the instruction against the model bit for bit on random tiles of every shape, denormals and
+// infinities among the values. The kernels on the tiles are tested with every other target's
+// (test_fast_forward.cpp, test_bf16_dot.cpp) and below on the shapes the tiles make special.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "attnkit/attention.hpp"
+#include "attnkit/targets.hpp"
+#include "cpu/amx_tiles.hpp"
+#include "cpu/simd/amx_model.hpp"
+#include "cpu/simd/bf16_dot_model.hpp"
+#include "support/naive_f32.hpp"
+#include "support/testing.hpp"
+
+namespace attnkit {
+
+namespace testing {
+void model_tile_product(const float* c, const std::uint32_t* a, const std::uint32_t* b, float* out, int rows, int depth,
+                        int columns) {
+  cpu::TileConfig config;
+  config.palette = 1;
+  config.rows[0] = static_cast<std::uint8_t>(rows);
+  config.bytes_per_row[0] = static_cast<std::uint16_t>(4 * columns);
+  config.rows[1] = static_cast<std::uint8_t>(rows);
+  config.bytes_per_row[1] = static_cast<std::uint16_t>(4 * depth);
+  config.rows[2] = static_cast<std::uint8_t>(depth);
+  config.bytes_per_row[2] = static_cast<std::uint16_t>(4 * columns);
+  cpu::AmxModel::load_config(config);
+  cpu::AmxModel::load(0, c, 4 * columns);
+  cpu::AmxModel::load(1, a, 4 * depth);
+  cpu::AmxModel::load(2, b, 4 * columns);
+  cpu::AmxModel::dot_bf16(0, 1, 2);
+  cpu::AmxModel::store(0, out, 4 * columns);
+  cpu::AmxModel::release();
+}
+}  // namespace testing
+
+namespace {
+
+using cpu::float_to_bf16_bits;
+
+std::uint32_t pair(float lo, float hi) {
+  return std::uint32_t{float_to_bf16_bits(lo)} | std::uint32_t{float_to_bf16_bits(hi)} << 16;
+}
+
+bool same_bits_or_both_nan(float x, float y) {
+  if (std::isnan(x) || std::isnan(y)) return std::isnan(x) && std::isnan(y);
+  return std::memcmp(&x, &y, sizeof x) == 0;
+}
+
+// c + a·b for one element of a 1 × depth by depth × 1 product.
+float one_sum(float c, const std::vector<std::uint32_t>& a, const std::vector<std::uint32_t>& b) {
+  float out = 0;
+  testing::model_tile_product(&c, a.data(), b.data(), &out, 1, static_cast<int>(a.size()), 1);
+  return out;
+}
+
+bool amx_runs_here() {
+  const std::vector<Target> s = supported_targets();
+  return std::find(s.begin(), s.end(), Target::amx_bf16) != s.end();
+}
+
+// ---- the model ----
+
+TEST(AmxModel, SumsEvenAndOddProductsApartThenAddsThemToTheSum) {
+  // Each product is 2^-24: c + even + odd one at a time would round 1 + 2^-24 back to 1 twice (ties to
+  // even); the instruction adds even + odd = 2^-23 to 1 once, which is exact.
+  const float tiny = 0x1p-12f;
+  EXPECT_EQ(one_sum(1.0f, {pair(tiny, tiny)}, {pair(tiny, tiny)}), 1.0f + 0x1p-23f);
+  // Across k the even sums stay apart from the odd ones: 2^24 + 1 − 2^24 in the even lane is 0 (the
+  // tie rounds to even), the odd lane's 3 is kept.
+  EXPECT_EQ(one_sum(0.0f, {pair(0x1p24f, 1.0f), pair(1.0f, 1.0f), pair(-0x1p24f, 1.0f)},
+                    {pair(1.0f, 1.0f), pair(1.0f, 1.0f), pair(1.0f, 1.0f)}),
+            3.0f);
+  EXPECT_EQ(one_sum(10.0f, {pair(3.0f, 2.0f)}, {pair(5.0f, 7.0f)}), 39.0f);  // 10 + 3·5 + 2·7
+}
+
+TEST(AmxModel, ReadsDenormalInputsAsZeroAndFlushesDenormalResults) {
+  EXPECT_EQ(one_sum(0.0f, {0x00010001u}, {pair(0x1p100f, 0x1p100f)}), 0.0f) << "bf16 denormals read as zero";
+  EXPECT_EQ(one_sum(0.0f, {pair(0x1p-70f, 0.0f)}, {pair(0x1p-70f, 0.0f)}), 0.0f) << "2^-140, a denormal, flushed";
+  EXPECT_EQ(one_sum(0x1p-130f, {pair(0.0f, 0.0f)}, {pair(0.0f, 0.0f)}), 0.0f) << "a denormal sum read as zero";
+  EXPECT_TRUE(std::isnan(one_sum(0.0f, {pair(std::numeric_limits<float>::infinity(), 0.0f)}, {pair(0.0f, 0.0f)})));
+}
+
+TEST(AmxModel, MultipliesWholeTilesAsTheMatrixProductOfExactValues) {
+  // Small integers: every sum is exact, so the tile product is the matrix product, element by element.
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<int> value(-8, 8);
+  constexpr int kRows = 16, kDepth = 16, kColumns = 16;
+  std::vector<float> a(kRows * 2 * kDepth), b(2 * kDepth * kColumns), c(kRows * kColumns), out(kRows * kColumns);
+  for (float& x : a) x = static_cast<float>(value(rng));
+  for (float& x : b) x = static_cast<float>(value(rng));
+  for (float& x : c) x = static_cast<float>(value(rng));
+  std::vector<std::uint32_t> a_pairs(kRows * kDepth), b_pairs(kDepth * kColumns);
+  for (int m = 0; m < kRows; ++m)
+    for (int k = 0; k < kDepth; ++k) a_pairs[m * kDepth + k] = pair(a[m * 2 * kDepth + 2 * k], a[m * 2 * kDepth + 2 * k + 1]);
+  for (int k = 0; k < kDepth; ++k)  // B's pairs run down the inner dimension: rows 2k and 2k + 1 of b
+    for (int n = 0; n < kColumns; ++n) b_pairs[k * kColumns + n] = pair(b[2 * k * kColumns + n], b[(2 * k + 1) * kColumns + n]);
+  testing::model_tile_product(c.data(), a_pairs.data(), b_pairs.data(), out.data(), kRows, kDepth, kColumns);
+  for (int m = 0; m < kRows; ++m) {
+    for (int n = 0; n < kColumns; ++n) {
+      float expected = c[m * kColumns + n];
+      for (int x = 0; x < 2 * kDepth; ++x) expected += a[m * 2 * kDepth + x] * b[x * kColumns + n];
+      EXPECT_EQ(out[m * kColumns + n], expected) << "row " << m << ", column " << n;
+    }
+  }
+}
+
+TEST(AmxModel, LoadsAndStoresTheConfiguredRowsAndZeroesTheRest) {
+  cpu::AmxModel::load_config(cpu::uniform_tile_config(3, 8));  // 3 rows of two floats
+  const float in[] = {1, 2, 9, 3, 4, 9, 5, 6, 9, 7, 8, 9};          // rows of stride 3 floats
+  cpu::AmxModel::load(0, in, 3 * sizeof(float));
+  float out[12];
+  std::fill(std::begin(out), std::end(out), -1.0f);
+  cpu::AmxModel::store(0, out, 4 * sizeof(float));  // a wider stride: the gaps stay untouched
+  const float expected[] = {1, 2, -1, -1, 3, 4, -1, -1, 5, 6, -1, -1};
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(out[i], expected[i]) << i;
+  cpu::AmxModel::zero(0);
+  cpu::AmxModel::store(0, out, 2 * sizeof(float));
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(out[i], 0.0f) << i;
+  cpu::AmxModel::release();
+}
+
+TEST(AmxModel, StopsTheProgramOnShapesTheInstructionRefuses) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");  // the kernels' thread pool may be running
+  EXPECT_DEATH(
+      {
+        float x[256] = {};
+        cpu::AmxModel::load(0, x, 64);
+      },
+      "without a tile configuration");
+  EXPECT_DEATH(
+      {
+        cpu::TileConfig config = cpu::uniform_tile_config(16, 64);
+        config.rows[2] = 8;  // B with 8 rows, but A's rows hold 16 pairs
+        cpu::AmxModel::load_config(config);
+        cpu::AmxModel::dot_bf16(0, 1, 2);
+      },
+      "shapes do not fit");
+}
+
+// ---- the instruction against the model ----
+
+// Random bf16 bits: mostly normal values of a few magnitudes, some denormals, zeros of both signs and
+// infinities (whose products make NaN), so that every rule of the instruction is exercised.
+std::uint16_t random_bf16(std::mt19937& rng) {
+  std::uniform_int_distribution<int> kind(0, 19), mantissa(0, 127), exponent(110, 140), sign(0, 1);
+  const int k = kind(rng);
+  const std::uint16_t s = static_cast<std::uint16_t>(sign(rng) << 15);
+  if (k == 0) return static_cast<std::uint16_t>(s | mantissa(rng));           // denormal or zero
+  if (k == 1) return static_cast<std::uint16_t>(s | 0x7F80);                  // infinity
+  if (k == 2) return static_cast<std::uint16_t>(s | (1 << 7) | mantissa(rng));  // the smallest normals
+  return static_cast<std::uint16_t>(s | exponent(rng) << 7 | mantissa(rng));
+}
+
+TEST(AmxModel, InstructionMatchesTheModelBitForBit) {
+  if (!amx_runs_here()) {
+    GTEST_SKIP() << "the amx_bf16 target does not run here (this CPU or its OS lacks " << missing_cpu_feature(Target::amx_bf16)
+                 << "): the instruction cannot be compared with the model";
+  }
+  std::mt19937 rng(7);
+  for (const auto& [rows, depth, columns] : {std::array<int, 3>{16, 16, 16}, {1, 1, 1}, {7, 16, 16}, {16, 5, 16},
+                                             {16, 16, 3}, {9, 11, 13}}) {
+    SCOPED_TRACE("rows " + std::to_string(rows) + ", depth " + std::to_string(depth) + " pairs, columns " + std::to_string(columns));
+    for (int trial = 0; trial < 50; ++trial) {
+      std::vector<std::uint32_t> a(static_cast<std::size_t>(rows * depth)), b(static_cast<std::size_t>(depth * columns));
+      std::vector<float> c(static_cast<std::size_t>(rows * columns));
+      for (auto& x : a) x = random_bf16(rng) | std::uint32_t{random_bf16(rng)} << 16;
+      for (auto& x : b) x = random_bf16(rng) | std::uint32_t{random_bf16(rng)} << 16;
+      for (float& x : c) x = cpu::bf16_bits_to_float(random_bf16(rng)) * 3.0f;
+      std::vector<float> model(c.size()), hardware(c.size());
+      testing::model_tile_product(c.data(), a.data(), b.data(), model.data(), rows, depth, columns);
+      testing::hardware_tile_product(c.data(), a.data(), b.data(), hardware.data(), rows, depth, columns);
+      for (std::size_t i = 0; i < c.size(); ++i)
+        ASSERT_TRUE(same_bits_or_both_nan(model[i], hardware[i])) << "element " << i << ": model " << model[i] << ", instruction " << hardware[i];
+    }
+  }
+}
+
+// ---- the kernels on the tiles ----
+
+// The tile path's own edges, on every tile target that runs here (the emulated one everywhere): d_k
+// and d_v that do not fill a tile row (8, 40) or fill several (128, 136), keys ending inside a tile of
+// 16 or a pair of tile rows (31, 33) and past one key block (513, 1100), query rows ending inside a
+// tile (17, 40 rows over a GQA group), causal diagonals, masks, dropout and a NaN value no row sees.
+// The outputs meet the accuracy rule against the naive kernel that rounds P as the tiles do, and no
+// output stays poisoned.
+struct TileCase {
+  const char* name;
+  std::int64_t H, Hkv, n, m, d, dv;
+  AttentionOptions options;
+  bool nan_in_unseen_value = false;
+};
+
+std::vector<TileCase> tile_cases() {
+  AttentionOptions causal;
+  causal.causal = Causal::top_left;
+  AttentionOptions bottom_right;
+  bottom_right.causal = Causal::bottom_right;
+  AttentionOptions capped;
+  capped.softcap = 5.0;
+  capped.window.left = 20;
+  AttentionOptions dropout;
+  dropout.dropout_p = 0.25;
+  dropout.seed = 9;
+  return {{"d8_keys31", 2, 2, 17, 31, 8, 8, {}},
+          {"d40_dv24_keys33_gqa", 4, 2, 20, 33, 40, 24, {}},
+          {"d128_dv136_keys513", 2, 1, 40, 513, 128, 136, {}},
+          {"causal_keys1100", 2, 2, 100, 1100, 64, 64, causal},
+          {"bottom_right_causal", 2, 1, 33, 70, 72, 40, bottom_right},
+          {"softcap_window", 2, 2, 48, 200, 64, 32, capped},
+          {"dropout", 2, 2, 24, 90, 32, 32, dropout},
+          {"nan_value_not_seen", 2, 2, 20, 40, 32, 32, causal, true}};
+}
+
+TEST(AmxKernels, MeetTheAccuracyRuleOnTheTilesEdges) {
+  std::vector<Target> targets;
+  for (Target t : supported_targets())
+    if (target_uses_tiles(t)) targets.push_back(t);
+  for (Target t : compiled_targets())
+    if (target_uses_tiles(t) && std::find(targets.begin(), targets.end(), t) == targets.end())
+      std::printf("[ note ] target %s not run here: this CPU or its OS lacks %s\n", target_name(t), missing_cpu_feature(t).c_str());
+  if (targets.empty()) GTEST_SKIP() << "no tile target runs on this CPU or is compiled into this build";
+  ATTNKIT_TRACE_SEED();
+  testing::Rng rng(53);
+  for (const TileCase& c : tile_cases()) {
+    SCOPED_TRACE(c.name);
+    const Tensor q = testing::random_tensor(rng, {1, c.H, c.n, c.d}, DType::bf16);
+    const Tensor k = testing::random_tensor(rng, {1, c.Hkv, c.m, c.d}, DType::bf16);
+    Tensor v = testing::random_tensor(rng, {1, c.Hkv, c.m, c.dv}, DType::bf16);
+    if (c.nan_in_unseen_value) v.data<bfloat16>()[(c.m - 1) * c.dv] = to_bfloat16(std::numeric_limits<float>::quiet_NaN());
+    AttentionOptions reference_options = c.options, fast_options = c.options;
+    reference_options.kernel = Kernel::reference;
+    fast_options.kernel = Kernel::fast;
+    auto wide = [](const Tensor& t) { return Tensor::converted(t.view(), DType::f64); };
+    const Tensor exact = testing::run_forward(wide(q), wide(k), wide(v), reference_options).out;
+    const Tensor rounded = Tensor::converted(testing::naive_f32_forward(q, k, v, c.options, true).view(), DType::bf16);
+    const double naive = testing::rms_diff(wide(rounded), exact);
+    for (Target t : targets) {
+      SCOPED_TRACE(target_name(t));
+      set_target(t);
+      Tensor out = testing::poisoned(DType::bf16, {1, c.H, c.n, c.dv});
+      Tensor lse = testing::poisoned(DType::f32, {1, c.H, c.n});
+      ForwardExtras extras;
+      extras.lse = lse.view();
+      forward(q.view(), k.view(), v.view(), out.view(), fast_options, extras);
+      reset_target();
+      EXPECT_FALSE(testing::has_nan(out)) << "an output stayed poisoned, or a NaN value no row sees reached one";
+      EXPECT_FALSE(testing::has_nan(lse));
+      const double fast = testing::rms_diff(wide(out), exact);
+      std::printf("[ note ] %s %s: RMS error %.3g = %.2f x the naive kernel's with P rounded\n", target_name(t), c.name,
+                  fast, fast / naive);
+      EXPECT_LE(fast, 2 * naive + 1e-7) << "RMS errors: fast " << fast << ", naive with P rounded " << naive;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace attnkit
