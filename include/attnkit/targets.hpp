@@ -39,12 +39,12 @@ const char* target_requirements(Target target) noexcept;
 /// Whether the target is an emulated test stand-in.
 bool target_is_emulated(Target target) noexcept;
 /// Whether the target computes bf16 inputs' products with bf16 dot products (P rounded to bf16
-/// before P·V, as FlashAttention and torch do) rather than f32 FMA. On a tile target this holds for
-/// the calls it runs on its tiles (target_uses_tiles); its other calls are its vector target's.
+/// before P·V, as FlashAttention and torch do) rather than f32 FMA. A tile target's bf16 calls run on
+/// its tiles with P rounded the same way (target_uses_tiles).
 bool target_uses_bf16_dot(Target target) noexcept;
 /// Whether the target runs bf16 attention's products on matrix tiles (AMX). Such a target runs on its
-/// tiles the forward of bf16 q, k and v with more than 16 queries per sequence; it runs every other
-/// call (other dtypes, decoding, the backward) on its vector target (tile_vector_target).
+/// tiles the forward and backward of every call whose q, k and v are bf16, and every other call (f32
+/// and f16 inputs, quantized KV caches) on its vector target (tile_vector_target).
 bool target_uses_tiles(Target target) noexcept;
 /// The vector target a tile target hands its other calls to: avx512 for amx_bf16 (whose CPUs run
 /// vdpbf16ps at half the f32 FMA rate), avx512_emulated for amx_bf16_emulated; any other target itself.

@@ -27,7 +27,8 @@
 // With bf16 inputs on a target with bf16 dot products (Isa::kDotBf16), the five products take pairs
 // of bf16 values and sum in float32: S and dP with pairs along the feature dimension (as the
 // forward's scores), dQ += dS·K_j with pairs along keys, dV_j += Pᵀ·dO and dK_j += dSᵀ·Q with pairs
-// along query rows. dropout(P) and dS are rounded to bf16 before they multiply, as FlashAttention
+// along query rows; on a target with matrix tiles (Isa::kTiles), the same operands on the tiles
+// (TileProducts). dropout(P) and dS are rounded to bf16 before they multiply, as FlashAttention
 // does, on every block of such a call: a block holding NaN or ±inf takes the float32 products (which
 // skip masked entries) with the same rounded values.
 
@@ -352,6 +353,64 @@ struct PairProducts {
   }
 };
 
+// Products on matrix tiles (a tile target, bf16 inputs, every operand of the block finite): the
+// operands of PairProducts, S and dP (tiles_a_bt) and dQ (tiles_a_b) straight from them. dV and dK
+// sum over the block's rows, so their operands are transposed once per block: P and dS as pairs of
+// rows per key (p_row_pairs and ds_row_pairs through pack_panels), the rows of dO and Q as pairs,
+// zero past the block's rows so that no tile reads a row of another block or head.
+template <class I = Isa>
+struct TileProducts {
+  const QueryBlock& b;
+  float* dq;
+
+  void scores(std::int64_t tile, std::int64_t tile_cols) {
+    const BackwardPlan& plan = b.plan;
+    const std::int64_t at_q = (b.first_row + tile) * plan.padded_d_k, at_d_out = (b.first_row + tile) * plan.padded_d_v;
+    tiles_a_bt<I>(plan.q_bf16 + at_q, plan.padded_d_k, b.ws.k_pair_panels, b.ws.d_k / 2, tile_cols, plan.problem->f32.scale,
+                  b.ws.p + tile * kBackwardKeyBlock, kBackwardKeyBlock);
+    tiles_a_bt<I>(plan.d_out_bf16 + at_d_out, plan.padded_d_v, b.ws.v_pair_panels, b.ws.d_v / 2, tile_cols, 1.0f,
+                  b.ws.ds + tile * kBackwardKeyBlock, kBackwardKeyBlock);
+  }
+  // The tile's dS past tile_cols is 0 up to the block's columns (block_row), so the depth rounds up
+  // to whole tile rows of keys.
+  void dq_sum(std::int64_t tile, std::int64_t tile_cols) {
+    const std::int64_t ld = b.plan.padded_d_k;
+    pair_tile_operands<I>(b.ws, tile, b.cols);
+    tiles_a_b<I>(bf16_values(b.ws.ds_pairs + tile * (kBackwardKeyBlock / 2)), kBackwardKeyBlock, b.ws.k_key_pairs, b.ws.d_k,
+                 round_up(tile_cols, kTileDepth), ld, dq + tile * ld, ld);
+  }
+  void dk_dv_sums() {
+    static_assert(!I::kTiles || (kBlockRowPairs == kTileCols && kBackwardKeyPad % kTileDepth == 0),
+                  "one panel of pairs of rows per key; key blocks of whole tile rows");
+    const BackwardPlan& plan = b.plan;
+    BackwardWorkspace& ws = b.ws;
+    const std::int64_t pairs = b.padded_rows / 2;
+    transpose_row_pairs(ws.p_row_pairs, ws.p_key_pairs);
+    transpose_row_pairs(ws.ds_row_pairs, ws.ds_key_pairs);
+    copy_row_pairs(plan.d_out_row_pairs + b.first_row / 2 * plan.padded_d_v, plan.padded_d_v, pairs, ws.d_out_block_pairs);
+    copy_row_pairs(plan.q_row_pairs + b.first_row / 2 * plan.padded_d_k, plan.padded_d_k, pairs, ws.q_block_pairs);
+    for (std::int64_t t = 0; t < b.cols; t += kTileRows) {  // a tile of keys
+      if (first_row_seeing(ws, b.padded_rows, b.item.keys, b.j0, b.width, t) >= b.padded_rows) continue;
+      tiles_a_b<I>(bf16_values(ws.p_key_pairs + t * kBlockRowPairs), 2 * kBlockRowPairs, ws.d_out_block_pairs, plan.padded_d_v,
+                   2 * kBlockRowPairs, ws.d_v, ws.dv_acc + t * ws.d_v, ws.d_v);
+      tiles_a_b<I>(bf16_values(ws.ds_key_pairs + t * kBlockRowPairs), 2 * kBlockRowPairs, ws.q_block_pairs, plan.padded_d_k,
+                   2 * kBlockRowPairs, ws.d_k, ws.dk_acc + t * ws.d_k, ws.d_k);
+    }
+  }
+  // out[j][x] = row_pairs[x][j] for the block's keys j and pairs of rows x, 0 for x past them.
+  void transpose_row_pairs(const std::uint32_t* row_pairs, std::uint32_t* out) const {
+    const float* rows[kBlockRowPairs];
+    for (std::int64_t x = 0; x < kBlockRowPairs; ++x)
+      rows[x] = x < b.padded_rows / 2 ? reinterpret_cast<const float*>(row_pairs + x * kBackwardKeyBlock) : b.ws.zero_row;
+    pack_panels(rows, kBlockRowPairs, b.cols, reinterpret_cast<float*>(out));
+  }
+  // The block's `pairs` rows of pairs (ld apart) into kBlockRowPairs rows, zero past them.
+  static void copy_row_pairs(const std::uint32_t* from, std::int64_t ld, std::int64_t pairs, std::uint32_t* out) {
+    std::memcpy(out, from, static_cast<std::size_t>(pairs * ld) * sizeof(std::uint32_t));
+    std::fill(out + pairs * ld, out + kBlockRowPairs * ld, std::uint32_t{0});
+  }
+};
+
 // Row r of the block, between its products: the logits (biases and masks on the recomputed S), which
 // keys it sees (for the seen-only products), then P and dS in place of S and dP (row_gradients), zero
 // from the tile's last column to the block's.
@@ -402,7 +461,13 @@ bool query_block(const BackwardPlan& plan, BackwardWorkspace& ws, const Backward
   }
   if (!any_seen) return false;
   float* dq = plan.dq_partial(item.chunk, b.first_row);
-  if constexpr (Isa::kDotBf16) {
+  if constexpr (Isa::kTiles) {
+    if (backward_uses_bf16_dot(plan) && b.all_inputs_finite()) {
+      TileProducts<> products{b, dq};
+      block_gradients(products, b);
+      return true;
+    }
+  } else if constexpr (Isa::kDotBf16) {
     if (backward_uses_bf16_dot(plan) && b.all_inputs_finite()) {
       PairProducts<> products{b, dq};
       block_gradients(products, b);
@@ -429,6 +494,9 @@ void run_backward_item(const BackwardPlan& plan, std::int64_t item_index) {
   float* dq = plan.dq_partial(chunk, plan.row(item.batch, first_head, 0));
   std::fill(dq, dq + plan.group * plan.entry(item.batch).padded_n * plan.padded_d_k, 0.0f);
 
+  if constexpr (Isa::kTiles) {
+    if (backward_uses_bf16_dot(plan)) configure_tiles();
+  }
   for (std::int64_t j0 = item.keys.begin; j0 < item.keys.end; j0 += kBackwardKeyBlock) {
     const std::int64_t width = std::min(kBackwardKeyBlock, item.keys.end - j0);
     const std::int64_t cols = round_up(width, kBackwardKeyPad);
@@ -446,6 +514,9 @@ void run_backward_item(const BackwardPlan& plan, std::int64_t item_index) {
       store_row_part(ws.dk_acc + j * ws.d_k, plan.io->dk, at.outer, item.kv_head, at.row, 0, s.d_k);
       store_row_part(ws.dv_acc + j * ws.d_v, plan.io->dv, at.outer, item.kv_head, at.row, 0, s.d_v);
     }
+  }
+  if constexpr (Isa::kTiles) {
+    if (backward_uses_bf16_dot(plan)) release_tiles();
   }
 }
 

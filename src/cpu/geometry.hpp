@@ -75,10 +75,9 @@ inline constexpr Geometry kAvx512Geometry{.lanes = 16,
                                           .decode_key_block = 128};
 
 // AMX (amx_bf16): an AMX tile of sums is 16 rows × 16 floats, so a register tile is 16 query rows; its
-// columns are two vectors, 32 keys, the keys one pair of bf16 tile rows multiplies (a tile row is 64
-// bytes, 32 bf16 values). The vector code between the tile products (softmax, masks) runs on these
-// tiles; the blocks and items are AVX-512's. The backward and decoding run on the vector target's
-// kernels (target.cpp), so their fields here only size what the tile kernels share with them.
+// columns are two vectors, 32 keys, the keys one tile row of bf16 values multiplies (a tile row is 64
+// bytes, 32 bf16 values). The vector code between the tile products (softmax, masks, the backward's
+// dS) runs on these tiles; the blocks and items are AVX-512's, none of them measured on AMX yet.
 inline constexpr Geometry kAmxGeometry{.lanes = 16,
                                        .tile_rows = 16,
                                        .tile_vectors = 2,
@@ -114,6 +113,9 @@ inline constexpr std::int64_t kSplitKeys = 1024;    // keys per split when decod
 inline constexpr std::int64_t kMaxBackwardKeyBlock = max_over_geometries(&Geometry::backward_key_block);
 inline constexpr std::int64_t kBackwardQueryBlock = 48;  // query rows whose dK, dV contributions are summed at once
 inline constexpr std::int64_t kBackwardMinItems = 8;     // chunks per (batch, KV head) until there are this many items
+// Pairs of a backward query block's rows, padded to whole tile rows of pairs (kTileDepth / 2): the
+// depth of the tile path's dV and dK sums.
+inline constexpr std::int64_t kBlockRowPairs = (kBackwardQueryBlock / 2 + kTileDepth / 2 - 1) / (kTileDepth / 2) * (kTileDepth / 2);
 
 // Query rows per KV head (group · n) from which a call takes the long items.
 inline constexpr std::int64_t kLongItemsFrom = 2048;

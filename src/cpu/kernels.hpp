@@ -52,7 +52,7 @@ BackwardKernels backward_kernels(Target target);
 // The target whose kernels run a problem's forward: its own, except that a tile target (AMX) runs
 // on its tiles only bf16 q, k and v, and other dtypes on its vector target (tile_vector_target), whose
 // figures those calls keep. The choice is per call and never by size, so that a packed sequence is
-// computed as a call on it alone would be. The backward always runs on the vector target's kernels.
+// computed as a call on it alone would be. The backward follows the same rule.
 Target forward_target(const detail::Problem& p);
 Target backward_target(const detail::Problem& p);
 

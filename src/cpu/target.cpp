@@ -299,7 +299,7 @@ std::string default_target_reason() {
            "rate, so bf16 inputs are widened to f32 and multiplied with FMA; ATTNKIT_TARGET=avx512_bf16 "
            "forces the bf16 dot products)";
   } else if (best == Target::amx_bf16) {
-    why += " (the forward of bf16 attention with more than 16 queries on the AMX tiles; other calls on avx512)";
+    why += " (bf16 attention, forward and backward, on the AMX tiles; f32 and f16 inputs and quantized caches on avx512)";
   } else if (best == Target::avx512_bf16) {
     why += " (bf16 inputs' products with vdpbf16ps, which this CPU runs at least at the f32 FMA rate)";
   }
@@ -345,7 +345,7 @@ Target forward_target(const detail::Problem& p) {
   const bool bf16 = p.q.dtype() == DType::bf16 && p.k.dtype() == DType::bf16 && p.v.dtype() == DType::bf16;
   return bf16 ? p.target : tile_vector_target(p.target);
 }
-Target backward_target(const detail::Problem& p) { return tile_vector_target(p.target); }
+Target backward_target(const detail::Problem& p) { return forward_target(p); }
 
 Target default_target_for(const CpuProfile& cpu) {
   std::uint32_t features = 0;

@@ -7,8 +7,9 @@
 //   scores = scale · Q·Kᵀ   A: 32 values of d_k for the 16 query rows,  B: 16 keys' pairs of them
 //   acc   += P·V            A: 32 keys of P (rounded to bf16),          B: 16 columns of V's key pairs
 //
-// Up to four tiles of sums are live at a time (64 columns), fed by one A tile and B tiles loaded in
-// turn into two registers. Tile registers: sums 0–3, A 4, B 6 and 7.
+// and the backward's five (flash_backward.inl's TileProducts) on the same two shapes, tiles_a_bt and
+// tiles_a_b. Up to four tiles of sums are live at a time (64 columns), fed by one A tile and B tiles
+// loaded in turn into two registers. Tile registers: sums 0–3, A 4, B 6 and 7.
 // Included by flash_forward.inl inside the target's namespace; no include guard on purpose.
 
 inline constexpr std::int64_t kSumColumns = 16;  // floats per row of a tile of sums
@@ -57,73 +58,97 @@ constexpr int operand_b() {
   return T % 2 == 0 ? 6 : 7;
 }
 
-// scores[r][0 .. cols) = scale · q[r] · K_jᵀ for the 16 rows of the tile at `row`: the queries as
-// bf16 rows of tile_query_stride values (prepare_query_pairs), the keys as TilePairKeyPanels. cols is
-// a multiple of 2·kSumColumns (PackedTiles' columns). between() runs after each chunk.
+// c[r][0 .. cols) = scale · Σ_x a[r][x] · b[x][·] for 16 rows r: A as rows of bf16 values
+// (a_stride values apart, pairs along x), B as panels of kTileCols columns holding `depth` pairs of
+// each (pack_panels' layout: the scores' keys, the backward's dP values), depth a multiple of
+// kTileDepth / 2 and cols of kSumColumns. The A·Bᵀ of the scores and of dP. between() runs after each
+// chunk.
 template <class I = Isa, class Between = NothingBetweenChunks>
-void score_tile_tiles(const ForwardWorkspace& ws, std::int64_t row, std::int64_t cols, float scale, Between&& between = {}) {
+void tiles_a_bt(const std::uint16_t* a, std::int64_t a_stride, const std::uint32_t* panels, std::int64_t depth,
+                std::int64_t cols, float scale, float* c, std::int64_t ldc, Between&& between = {}) {
   using Tiles = typename I::Tiles;
-  const std::int64_t depth = tile_key_depth(ws.d_k), q_stride = 2 * depth;
-  const std::uint16_t* q = ws.q_bf16 + row * q_stride;
-  const auto* panels = reinterpret_cast<const std::uint32_t*>(ws.k_t);
   const Vec scale_v = Isa::set1(scale);
   for_each_sum_chunk(cols, [&]<int Sums>(std::int64_t c0, std::integral_constant<int, Sums>) {
     for_each_sum_tile<Sums>([&](auto t) { Tiles::template zero<decltype(t)::value>(); });
     for (std::int64_t x0 = 0; x0 < depth; x0 += kTileDepth / 2) {
-      Tiles::template load<kOperandA>(q + 2 * x0, q_stride * static_cast<std::int64_t>(sizeof(std::uint16_t)));
+      Tiles::template load<kOperandA>(a + 2 * x0, a_stride * static_cast<std::int64_t>(sizeof(std::uint16_t)));
       for_each_sum_tile<Sums>([&](auto t) {
         constexpr int kT = decltype(t)::value;
-        const std::int64_t c = c0 + kT * kSumColumns;  // the tile's first key; its panel holds kTileCols
-        const std::uint32_t* b = panels + c / kTileCols * kTileCols * depth + x0 * kTileCols + c % kTileCols;
+        const std::int64_t col = c0 + kT * kSumColumns;  // the tile's first column; its panel holds kTileCols
+        const std::uint32_t* b = panels + col / kTileCols * kTileCols * depth + x0 * kTileCols + col % kTileCols;
         Tiles::template load<operand_b<kT>()>(b, kTileCols * static_cast<std::int64_t>(sizeof(std::uint32_t)));
         Tiles::template dot_bf16<kT, kOperandA, operand_b<kT>()>();
       });
     }
     for_each_sum_tile<Sums>([&](auto t) {
       constexpr int kT = decltype(t)::value;
-      Tiles::template store<kT>(ws.scores + c0 + kT * kSumColumns, kKeyBlock * static_cast<std::int64_t>(sizeof(float)));
+      Tiles::template store<kT>(c + c0 + kT * kSumColumns, ldc * static_cast<std::int64_t>(sizeof(float)));
     });
     // The scale multiplies the finished dot products, as on every target (flash_forward.inl).
-    for (std::int64_t r = 0; r < kTileRows; ++r) {
-      float* s = ws.scores + r * kKeyBlock + c0;
-      for (std::int64_t c = 0; c < Sums * kSumColumns; c += kLanes) Isa::store(s + c, Isa::mul(Isa::load(s + c), scale_v));
+    if (scale != 1.0f) {
+      for (std::int64_t r = 0; r < kTileMaxRows; ++r) {
+        float* row = c + r * ldc + c0;
+        for (std::int64_t x = 0; x < Sums * kSumColumns; x += kLanes) Isa::store(row + x, Isa::mul(Isa::load(row + x), scale_v));
+      }
     }
     between();
   });
 }
 
-// acc[r][·] = acc[r][·] · alpha[r] + Σ_j p[r][j] · v[j][·] over the tile's rows and `width` keys (a
-// multiple of kTileDepth; p is 0 past the last visible key), from the rounded probabilities as pairs
-// (ws.p_pairs) and the value block as Bf16PairValueBlock's key pairs. between() runs after each chunk.
+// c[r][0 .. width) += Σ_j a[r][j] · b[j][·] for 16 rows r over `depth` values of j (a multiple of
+// kTileDepth): A as rows of bf16 values (a_stride values apart, pairs of consecutive j), B as rows
+// of pairs (row j/2 holds (b[j][·], b[j + 1][·]), ldb pairs apart); width a multiple of
+// kSumColumns. The A·B of P·V and of the backward's dQ, dK and dV. between() runs after each chunk.
 template <class I = Isa, class Between = NothingBetweenChunks>
-void accumulate_pv_tiles(ForwardWorkspace& ws, std::int64_t row, std::int64_t width, const float* alpha,
-                         Between&& between = {}) {
+void tiles_a_b(const std::uint16_t* a, std::int64_t a_stride, const std::uint32_t* b, std::int64_t ldb, std::int64_t depth,
+               std::int64_t width, float* c, std::int64_t ldc, Between&& between = {}) {
   using Tiles = typename I::Tiles;
-  float* acc = ws.acc + row * ws.d_v;
-  for (std::int64_t r = 0; r < kTileRows; ++r) {
-    const Vec a = Isa::set1(alpha[r]);
-    for (std::int64_t c = 0; c < ws.d_v; c += kLanes) Isa::store(acc + r * ws.d_v + c, Isa::mul(Isa::load(acc + r * ws.d_v + c), a));
-  }
-  const std::uint16_t* p = bf16_values(ws.p_pairs);
-  const auto* value_pairs = reinterpret_cast<const std::uint32_t*>(ws.v);
-  const std::int64_t acc_stride = ws.d_v * static_cast<std::int64_t>(sizeof(float));
-  for_each_sum_chunk(ws.d_v, [&]<int Sums>(std::int64_t c0, std::integral_constant<int, Sums>) {
+  const std::int64_t c_stride = ldc * static_cast<std::int64_t>(sizeof(float));
+  const std::int64_t b_stride = ldb * static_cast<std::int64_t>(sizeof(std::uint32_t));
+  for_each_sum_chunk(width, [&]<int Sums>(std::int64_t c0, std::integral_constant<int, Sums>) {
     for_each_sum_tile<Sums>([&](auto t) {
       constexpr int kT = decltype(t)::value;
-      Tiles::template load<kT>(acc + c0 + kT * kSumColumns, acc_stride);
+      Tiles::template load<kT>(c + c0 + kT * kSumColumns, c_stride);
     });
-    for (std::int64_t j0 = 0; j0 < width; j0 += kTileDepth) {
-      Tiles::template load<kOperandA>(p + j0, kKeyBlock * static_cast<std::int64_t>(sizeof(std::uint16_t)));
+    for (std::int64_t j0 = 0; j0 < depth; j0 += kTileDepth) {
+      Tiles::template load<kOperandA>(a + j0, a_stride * static_cast<std::int64_t>(sizeof(std::uint16_t)));
       for_each_sum_tile<Sums>([&](auto t) {
         constexpr int kT = decltype(t)::value;
-        Tiles::template load<operand_b<kT>()>(value_pairs + j0 / 2 * ws.d_v + c0 + kT * kSumColumns, acc_stride);
+        Tiles::template load<operand_b<kT>()>(b + j0 / 2 * ldb + c0 + kT * kSumColumns, b_stride);
         Tiles::template dot_bf16<kT, kOperandA, operand_b<kT>()>();
       });
     }
     for_each_sum_tile<Sums>([&](auto t) {
       constexpr int kT = decltype(t)::value;
-      Tiles::template store<kT>(acc + c0 + kT * kSumColumns, acc_stride);
+      Tiles::template store<kT>(c + c0 + kT * kSumColumns, c_stride);
     });
     between();
   });
+}
+
+// ---- the forward's two products ----
+
+// scores[r][0 .. cols) = scale · q[r] · K_jᵀ for the 16 rows of the tile at `row`: the queries as
+// bf16 rows of tile_query_stride values (prepare_query_pairs), the keys as TilePairKeyPanels. cols is
+// a multiple of 2·kSumColumns (PackedTiles' columns).
+template <class I = Isa, class Between = NothingBetweenChunks>
+void score_tile_tiles(const ForwardWorkspace& ws, std::int64_t row, std::int64_t cols, float scale, Between&& between = {}) {
+  const std::int64_t depth = tile_key_depth(ws.d_k), q_stride = 2 * depth;
+  tiles_a_bt<I>(ws.q_bf16 + row * q_stride, q_stride, reinterpret_cast<const std::uint32_t*>(ws.k_t), depth, cols, scale,
+                ws.scores, kKeyBlock, between);
+}
+
+// acc[r][·] = acc[r][·] · alpha[r] + Σ_j p[r][j] · v[j][·] over the tile's rows and `width` keys (a
+// multiple of kTileDepth; p is 0 past the last visible key), from the rounded probabilities as pairs
+// (ws.p_pairs) and the value block as Bf16PairValueBlock's key pairs.
+template <class I = Isa, class Between = NothingBetweenChunks>
+void accumulate_pv_tiles(ForwardWorkspace& ws, std::int64_t row, std::int64_t width, const float* alpha,
+                         Between&& between = {}) {
+  float* acc = ws.acc + row * ws.d_v;
+  for (std::int64_t r = 0; r < kTileRows; ++r) {
+    const Vec a = Isa::set1(alpha[r]);
+    for (std::int64_t c = 0; c < ws.d_v; c += kLanes) Isa::store(acc + r * ws.d_v + c, Isa::mul(Isa::load(acc + r * ws.d_v + c), a));
+  }
+  tiles_a_b<I>(bf16_values(ws.p_pairs), kKeyBlock, reinterpret_cast<const std::uint32_t*>(ws.v), ws.d_v, width, ws.d_v, acc,
+               ws.d_v, between);
 }

@@ -50,7 +50,7 @@ void BackwardWorkspace::lay_out(Arena& arena, BackwardWorkspace& ws, typename Ar
   ws.tanh_s = arena.template take<float>(tile);
   ws.keep = arena.template take<float>(block);
   ws.mask_row = arena.template take<float>(block);
-  ws.zero_row = arena.template take<float>(widest);
+  ws.zero_row = arena.template take<float>(larger(widest, block));
   ws.out_row = arena.template take<float>(d_v);
   ws.dq_row = arena.template take<float>(d_k);
   ws.k_pair_panels = arena.template take<std::uint32_t>(half_block * d_k);
@@ -60,6 +60,10 @@ void BackwardWorkspace::lay_out(Arena& arena, BackwardWorkspace& ws, typename Ar
   ws.p_row_pairs = arena.template take<std::uint32_t>(half_tile);
   ws.ds_row_pairs = arena.template take<std::uint32_t>(half_tile);
   ws.pair_rows = arena.template take<std::uint16_t>(Arena::count(kMaxTileCols) * widest);
+  ws.p_key_pairs = arena.template take<std::uint32_t>(block * Arena::count(kBlockRowPairs));
+  ws.ds_key_pairs = arena.template take<std::uint32_t>(block * Arena::count(kBlockRowPairs));
+  ws.q_block_pairs = arena.template take<std::uint32_t>(Arena::count(kBlockRowPairs) * d_k);
+  ws.d_out_block_pairs = arena.template take<std::uint32_t>(Arena::count(kBlockRowPairs) * d_v);
   ws.seen = arena.template take<std::uint8_t>(tile);
   ws.row_info = arena.template take<RowInfo>(Arena::count(kBackwardQueryBlock));
 }
@@ -78,7 +82,7 @@ void BackwardWorkspace::prepare(std::int64_t padded_d_k, std::int64_t padded_d_v
   PlacingArena arena(buffer_.reserve(bytes_for(ByteCount::of(d_k), ByteCount::of(d_v)).value(),
                                      "the fast backward kernel's workspace"));
   lay_out(arena, *this, d_k, d_v);
-  std::fill(zero_row, zero_row + std::max(d_k, d_v), 0.0f);
+  std::fill(zero_row, zero_row + std::max({d_k, d_v, kMaxBackwardKeyBlock}), 0.0f);
 }
 
 BackwardWorkspace& thread_backward_workspace() {

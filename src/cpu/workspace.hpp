@@ -169,7 +169,7 @@ struct BackwardWorkspace {
   float* tanh_s = nullptr;     // [kBackwardQueryBlock][key block]  tanh(s/c) when softcapped
   float* keep = nullptr;      // [key block]   one row's dropout multipliers
   float* mask_row = nullptr;  // [key block]   one row of a mask, converted
-  float* zero_row = nullptr;  // [max(d_k, d_v)]       zeros: the padding keys of a block
+  float* zero_row = nullptr;  // [max(d_k, d_v, block)]  zeros: the padding keys of a block, the padding pairs of rows
   float* out_row = nullptr;   // [d_v]                 one row of the forward's output, converted (D_i)
   float* dq_row = nullptr;    // [d_k]                 one row of dQ, summed over the chunks
   std::uint8_t* seen = nullptr;  // [kBackwardQueryBlock][key block] visible keys, when an input is not finite
@@ -184,6 +184,13 @@ struct BackwardWorkspace {
   std::uint32_t* p_row_pairs = nullptr;      // [query block / 2][block]  P, pairs of rows
   std::uint32_t* ds_row_pairs = nullptr;     // [query block / 2][block]  dS, pairs of rows
   std::uint16_t* pair_rows = nullptr;        // [max tile width][max(d_k, d_v)]  rows on their way into panels
+  // The tile path (targets with matrix tiles): dV and dK sum over the block's rows, so their A
+  // operands are P and dS with pairs of rows per key, and their B operands the block's rows of Q and
+  // dO as pairs, zero past the block's rows (kBlockRowPairs pairs: whole tile rows).
+  std::uint32_t* p_key_pairs = nullptr;      // [block][kBlockRowPairs]  P, pairs of rows, per key
+  std::uint32_t* ds_key_pairs = nullptr;     // [block][kBlockRowPairs]  dS, likewise
+  std::uint32_t* q_block_pairs = nullptr;    // [kBlockRowPairs][d_k]   the block's Q, pairs of rows
+  std::uint32_t* d_out_block_pairs = nullptr;  // [kBlockRowPairs][d_v] the block's dO, pairs of rows
 
   void prepare(std::int64_t padded_d_k, std::int64_t padded_d_v);
   // The bytes prepare() needs (saturating), for the memory check before a call.

@@ -266,5 +266,58 @@ TEST(AmxKernels, MeetTheAccuracyRuleOnTheTilesEdges) {
   }
 }
 
+// The backward on the same edges: its five products on the tiles (the dV and dK sums over rows
+// transposed per block, a block's rows padded to whole tile rows of pairs) meet the accuracy rule
+// against the naive backward that rounds dropout(P) and dS as the tiles do, with the target's own
+// forward's out and lse, and no gradient stays poisoned.
+TEST(AmxKernels, BackwardMeetsTheAccuracyRuleOnTheTilesEdges) {
+  std::vector<Target> targets;
+  for (Target t : supported_targets())
+    if (target_uses_tiles(t)) targets.push_back(t);
+  if (targets.empty()) GTEST_SKIP() << "no tile target runs on this CPU or is compiled into this build";
+  ATTNKIT_TRACE_SEED();
+  testing::Rng rng(54);
+  auto wide = [](const Tensor& t) { return Tensor::converted(t.view(), DType::f64); };
+  auto narrow = [](const Tensor& t) { return Tensor::converted(t.view(), DType::bf16); };
+  for (const TileCase& c : tile_cases()) {
+    if (c.nan_in_unseen_value) continue;  // the backward's NaN cases are test_fast_backward.cpp's
+    SCOPED_TRACE(c.name);
+    const Tensor q = testing::random_tensor(rng, {1, c.H, c.n, c.d}, DType::bf16);
+    const Tensor k = testing::random_tensor(rng, {1, c.Hkv, c.m, c.d}, DType::bf16);
+    const Tensor v = testing::random_tensor(rng, {1, c.Hkv, c.m, c.dv}, DType::bf16);
+    const Tensor d_out = testing::random_tensor(rng, {1, c.H, c.n, c.dv}, DType::bf16);
+    AttentionOptions reference_options = c.options, fast_options = c.options;
+    reference_options.kernel = Kernel::reference;
+    fast_options.kernel = Kernel::fast;
+    const testing::ForwardResult exact_fwd = testing::run_forward(wide(q), wide(k), wide(v), reference_options);
+    Tensor exact[3] = {Tensor(DType::f64, q.shape()), Tensor(DType::f64, k.shape()), Tensor(DType::f64, v.shape())};
+    backward(wide(q).view(), wide(k).view(), wide(v).view(), exact_fwd.out.view(), wide(d_out).view(), exact_fwd.lse.view(),
+             exact[0].view(), exact[1].view(), exact[2].view(), reference_options);
+    for (Target t : targets) {
+      SCOPED_TRACE(target_name(t));
+      set_target(t);
+      const testing::ForwardResult fwd = testing::run_forward(q, k, v, fast_options, DType::bf16);
+      Tensor got[3] = {testing::poisoned(DType::bf16, q.shape()), testing::poisoned(DType::bf16, k.shape()),
+                       testing::poisoned(DType::bf16, v.shape())};
+      backward(q.view(), k.view(), v.view(), fwd.out.view(), d_out.view(), fwd.lse.view(), got[0].view(), got[1].view(),
+               got[2].view(), fast_options);
+      reset_target();
+      const testing::NaiveGradients rounded = testing::naive_f32_backward(q, k, v, fwd.out, d_out, fwd.lse, c.options, true);
+      const Tensor naive[3] = {narrow(rounded.dq), narrow(rounded.dk), narrow(rounded.dv)};
+      const char* names[3] = {"dq", "dk", "dv"};
+      for (int g = 0; g < 3; ++g) {
+        SCOPED_TRACE(names[g]);
+        EXPECT_FALSE(testing::has_nan(got[g])) << "a gradient stayed poisoned";
+        double largest = 1;
+        for (double x : testing::values(exact[g])) largest = std::max(largest, std::fabs(x));
+        const double fast = testing::rms_diff(wide(got[g]), exact[g]), naive_error = testing::rms_diff(wide(naive[g]), exact[g]);
+        std::printf("[ note ] %s %s %s: RMS error %.3g = %.2f x the naive backward's with P and dS rounded\n", target_name(t),
+                    c.name, names[g], fast, fast / naive_error);
+        EXPECT_LE(fast, 2 * naive_error + 1e-7 * largest) << "RMS errors: fast " << fast << ", naive " << naive_error;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace attnkit

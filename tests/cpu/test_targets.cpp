@@ -132,7 +132,7 @@ TEST(Targets, EachKindOfCpuGetsItsDefault) {
 }
 
 // The tile target's calls: bf16 q, k and v on the tiles whatever their size (a packed sequence is
-// computed as alone), everything else and every backward on the vector target.
+// computed as alone), forward and backward; everything else on the vector target.
 TEST(Targets, TileTargetsRunBf16ForwardsOnTheTilesAndTheRestOnVectors) {
   auto problem = [](Target target, DType q, DType kv, std::int64_t n) {
     detail::Problem p;
@@ -151,7 +151,8 @@ TEST(Targets, TileTargetsRunBf16ForwardsOnTheTilesAndTheRestOnVectors) {
     EXPECT_EQ(cpu::forward_target(problem(t, DType::f32, DType::f32, 4096)), tile_vector_target(t));
     EXPECT_EQ(cpu::forward_target(problem(t, DType::f16, DType::f16, 4096)), tile_vector_target(t));
     EXPECT_EQ(cpu::forward_target(problem(t, DType::bf16, DType::f16, 1)), tile_vector_target(t));
-    EXPECT_EQ(cpu::backward_target(problem(t, DType::bf16, DType::bf16, 4096)), tile_vector_target(t));
+    EXPECT_EQ(cpu::backward_target(problem(t, DType::bf16, DType::bf16, 4096)), t);
+    EXPECT_EQ(cpu::backward_target(problem(t, DType::f32, DType::f32, 4096)), tile_vector_target(t));
   }
   EXPECT_EQ(cpu::forward_target(problem(Target::avx512_bf16, DType::f32, DType::f32, 4096)), Target::avx512_bf16);
 }

@@ -35,14 +35,14 @@ std::string target_list(const std::vector<Target>& targets) {
 
 // How a target multiplies bf16 inputs, for the info line.
 std::string bf16_products(Target target) {
-  auto vector_products = [](Target t) -> std::string {
-    return target_uses_bf16_dot(t) ? "bf16 dot products (vdpbf16ps), P (and the backward's dS) rounded to bf16 before they multiply"
-                                   : "widened to f32, f32 FMA";
-  };
-  if (!target_uses_tiles(target)) return vector_products(target) + (target_uses_bf16_dot(target) ? ", forward and backward" : "");
-  const Target vectors = tile_vector_target(target);
-  return std::string("forward on AMX tiles (tdpbf16ps), P rounded to bf16 before P·V; backward on ") + target_name(vectors) +
-         ": " + vector_products(vectors) + "; f32 and f16 inputs run on " + target_name(vectors);
+  if (!target_uses_tiles(target)) {
+    return target_uses_bf16_dot(target) ? "bf16 dot products (vdpbf16ps), forward and backward; P (and the backward's dS) "
+                                          "rounded to bf16 before they multiply"
+                                        : "widened to f32, f32 FMA";
+  }
+  return std::string("AMX tiles (tdpbf16ps), forward and backward; P (and the backward's dS) rounded to bf16 before they "
+                     "multiply; f32 and f16 inputs and quantized caches run on ") +
+         target_name(tile_vector_target(target));
 }
 
 int info(const CommandArgs& words, std::ostream& out) {
