@@ -21,6 +21,7 @@
 #include "bench/cases.hpp"
 #include "bench/ceilings.hpp"
 #include "bench/json_line.hpp"
+#include "bench/kernel_target.hpp"
 #include "bench/module_cases.hpp"
 #include "bench/naive_attention.hpp"
 #include "bench/report.hpp"
@@ -521,12 +522,20 @@ void expect_blas_verdict(const JsonObject& ceilings) {
   }
 }
 
-// A case or module line names the SIMD target its kernel ran on: the active one for the fast
-// kernel, null for the reference.
+// The target the library runs a row's call on: the active one, except that a tile target runs
+// only the forward of bf16 q, k and v on its tiles and the rest on its vector target. Module rows'
+// dtype is their cache's, under f32 queries: never all bf16.
+std::string expected_target(const JsonObject& o) {
+  const attnkit::Target active = attnkit::active_target();
+  const bool on_tiles = text_of(o, "direction") == "forward" && text_of(o, "dtype") == "bf16";
+  return attnkit::target_name(on_tiles ? active : attnkit::tile_vector_target(active));
+}
+
+// A case or module line names the SIMD target its kernel ran on, null for the reference.
 void expect_target(const JsonObject& o) {
   ASSERT_TRUE(o.count("target")) << "every row names its target";
   if (text_of(o, "kernel") == "fast") {
-    EXPECT_EQ(text_of(o, "target"), attnkit::target_name(attnkit::active_target()));
+    EXPECT_EQ(text_of(o, "target"), expected_target(o));
   } else {
     EXPECT_TRUE(is_null(o, "target")) << text_of(o, "kernel");
   }
@@ -750,7 +759,8 @@ TEST(BenchCommand, ModuleLinesCarryTheDocumentedKeys) {
 }
 
 // The SIMD target of every row is the one the kernels run on now: forcing another (as ATTNKIT_TARGET
-// or set_target does) changes it, and the reference kernel has none.
+// or set_target does) changes it, and the reference kernel has none. (f32 rows: a tile target's
+// vector target.)
 TEST(BenchCommand, RowsNameTheTargetTheKernelsRanOn) {
   const std::vector<attnkit::Target> supported = attnkit::supported_targets();
   ASSERT_FALSE(supported.empty());
@@ -768,7 +778,7 @@ TEST(BenchCommand, RowsNameTheTargetTheKernelsRanOn) {
     for (const JsonObject& o : {lines[1], lines[2], lines[3], module_lines[1]}) {
       SCOPED_TRACE(text_of(o, "name"));
       EXPECT_EQ(text_of(o, "kernel"), "fast");
-      EXPECT_EQ(text_of(o, "target"), attnkit::target_name(target));
+      EXPECT_EQ(text_of(o, "target"), attnkit::target_name(attnkit::tile_vector_target(target)));
     }
   }
   const Result reference = cli(tiny_run("1", {"--json", "--filter", "fwd_f32_n24_d8_causal", "--kernel", "reference"}));
@@ -777,6 +787,82 @@ TEST(BenchCommand, RowsNameTheTargetTheKernelsRanOn) {
   ASSERT_EQ(lines.size(), 2u) << reference.out;
   EXPECT_EQ(text_of(lines[1], "kernel"), "reference");
   EXPECT_TRUE(is_null(lines[1], "target")) << "the float64 reference has no SIMD target";
+}
+
+// Forces the emulated tile target for a scope where the CPU runs it; skipped() says why not.
+class EmulatedTileTarget {
+ public:
+  EmulatedTileTarget() {
+    const std::vector<attnkit::Target> supported = attnkit::supported_targets();
+    if (std::find(supported.begin(), supported.end(), kTiles) != supported.end()) {
+      attnkit::set_target(kTiles);
+    } else {
+      const std::string lacks = attnkit::missing_cpu_feature(kTiles);
+      why_not_ = "amx_bf16_emulated does not run here: " +
+                 (lacks.empty() ? "not compiled in" : "the CPU lacks " + lacks);
+    }
+  }
+  ~EmulatedTileTarget() {
+    if (why_not_.empty()) attnkit::reset_target();
+  }
+  EmulatedTileTarget(const EmulatedTileTarget&) = delete;
+  EmulatedTileTarget& operator=(const EmulatedTileTarget&) = delete;
+  const std::string& why_not() const { return why_not_; }
+
+  static constexpr attnkit::Target kTiles = attnkit::Target::amx_bf16_emulated;
+
+ private:
+  std::string why_not_;
+};
+
+// With a tile target active, only the forward of bf16 q, k and v names it: other dtypes, a quantized
+// cache under f32 queries and every backward name its vector target, where the library runs them.
+TEST(BenchTarget, TileTargetNamesTheVectorTargetOffTheTiles) {
+  using attnkit::Kernel, attnkit::bench::Pass, attnkit::bench::call_of, attnkit::bench::target_of;
+  const EmulatedTileTarget tiles;
+  if (!tiles.why_not().empty()) GTEST_SKIP() << tiles.why_not();
+  const std::string on_tiles = "amx_bf16_emulated", vectors = "avx512_emulated";
+  EXPECT_EQ(target_of(Kernel::fast, call_of(Pass::forward, DType::bf16)), on_tiles);
+  EXPECT_EQ(target_of(Kernel::fast, call_of(Pass::forward, DType::f32)), vectors);
+  EXPECT_EQ(target_of(Kernel::fast, call_of(Pass::forward, DType::f16)), vectors);
+  EXPECT_EQ(target_of(Kernel::fast, call_of(Pass::backward, DType::bf16)), vectors);
+  EXPECT_EQ(target_of(Kernel::fast, call_of(Pass::backward, DType::f32)), vectors);
+  EXPECT_EQ(target_of(Kernel::fast, {Pass::forward, DType::f32, DType::int8, DType::int8}), vectors);
+  EXPECT_EQ(target_of(Kernel::fast, {Pass::forward, DType::bf16, DType::bf16, DType::f32}), vectors);
+  EXPECT_EQ(target_of(Kernel::reference, call_of(Pass::forward, DType::bf16)), std::nullopt);
+}
+
+// The same through the command: each row of a run on the tile target names the target its call ran on.
+TEST(BenchTarget, TileTargetRowsNameWhereEachCallRan) {
+  const EmulatedTileTarget tiles;
+  if (!tiles.why_not().empty()) GTEST_SKIP() << tiles.why_not();
+  std::vector<std::string> args = tiny_run("1", {"--json", "--filter", "_d32", "--no-naive", "--no-openblas"});
+  args[5] = "32";  // --dims 32: int8 and int4 caches need whole blocks of 32
+  std::vector<std::string> full = args;
+  full.erase(full.begin() + 1);  // outside --quick: bf16 backward cases too
+  const Result r = cli(full);
+  const Result module = cli(tiny_run("1", {"--json", "--filter", "mha_prefill", "--no-naive", "--no-openblas"}));
+  ASSERT_EQ(r.code, kOk) << r.err;
+  ASSERT_EQ(module.code, kOk) << module.err;
+  std::map<std::string, std::string> targets;  // by case name
+  for (const std::string* out : {&r.out, &module.out}) {
+    const std::vector<JsonObject> lines = json_lines(*out);
+    for (std::size_t i = 1; i < lines.size(); ++i) {
+      if (!lines[i].count("target")) continue;  // peak memory
+      SCOPED_TRACE(text_of(lines[i], "name"));
+      expect_target(lines[i]);
+      targets[text_of(lines[i], "name")] = text_of(lines[i], "target");
+    }
+  }
+  const std::string on_tiles = "amx_bf16_emulated", vectors = "avx512_emulated";
+  for (const auto& [name, target] :
+       {std::pair{"fwd_bf16_n24_d32", on_tiles}, std::pair{"decode_bf16_m24_d32", on_tiles},
+        std::pair{"fwd_f32_n24_d32", vectors}, std::pair{"bwd_bf16_n24_d32", vectors},
+        std::pair{"decode_f16_m24_d32", vectors}, std::pair{"decode_int8_m24_d32", vectors},
+        std::pair{"mha_prefill_f32_n24_e1024", vectors}, std::pair{"varlen_f32_b16_upto24_d32", vectors}}) {
+    ASSERT_TRUE(targets.count(name)) << name << " in:\n" << r.out;
+    EXPECT_EQ(targets[name], target) << name;
+  }
 }
 
 // The varlen lines, as the help documents them: the lengths, and ratios consistent with the seconds.
@@ -967,7 +1053,7 @@ TEST(BenchCommand, TextTableNamesTheColumns) {
   EXPECT_EQ(cells[6], "-") << line.str();
   EXPECT_EQ(cells[7], "-") << line.str();
   EXPECT_EQ(cells[8], "fast") << line.str();
-  EXPECT_EQ(cells[9], attnkit::target_name(attnkit::active_target())) << line.str();
+  EXPECT_EQ(cells[9], attnkit::target_name(attnkit::tile_vector_target(attnkit::active_target()))) << line.str();
 }
 
 TEST(BenchCommand, ModuleTableNamesTheColumns) {
@@ -990,7 +1076,7 @@ TEST(BenchCommand, ModuleTableNamesTheColumns) {
   EXPECT_EQ(cells[5].back(), '%') << "of bandw. is a percentage: " << line.str();
   EXPECT_EQ(cells[6].back(), '%') << "of read is a percentage: " << line.str();
   EXPECT_EQ(cells[7].back(), '%') << "attn share is a percentage: " << line.str();
-  EXPECT_EQ(cells[9], attnkit::target_name(attnkit::active_target())) << line.str();
+  EXPECT_EQ(cells[9], attnkit::target_name(attnkit::tile_vector_target(attnkit::active_target()))) << line.str();
 }
 
 TEST(BenchCommand, HelpListsFlagsAndAnExample) {

@@ -87,7 +87,8 @@ may read slower than a copy moves bytes; the caches are flushed before each deco
 its GFLOP/s over the forward's on the same case and threads, measured in this run; the forward is
 timed for it when --filter left it out), vs naive and vs BLAS (speed-up over each baseline; bf16
 cases against the f32 baselines; "-" for the backward, the baselines are forward-only), kernel
-and target (the kernel attnkit ran and its SIMD target, e.g. avx2; "-" for the reference).
+and target (the kernel attnkit ran and the SIMD target the call ran on, e.g. avx2; "-" for the
+reference; amx_bf16 runs only bf16 forwards on its tiles, so its other rows name avx512).
 
 Varlen columns: seconds, GFLOP/s and of peak (of varlen_forward; 4·n·m·d per head and sequence,
 halved for causal), rate/equal (its GFLOP/s over the equal-length batch's), time/padded (its seconds
