@@ -80,7 +80,8 @@ longest, masked by key_lengths and by a bool key-padding mask. Every case runs o
 n = m = 65536, d = 64 call with the fast kernel.
 
 Columns: seconds (median), GFLOP/s (4·n·m·d per head, halved for causal; backward 2.5 times the
-forward's), of peak (share of the best f32 FMA rate at that thread count), GB/s, of bandw. and of read
+forward's), of peak (share of the best f32 FMA rate at that thread count), of AMX (only on CPUs with
+AMX tiles: a bf16 case's share of the tile rate, "-" for other dtypes), GB/s, of bandw. and of read
 (decode: K and V bytes over the copy bandwidth, and over the read bandwidth, a read of one buffer, the
 faster of plain loads and loads with lines requested 2 KiB ahead: decoding only reads, and one core
 may read slower than a copy moves bytes; the caches are flushed before each decode call), vs fwd (backward:
@@ -203,9 +204,11 @@ void add_flags(CommandLine& c, Request& r) {
           "\"amx_bf16_gflops\" (null with \"amx_bf16_note\" without AMX tiles),\n"
           "\"blas_core_generic\", \"blas_coretype_advice\", \"copy_gbytes_per_s\" and\n"
           "\"read_gbytes_per_s\"), then one per case (with \"direction\":\n"
-          "\"forward\" or \"backward\", and \"vs_forward\" for the backward), then one per\n"
-          "module case (\"kind\": \"mha_prefill\" or \"mha_decode\", with \"embed_dim\", \"layout\",\n"
-          "\"tokens_per_second\", \"attention_seconds\" and \"attention_share\"; decode also\n"
+          "\"forward\" or \"backward\", \"vs_forward\" for the backward, and for bf16\n"
+          "cases \"fraction_of_bf16_peak\" and \"fraction_of_amx_peak\" where those\n"
+          "ceilings were measured), then one per module case (\"kind\": \"mha_prefill\" or\n"
+          "\"mha_decode\", with \"embed_dim\", \"layout\", \"tokens_per_second\",\n"
+          "\"attention_seconds\" and \"attention_share\"; decode also\n"
           "\"bytes\", \"gbytes_per_s\", \"fraction_of_bandwidth\" and\n"
           "\"fraction_of_read_bandwidth\"), then one per varlen case\n"
           "(\"kind\": \"varlen\", with \"lengths\", \"rate_vs_equal\", \"time_vs_padded\",\n"
