@@ -56,8 +56,9 @@ case as ratios measured in the same run, since absolute times on a shared machin
     loop (AVX2+FMA, and AVX-512F where the CPU has it; on 1 and all threads; each loop's fastest
     timed run) and the best of them, the "FMA peak" every "of peak" is a share of; peak bf16
     dot-product rate (vdpbf16ps, only on CPUs with avx512_bf16); the AMX bf16 tile rate
-    (tdpbf16ps, on CPUs with AMX-BF16: what bf16 could reach there; attnkit has no AMX kernels)
-    and memory bandwidth (a 2 x 256 MiB copy, read + write bytes);
+    (tdpbf16ps, on CPUs with AMX-BF16: the ceiling of the amx_bf16 target, which runs bf16
+    forwards on the tiles; every "of AMX" is a share of it) and memory bandwidth (a 2 x 256 MiB
+    copy, read + write bytes);
   - two f32 forward baselines on the same shapes and threads: a naive kernel (scores materialised,
     plain loops) and the hand-written OpenBLAS composition sgemm(Q·Kᵀ) -> softmax -> sgemm(P·V).
 Cases: forward (fwd_*), batch 1, 8 heads, n = m in {512, 1024, 2048, 8192}, d in {64, 128}, causal
