@@ -21,6 +21,7 @@
 #include "bench/cases.hpp"
 #include "bench/ceilings.hpp"
 #include "bench/json_line.hpp"
+#include "bench/kernel_target.hpp"
 #include "bench/module_cases.hpp"
 #include "bench/naive_attention.hpp"
 #include "bench/report.hpp"
@@ -521,12 +522,20 @@ void expect_blas_verdict(const JsonObject& ceilings) {
   }
 }
 
-// A case or module line names the SIMD target its kernel ran on: the active one for the fast
-// kernel, null for the reference.
+// The target the library runs a row's call on: the active one, except that a tile target runs
+// only the forward of bf16 q, k and v on its tiles and the rest on its vector target. Module rows'
+// dtype is their cache's, under f32 queries: never all bf16.
+std::string expected_target(const JsonObject& o) {
+  const attnkit::Target active = attnkit::active_target();
+  const bool on_tiles = text_of(o, "direction") == "forward" && text_of(o, "dtype") == "bf16";
+  return attnkit::target_name(on_tiles ? active : attnkit::tile_vector_target(active));
+}
+
+// A case or module line names the SIMD target its kernel ran on, null for the reference.
 void expect_target(const JsonObject& o) {
   ASSERT_TRUE(o.count("target")) << "every row names its target";
   if (text_of(o, "kernel") == "fast") {
-    EXPECT_EQ(text_of(o, "target"), attnkit::target_name(attnkit::active_target()));
+    EXPECT_EQ(text_of(o, "target"), expected_target(o));
   } else {
     EXPECT_TRUE(is_null(o, "target")) << text_of(o, "kernel");
   }
@@ -750,7 +759,8 @@ TEST(BenchCommand, ModuleLinesCarryTheDocumentedKeys) {
 }
 
 // The SIMD target of every row is the one the kernels run on now: forcing another (as ATTNKIT_TARGET
-// or set_target does) changes it, and the reference kernel has none.
+// or set_target does) changes it, and the reference kernel has none. (f32 rows: a tile target's
+// vector target.)
 TEST(BenchCommand, RowsNameTheTargetTheKernelsRanOn) {
   const std::vector<attnkit::Target> supported = attnkit::supported_targets();
   ASSERT_FALSE(supported.empty());
@@ -768,7 +778,7 @@ TEST(BenchCommand, RowsNameTheTargetTheKernelsRanOn) {
     for (const JsonObject& o : {lines[1], lines[2], lines[3], module_lines[1]}) {
       SCOPED_TRACE(text_of(o, "name"));
       EXPECT_EQ(text_of(o, "kernel"), "fast");
-      EXPECT_EQ(text_of(o, "target"), attnkit::target_name(target));
+      EXPECT_EQ(text_of(o, "target"), attnkit::target_name(attnkit::tile_vector_target(target)));
     }
   }
   const Result reference = cli(tiny_run("1", {"--json", "--filter", "fwd_f32_n24_d8_causal", "--kernel", "reference"}));
@@ -777,6 +787,82 @@ TEST(BenchCommand, RowsNameTheTargetTheKernelsRanOn) {
   ASSERT_EQ(lines.size(), 2u) << reference.out;
   EXPECT_EQ(text_of(lines[1], "kernel"), "reference");
   EXPECT_TRUE(is_null(lines[1], "target")) << "the float64 reference has no SIMD target";
+}
+
+// Forces the emulated tile target for a scope where the CPU runs it; skipped() says why not.
+class EmulatedTileTarget {
+ public:
+  EmulatedTileTarget() {
+    const std::vector<attnkit::Target> supported = attnkit::supported_targets();
+    if (std::find(supported.begin(), supported.end(), kTiles) != supported.end()) {
+      attnkit::set_target(kTiles);
+    } else {
+      const std::string lacks = attnkit::missing_cpu_feature(kTiles);
+      why_not_ = "amx_bf16_emulated does not run here: " +
+                 (lacks.empty() ? "not compiled in" : "the CPU lacks " + lacks);
+    }
+  }
+  ~EmulatedTileTarget() {
+    if (why_not_.empty()) attnkit::reset_target();
+  }
+  EmulatedTileTarget(const EmulatedTileTarget&) = delete;
+  EmulatedTileTarget& operator=(const EmulatedTileTarget&) = delete;
+  const std::string& why_not() const { return why_not_; }
+
+  static constexpr attnkit::Target kTiles = attnkit::Target::amx_bf16_emulated;
+
+ private:
+  std::string why_not_;
+};
+
+// With a tile target active, only the forward of bf16 q, k and v names it: other dtypes, a quantized
+// cache under f32 queries and every backward name its vector target, where the library runs them.
+TEST(BenchTarget, TileTargetNamesTheVectorTargetOffTheTiles) {
+  using attnkit::Kernel, attnkit::bench::Pass, attnkit::bench::call_of, attnkit::bench::target_of;
+  const EmulatedTileTarget tiles;
+  if (!tiles.why_not().empty()) GTEST_SKIP() << tiles.why_not();
+  const std::string on_tiles = "amx_bf16_emulated", vectors = "avx512_emulated";
+  EXPECT_EQ(target_of(Kernel::fast, call_of(Pass::forward, DType::bf16)), on_tiles);
+  EXPECT_EQ(target_of(Kernel::fast, call_of(Pass::forward, DType::f32)), vectors);
+  EXPECT_EQ(target_of(Kernel::fast, call_of(Pass::forward, DType::f16)), vectors);
+  EXPECT_EQ(target_of(Kernel::fast, call_of(Pass::backward, DType::bf16)), vectors);
+  EXPECT_EQ(target_of(Kernel::fast, call_of(Pass::backward, DType::f32)), vectors);
+  EXPECT_EQ(target_of(Kernel::fast, {Pass::forward, DType::f32, DType::int8, DType::int8}), vectors);
+  EXPECT_EQ(target_of(Kernel::fast, {Pass::forward, DType::bf16, DType::bf16, DType::f32}), vectors);
+  EXPECT_EQ(target_of(Kernel::reference, call_of(Pass::forward, DType::bf16)), std::nullopt);
+}
+
+// The same through the command: each row of a run on the tile target names the target its call ran on.
+TEST(BenchTarget, TileTargetRowsNameWhereEachCallRan) {
+  const EmulatedTileTarget tiles;
+  if (!tiles.why_not().empty()) GTEST_SKIP() << tiles.why_not();
+  std::vector<std::string> args = tiny_run("1", {"--json", "--filter", "_d32", "--no-naive", "--no-openblas"});
+  args[5] = "32";  // --dims 32: int8 and int4 caches need whole blocks of 32
+  std::vector<std::string> full = args;
+  full.erase(full.begin() + 1);  // outside --quick: bf16 backward cases too
+  const Result r = cli(full);
+  const Result module = cli(tiny_run("1", {"--json", "--filter", "mha_prefill", "--no-naive", "--no-openblas"}));
+  ASSERT_EQ(r.code, kOk) << r.err;
+  ASSERT_EQ(module.code, kOk) << module.err;
+  std::map<std::string, std::string> targets;  // by case name
+  for (const std::string* out : {&r.out, &module.out}) {
+    const std::vector<JsonObject> lines = json_lines(*out);
+    for (std::size_t i = 1; i < lines.size(); ++i) {
+      if (!lines[i].count("target")) continue;  // peak memory
+      SCOPED_TRACE(text_of(lines[i], "name"));
+      expect_target(lines[i]);
+      targets[text_of(lines[i], "name")] = text_of(lines[i], "target");
+    }
+  }
+  const std::string on_tiles = "amx_bf16_emulated", vectors = "avx512_emulated";
+  for (const auto& [name, target] :
+       {std::pair{"fwd_bf16_n24_d32", on_tiles}, std::pair{"decode_bf16_m24_d32", on_tiles},
+        std::pair{"fwd_f32_n24_d32", vectors}, std::pair{"bwd_bf16_n24_d32", vectors},
+        std::pair{"decode_f16_m24_d32", vectors}, std::pair{"decode_int8_m24_d32", vectors},
+        std::pair{"mha_prefill_f32_n24_e1024", vectors}, std::pair{"varlen_f32_b16_upto24_d32", vectors}}) {
+    ASSERT_TRUE(targets.count(name)) << name << " in:\n" << r.out;
+    EXPECT_EQ(targets[name], target) << name;
+  }
 }
 
 // The varlen lines, as the help documents them: the lengths, and ratios consistent with the seconds.
@@ -879,7 +965,8 @@ TEST(BenchReport, AmxTilePeakIsSaidInTextAndJsonOrWhyNot) {
   std::ostringstream text, json;
   attnkit::bench::Report(text, false).machine(info, c);
   attnkit::bench::Report(json, true).machine(info, c);
-  EXPECT_NE(text.str().find("bf16 tile peak (AMX tdpbf16ps; attnkit has no AMX kernels"), std::string::npos) << text.str();
+  EXPECT_NE(text.str().find("bf16 tile peak (AMX tdpbf16ps; \"of AMX\" of bf16 cases is of it)"), std::string::npos)
+      << text.str();
   EXPECT_NE(text.str().find("1 thread 2300.0 GFLOP/s  2 threads 4000.0 GFLOP/s"), std::string::npos) << text.str();
   EXPECT_EQ(numbers_of(json_lines(json.str()).at(0), "amx_bf16_gflops"), (std::vector<double>{2300, 4000}));
 
@@ -894,6 +981,84 @@ TEST(BenchReport, AmxTilePeakIsSaidInTextAndJsonOrWhyNot) {
   const JsonObject o = json_lines(without_json.str()).at(0);
   EXPECT_TRUE(is_null(o, "amx_bf16_gflops"));
   EXPECT_EQ(text_of(o, "amx_bf16_note"), c.amx_bf16_note);
+}
+
+// The cells of the table row that starts with `name`.
+std::vector<std::string> row_cells(const std::string& table, const std::string& name) {
+  const std::size_t row = table.find(name + " ");
+  if (row == std::string::npos) return {};
+  std::istringstream line(table.substr(row, table.find('\n', row) - row));
+  std::vector<std::string> cells;
+  for (std::string cell; line >> cell;) cells.push_back(cell);
+  return cells;
+}
+
+// Whether a text report has the "of AMX" column: where the machine lines give the tile rate.
+bool has_amx_column(const std::string& table) { return table.find("bf16 tile peak (AMX tdpbf16ps") != std::string::npos; }
+
+// A bf16 case is reported as a fraction of the AMX tile rate at its thread count where that rate was
+// measured: a JSON field and an "of AMX" column, "-" on f32 rows; without the rate, neither.
+TEST(BenchReport, Bf16CasesAreAFractionOfTheAmxPeak) {
+  using attnkit::bench::CaseKind, attnkit::bench::CaseResult;
+  attnkit::bench::Ceilings c;
+  c.threads = {1, 2};
+  c.fma_loops = {{"avx512", "avx512f", std::vector<double>{100, 200}, ""}};
+  attnkit::bench::take_best_fma(c.fma_loops, 2, c.fma_gflops, c.fma_best_isa);
+  c.bf16_gflops = std::vector<double>{50, 100};
+  c.amx_bf16_gflops = std::vector<double>{1000, 2000};
+  c.copy_gbytes_per_s = {20, 30};
+  c.read_gbytes_per_s = {12, 24};
+  attnkit::bench::RunInfo info;
+  info.kernel = "fast";
+  // One head, n = m = 1000, d = 125: 4·n·m·d = 5e8 FLOPs in 5 ms on 2 threads, 100 GFLOP/s: half
+  // the FMA peak, all of the bf16 dot peak, 5% of the tile rate.
+  const auto result = [](DType dtype, const char* name, const char* target) {
+    CaseResult r;
+    r.bench_case = {name, CaseKind::forward, dtype, AttentionShape{1, 1, 1, 1000, 1000, 125, 125, false}, 2};
+    r.kernel = "fast";
+    r.target = target;
+    r.timing = {0.005, {0.005}};
+    r.openblas_note = "--no-openblas";
+    return r;
+  };
+  const CaseResult bf16 = result(DType::bf16, "fwd_bf16_n1000_d125", "amx_bf16");
+  const CaseResult f32 = result(DType::f32, "fwd_f32_n1000_d125", "avx512");
+  const attnkit::bench::Figures figures = attnkit::bench::figures_of(bf16, c);
+  ASSERT_TRUE(figures.fraction_of_amx_peak.has_value());
+  EXPECT_NEAR(*figures.fraction_of_amx_peak, 0.05, 1e-12);
+  EXPECT_FALSE(attnkit::bench::figures_of(f32, c).fraction_of_amx_peak.has_value()) << "f32 is never on the tiles";
+
+  const auto report = [&](bool json) {
+    std::ostringstream out;
+    attnkit::bench::Report r(out, json);
+    r.machine(info, c);
+    r.result(bf16);
+    r.result(f32);
+    return out.str();
+  };
+  const std::string text = report(false);
+  EXPECT_NE(text.find("  of peak    of AMX  vs naive"), std::string::npos) << text;
+  // case threads seconds GFLOP/s of-peak of-AMX vs-naive vs-BLAS kernel target
+  EXPECT_EQ(row_cells(text, "fwd_bf16_n1000_d125"),
+            (std::vector<std::string>{"fwd_bf16_n1000_d125", "2", "0.005", "100.0", "50.0%", "5.0%", "-", "-", "fast",
+                                      "amx_bf16"}))
+      << text;
+  EXPECT_EQ(row_cells(text, "fwd_f32_n1000_d125").at(5), "-") << text;
+  const std::vector<JsonObject> lines = json_lines(report(true));
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_NEAR(number_of(lines[1], "fraction_of_amx_peak"), 0.05, 1e-6);
+  EXPECT_NEAR(number_of(lines[1], "fraction_of_bf16_peak"), 1.0, 1e-6);
+  EXPECT_EQ(lines[2].count("fraction_of_amx_peak"), 0u) << "f32";
+
+  c.amx_bf16_gflops.reset();
+  c.amx_bf16_note = "this CPU has no AMX-BF16 tiles (amx-tile, amx-bf16)";
+  const std::string without = report(false);
+  EXPECT_EQ(without.find("of AMX"), std::string::npos) << "no column without the tile rate:\n" << without;
+  EXPECT_EQ(row_cells(without, "fwd_bf16_n1000_d125").size(), 9u) << without;
+  const std::vector<JsonObject> without_lines = json_lines(report(true));
+  ASSERT_EQ(without_lines.size(), 3u);
+  EXPECT_EQ(without_lines[1].count("fraction_of_amx_peak"), 0u);
+  EXPECT_NEAR(number_of(without_lines[1], "fraction_of_bf16_peak"), 1.0, 1e-6) << "the dot peak is still there";
 }
 
 TEST(BenchCommand, FilterSelectsByName) {
@@ -927,14 +1092,11 @@ TEST(BenchCommand, DecodeRowsGiveBothBandwidthFractions) {
   const Result r = cli(tiny_run("1", {"--filter", "decode_f32_m24_d"}));
   ASSERT_EQ(r.code, kOk) << r.err;
   EXPECT_NE(r.out.find("read bandwidth (4 MiB, bytes read):  1 thread "), std::string::npos) << r.out;
-  const std::size_t row = r.out.find("decode_f32_m24_d8 ");
-  ASSERT_NE(row, std::string::npos) << r.out;
-  std::istringstream line(r.out.substr(row, r.out.find('\n', row) - row));
-  std::vector<std::string> cells;
-  for (std::string cell; line >> cell;) cells.push_back(cell);
-  // case threads seconds GFLOP/s of-peak GB/s of-bandw. of-read vs-naive vs-BLAS kernel target
-  ASSERT_EQ(cells.size(), 12u) << line.str();
-  for (std::size_t at : {4u, 6u, 7u}) EXPECT_EQ(cells[at].back(), '%') << line.str();
+  const std::vector<std::string> cells = row_cells(r.out, "decode_f32_m24_d8");
+  // case threads seconds GFLOP/s of-peak [of-AMX] GB/s of-bandw. of-read vs-naive vs-BLAS kernel target
+  const std::size_t amx = has_amx_column(r.out) ? 1 : 0;
+  ASSERT_EQ(cells.size(), 12u + amx) << r.out;
+  for (const std::size_t at : {std::size_t{4}, 6 + amx, 7 + amx}) EXPECT_EQ(cells[at].back(), '%') << r.out;
 }
 
 TEST(BenchCommand, TextTableNamesTheColumns) {
@@ -956,18 +1118,20 @@ TEST(BenchCommand, TextTableNamesTheColumns) {
     EXPECT_EQ(loop_line.find("not measured: ") != std::string::npos, !has) << loop_line;
   }
   // The backward row: its baselines columns read "-" (they are forward-only).
-  const std::size_t row = r.out.find("bwd_f32_n24_d8 ");
-  ASSERT_NE(row, std::string::npos);
-  std::istringstream line(r.out.substr(row, r.out.find('\n', row) - row));
-  std::vector<std::string> cells;
-  for (std::string cell; line >> cell;) cells.push_back(cell);
-  // case threads seconds GFLOP/s of-peak vs-fwd naive BLAS kernel target
-  ASSERT_EQ(cells.size(), 10u) << line.str();
-  EXPECT_NE(cells[5], "-") << "vs fwd is measured: " << line.str();
-  EXPECT_EQ(cells[6], "-") << line.str();
-  EXPECT_EQ(cells[7], "-") << line.str();
-  EXPECT_EQ(cells[8], "fast") << line.str();
-  EXPECT_EQ(cells[9], attnkit::target_name(attnkit::active_target())) << line.str();
+  const std::vector<std::string> row = row_cells(r.out, "bwd_f32_n24_d8");
+  // case threads seconds GFLOP/s of-peak [of-AMX, "-" for f32] vs-fwd naive BLAS kernel target
+  const std::size_t amx = has_amx_column(r.out) ? 1 : 0;
+  ASSERT_EQ(row.size(), 10u + amx) << r.out;
+  std::vector<std::string> cells = row;
+  if (amx == 1) {
+    EXPECT_EQ(row[5], "-") << "f32 is not a fraction of the tiles: " << r.out;
+    cells.erase(cells.begin() + 5);
+  }
+  EXPECT_NE(cells[5], "-") << "vs fwd is measured: " << r.out;
+  EXPECT_EQ(cells[6], "-") << r.out;
+  EXPECT_EQ(cells[7], "-") << r.out;
+  EXPECT_EQ(cells[8], "fast") << r.out;
+  EXPECT_EQ(cells[9], attnkit::target_name(attnkit::tile_vector_target(attnkit::active_target()))) << r.out;
 }
 
 TEST(BenchCommand, ModuleTableNamesTheColumns) {
@@ -990,7 +1154,7 @@ TEST(BenchCommand, ModuleTableNamesTheColumns) {
   EXPECT_EQ(cells[5].back(), '%') << "of bandw. is a percentage: " << line.str();
   EXPECT_EQ(cells[6].back(), '%') << "of read is a percentage: " << line.str();
   EXPECT_EQ(cells[7].back(), '%') << "attn share is a percentage: " << line.str();
-  EXPECT_EQ(cells[9], attnkit::target_name(attnkit::active_target())) << line.str();
+  EXPECT_EQ(cells[9], attnkit::target_name(attnkit::tile_vector_target(attnkit::active_target()))) << line.str();
 }
 
 TEST(BenchCommand, HelpListsFlagsAndAnExample) {
@@ -1001,7 +1165,8 @@ TEST(BenchCommand, HelpListsFlagsAndAnExample) {
                            "mha_prefill_f32_n2048_e4096", "mha_decode_f32_m{4096,32768}_e4096_paged",
                            "mha_prefill_f32_n256_e1024", "tokens/s", "attn share", "tokens_per_second",
                            "attention_share", "fraction_of_bandwidth", "fraction_of_read_bandwidth", "read_gbytes_per_s", "of read", "1 - share", "fma_avx512_gflops",
-                           "amx_bf16_gflops", "blas_core_generic", "OPENBLAS_CORETYPE=SkylakeX", "Haswell", "target"}) {
+                           "amx_bf16_gflops", "of AMX", "fraction_of_amx_peak", "blas_core_generic",
+                           "OPENBLAS_CORETYPE=SkylakeX", "Haswell", "target"}) {
     EXPECT_NE(r.out.find(part), std::string::npos) << part;
   }
   EXPECT_NE(cli({"--help"}).out.find("bench"), std::string::npos) << "listed among the commands";

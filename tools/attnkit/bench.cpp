@@ -56,8 +56,9 @@ case as ratios measured in the same run, since absolute times on a shared machin
     loop (AVX2+FMA, and AVX-512F where the CPU has it; on 1 and all threads; each loop's fastest
     timed run) and the best of them, the "FMA peak" every "of peak" is a share of; peak bf16
     dot-product rate (vdpbf16ps, only on CPUs with avx512_bf16); the AMX bf16 tile rate
-    (tdpbf16ps, on CPUs with AMX-BF16: what bf16 could reach there; attnkit has no AMX kernels)
-    and memory bandwidth (a 2 x 256 MiB copy, read + write bytes);
+    (tdpbf16ps, on CPUs with AMX-BF16: the ceiling of the amx_bf16 target, which runs bf16
+    forwards on the tiles; every "of AMX" is a share of it) and memory bandwidth (a 2 x 256 MiB
+    copy, read + write bytes);
   - two f32 forward baselines on the same shapes and threads: a naive kernel (scores materialised,
     plain loops) and the hand-written OpenBLAS composition sgemm(Q·Kᵀ) -> softmax -> sgemm(P·V).
 Cases: forward (fwd_*), batch 1, 8 heads, n = m in {512, 1024, 2048, 8192}, d in {64, 128}, causal
@@ -80,14 +81,16 @@ longest, masked by key_lengths and by a bool key-padding mask. Every case runs o
 n = m = 65536, d = 64 call with the fast kernel.
 
 Columns: seconds (median), GFLOP/s (4·n·m·d per head, halved for causal; backward 2.5 times the
-forward's), of peak (share of the best f32 FMA rate at that thread count), GB/s, of bandw. and of read
+forward's), of peak (share of the best f32 FMA rate at that thread count), of AMX (only on CPUs with
+AMX tiles: a bf16 case's share of the tile rate, "-" for other dtypes), GB/s, of bandw. and of read
 (decode: K and V bytes over the copy bandwidth, and over the read bandwidth, a read of one buffer, the
 faster of plain loads and loads with lines requested 2 KiB ahead: decoding only reads, and one core
 may read slower than a copy moves bytes; the caches are flushed before each decode call), vs fwd (backward:
 its GFLOP/s over the forward's on the same case and threads, measured in this run; the forward is
 timed for it when --filter left it out), vs naive and vs BLAS (speed-up over each baseline; bf16
 cases against the f32 baselines; "-" for the backward, the baselines are forward-only), kernel
-and target (the kernel attnkit ran and its SIMD target, e.g. avx2; "-" for the reference).
+and target (the kernel attnkit ran and the SIMD target the call ran on, e.g. avx2; "-" for the
+reference; amx_bf16 runs only bf16 forwards on its tiles, so its other rows name avx512).
 
 Varlen columns: seconds, GFLOP/s and of peak (of varlen_forward; 4·n·m·d per head and sequence,
 halved for causal), rate/equal (its GFLOP/s over the equal-length batch's), time/padded (its seconds
@@ -202,9 +205,11 @@ void add_flags(CommandLine& c, Request& r) {
           "\"amx_bf16_gflops\" (null with \"amx_bf16_note\" without AMX tiles),\n"
           "\"blas_core_generic\", \"blas_coretype_advice\", \"copy_gbytes_per_s\" and\n"
           "\"read_gbytes_per_s\"), then one per case (with \"direction\":\n"
-          "\"forward\" or \"backward\", and \"vs_forward\" for the backward), then one per\n"
-          "module case (\"kind\": \"mha_prefill\" or \"mha_decode\", with \"embed_dim\", \"layout\",\n"
-          "\"tokens_per_second\", \"attention_seconds\" and \"attention_share\"; decode also\n"
+          "\"forward\" or \"backward\", \"vs_forward\" for the backward, and for bf16\n"
+          "cases \"fraction_of_bf16_peak\" and \"fraction_of_amx_peak\" where those\n"
+          "ceilings were measured), then one per module case (\"kind\": \"mha_prefill\" or\n"
+          "\"mha_decode\", with \"embed_dim\", \"layout\", \"tokens_per_second\",\n"
+          "\"attention_seconds\" and \"attention_share\"; decode also\n"
           "\"bytes\", \"gbytes_per_s\", \"fraction_of_bandwidth\" and\n"
           "\"fraction_of_read_bandwidth\"), then one per varlen case\n"
           "(\"kind\": \"varlen\", with \"lengths\", \"rate_vs_equal\", \"time_vs_padded\",\n"

@@ -45,6 +45,13 @@ AttentionOptions options_for(const BenchCase& c, Kernel kernel) {
 // The key of forward_timings_: one per forward case name and thread count.
 std::string timing_key(const BenchCase& c) { return c.name + " t" + std::to_string(c.threads); }
 
+// The call a case times, for the target it runs on: quantized decoding reads int8 or int4 K and V
+// under the f32 queries (time_quantized_decode); every other case has q, k and v in its dtype.
+CallKind call_kind(const BenchCase& c) {
+  if (is_quantized(c.dtype)) return {Pass::forward, DType::f32, c.dtype, c.dtype};
+  return call_of(c.kind == CaseKind::backward ? Pass::backward : Pass::forward, c.dtype);
+}
+
 }  // namespace
 
 std::function<void()> CaseRunner::before_each_call(const BenchCase& c) {
@@ -146,7 +153,7 @@ CaseResult CaseRunner::run(const BenchCase& c) {
   r.bench_case = c;
   const Kernel resolved = resolve_kernel(options_.kernel, c.dtype);
   r.kernel = kernel_name(resolved);
-  r.target = target_of(resolved);
+  r.target = target_of(resolved, call_kind(c));
   if (c.kind == CaseKind::backward) {
     r.openblas_note = "the baselines are forward-only";
     r.timing = time_backward(c, in);

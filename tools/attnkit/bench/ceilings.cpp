@@ -22,6 +22,9 @@ std::optional<double> Ceilings::fma_for(int t) const { return lookup(threads, fm
 std::optional<double> Ceilings::bf16_for(int t) const {
   return bf16_gflops ? lookup(threads, *bf16_gflops, t) : std::nullopt;
 }
+std::optional<double> Ceilings::amx_for(int t) const {
+  return amx_bf16_gflops ? lookup(threads, *amx_bf16_gflops, t) : std::nullopt;
+}
 std::optional<double> Ceilings::copy_for(int t) const { return lookup(threads, copy_gbytes_per_s, t); }
 std::optional<double> Ceilings::read_for(int t) const { return lookup(threads, read_gbytes_per_s, t); }
 

@@ -36,8 +36,8 @@ struct Ceilings {
   std::string fma_isa;                  // fma_best_isa's names, " / "-joined when they differ
   std::optional<std::vector<double>> bf16_gflops;  // vdpbf16ps rate, when the CPU has avx512_bf16
   std::string bf16_note;                // why bf16_gflops is absent
-  // AMX tdpbf16ps rate, when the CPU has AMX-BF16 and the OS grants the tiles: what bf16 inputs could
-  // reach on this CPU; attnkit has no AMX kernels, so no case is a fraction of it.
+  // AMX tdpbf16ps rate, when the CPU has AMX-BF16 and the OS grants the tiles: the ceiling of the
+  // amx_bf16 target's bf16 forwards, which run their products on the tiles.
   std::optional<std::vector<double>> amx_bf16_gflops;
   std::string amx_bf16_note;            // why amx_bf16_gflops is absent
   std::size_t copy_bytes = 0;           // per buffer
@@ -48,6 +48,7 @@ struct Ceilings {
   // rate: the denominator of every fraction_of_peak.
   std::optional<double> fma_for(int threads) const;
   std::optional<double> bf16_for(int threads) const;
+  std::optional<double> amx_for(int threads) const;
   std::optional<double> copy_for(int threads) const;
   std::optional<double> read_for(int threads) const;
 };

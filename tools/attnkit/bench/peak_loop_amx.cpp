@@ -1,6 +1,6 @@
 // The bf16 tile ceiling (AMX: tdpbf16ps), compiled with -mamx-tile -mamx-bf16 (see
-// tools/attnkit/CMakeLists.txt). attnkit has no AMX kernels; this ceiling says what the CPU could do
-// with bf16 inputs, since other libraries (torch's bf16 attention through oneDNN) use the tiles.
+// tools/attnkit/CMakeLists.txt). The amx_bf16 target runs bf16 forwards on the tiles, and a bf16
+// case's "of AMX" is its rate over this one; torch's bf16 attention (through oneDNN) uses them too.
 // One tdpbf16ps multiplies a 16 × 32 bf16 tile by a 32 × 16 one (pairs along the inner dimension)
 // and adds into 16 × 16 f32 sums: 16·16·32 products, 2 floating-point operations each.
 #include <immintrin.h>

@@ -150,7 +150,10 @@ Figures figures_of(const CaseResult& r, const Ceilings& ceilings) {
   Figures f;
   f.gflops = c.flops() / seconds / kGiga;
   f.fraction_of_peak = ratio(f.gflops, ceilings.fma_for(c.threads));
-  if (c.dtype == DType::bf16) f.fraction_of_bf16_peak = ratio(f.gflops, ceilings.bf16_for(c.threads));
+  if (c.dtype == DType::bf16) {
+    f.fraction_of_bf16_peak = ratio(f.gflops, ceilings.bf16_for(c.threads));
+    f.fraction_of_amx_peak = ratio(f.gflops, ceilings.amx_for(c.threads));
+  }
   if (c.kind == CaseKind::decode) {
     f.gbytes_per_s = c.kv_bytes() / seconds / kGiga;
     f.fraction_of_bandwidth = ratio(f.gbytes_per_s, ceilings.copy_for(c.threads));
@@ -218,7 +221,7 @@ void Report::text_machine(const RunInfo& info) const {
     out_ << "  bf16 dot peak: not available: " << c.bf16_note << '\n';
   }
   if (c.amx_bf16_gflops) {
-    out_ << "  bf16 tile peak (AMX tdpbf16ps; attnkit has no AMX kernels, other libraries' bf16 may use them):"
+    out_ << "  bf16 tile peak (AMX tdpbf16ps; \"of AMX\" of bf16 cases is of it):"
          << per_thread_count(c.threads, *c.amx_bf16_gflops, "GFLOP/s") << '\n';
   } else {
     out_ << "  bf16 tile peak (AMX): not available: " << c.amx_bf16_note << '\n';
@@ -294,15 +297,18 @@ void Report::text_result(const CaseResult& r, const Figures& f) {
   const BenchCase& c = r.bench_case;
   const bool decode = c.kind == CaseKind::decode;
   const bool backward = c.kind == CaseKind::backward;
+  // Only where the CPU has tiles, so that the tables elsewhere keep their width.
+  const bool amx = ceilings_.amx_bf16_gflops.has_value();
   section(section_title(c.kind) + pad_right("case", kNameWidth) + pad_left("threads", kThreadsWidth) +
           pad_left("seconds", kNumberWidth) + pad_left("GFLOP/s", kNumberWidth) + pad_left("of peak", kNumberWidth) +
-          (decode ? bandwidth_headings() : "") +
+          (amx ? pad_left("of AMX", kNumberWidth) : "") + (decode ? bandwidth_headings() : "") +
           (backward ? pad_left("vs fwd", kNumberWidth) : "") + pad_left("vs naive", kNumberWidth) +
           pad_left("vs BLAS", kNumberWidth) + "  kernel  target\n");
   out_ << pad_right(c.name, kNameWidth) << pad_left(std::to_string(c.threads), kThreadsWidth)
        << pad_left(format("%.4g", r.timing.median_seconds), kNumberWidth)
        << pad_left(format("%.1f", f.gflops), kNumberWidth)
        << pad_left(cell(percent(f.fraction_of_peak), "%.1f%%"), kNumberWidth);
+  if (amx) out_ << pad_left(cell(percent(f.fraction_of_amx_peak), "%.1f%%"), kNumberWidth);
   if (decode) {
     out_ << bandwidth_cells(f.gbytes_per_s, f.fraction_of_bandwidth, f.fraction_of_read_bandwidth);
   }
@@ -325,6 +331,7 @@ void Report::json_result(const CaseResult& r, const Figures& f) const {
   line.number("flops", c.flops()).number("gflops", f.gflops);
   optional_number(line, "fraction_of_peak", f.fraction_of_peak);
   if (f.fraction_of_bf16_peak) line.number("fraction_of_bf16_peak", *f.fraction_of_bf16_peak);
+  if (f.fraction_of_amx_peak) line.number("fraction_of_amx_peak", *f.fraction_of_amx_peak);
   line.text("kernel", r.kernel);
   optional_text(line, "target", r.target);
   if (f.gbytes_per_s) line.number("gbytes_per_s", *f.gbytes_per_s);
