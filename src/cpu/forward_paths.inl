@@ -163,8 +163,9 @@ struct PackedF32 {
 };
 
 // P is rounded to bf16 into pairs along keys for P·V: straight from the exponentials without dropout
-// (online_softmax_into_pairs), after it with dropout.
-template <class I = Isa>
+// (online_softmax_into_pairs), after it with dropout. KeyPanels: the kind of key panels packed
+// (PackedTiles pads them to whole tile rows).
+template <class I = Isa, class KeyPanels = Bf16PairKeyPanels>
 struct PackedBf16Pairs {
   static constexpr bool kPacked = true;
   static constexpr std::int64_t kColumnPad = kLanes;
@@ -172,7 +173,7 @@ struct PackedBf16Pairs {
 
   // Values holding NaN or ±inf are packed as float32 for SeenValuesOnly.
   bool pack(const KeyBlock& b) {
-    pack_keys<Bf16PairKeyPanels>(s.plan, s.ws, s.item, b.j0, b.width, b.cols);
+    pack_keys<KeyPanels>(s.plan, s.ws, s.item, b.j0, b.width, b.cols);
     if (pack_values<Bf16PairValueBlock<I>>(s.plan, s.ws, s.item, b.j0, b.width, b.cols)) return true;
     pack_values<F32ValueBlock>(s.plan, s.ws, s.item, b.j0, b.width, b.cols);
     return false;
@@ -206,14 +207,9 @@ struct PackedTiles {
   static constexpr bool kPacked = true;
   static constexpr std::int64_t kColumnPad = kTileDepth;
   const ItemStream& s;
-  PackedBf16Pairs<I> pairs{s};
+  PackedBf16Pairs<I, TilePairKeyPanels> pairs{s};
 
-  bool pack(const KeyBlock& b) {
-    pack_keys<TilePairKeyPanels>(s.plan, s.ws, s.item, b.j0, b.width, b.cols);
-    if (pack_values<Bf16PairValueBlock<I>>(s.plan, s.ws, s.item, b.j0, b.width, b.cols)) return true;
-    pack_values<F32ValueBlock>(s.plan, s.ws, s.item, b.j0, b.width, b.cols);
-    return false;
-  }
+  bool pack(const KeyBlock& b) { return pairs.pack(b); }
   template <class Between>
   void scores(const KeyBlock&, const Tile& t, Between& between) {
     score_tile_tiles<I>(s.ws, t.row, t.cols, s.problem().f32.scale, between);

@@ -7,8 +7,6 @@
 #if defined(__linux__)
 #include <sys/syscall.h>
 #include <unistd.h>
-
-#include <cerrno>
 #endif
 
 #include <atomic>

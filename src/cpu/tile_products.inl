@@ -1,4 +1,4 @@
-// The forward's two products on matrix tiles (targets with Isa::kTiles: AMX), written once over the
+// The products of attention on matrix tiles (targets with Isa::kTiles: AMX), written once over the
 // target's tile interface (Isa::Tiles: the instructions, simd/amx.hpp, or their model,
 // simd/amx_model.hpp). A tile of sums is 16 rows × 16 floats; an operand tile is 16 rows of 32 bf16
 // values, pairs along the inner dimension. The register tile of the vector code between the products
@@ -7,8 +7,8 @@
 //   scores = scale · Q·Kᵀ   A: 32 values of d_k for the 16 query rows,  B: 16 keys' pairs of them
 //   acc   += P·V            A: 32 keys of P (rounded to bf16),          B: 16 columns of V's key pairs
 //
-// and the backward's five (flash_backward.inl's TileProducts) on the same two shapes, tiles_a_bt and
-// tiles_a_b. Up to four tiles of sums are live at a time (64 columns), fed by one A tile and B tiles
+// on two shapes, tiles_a_bt and tiles_a_b, which the backward's five products share
+// (flash_backward.inl's TileProducts). Up to four tiles of sums are live at a time (64 columns), fed by one A tile and B tiles
 // loaded in turn into two registers. Tile registers: sums 0–3, A 4, B 6 and 7.
 // Included by flash_forward.inl inside the target's namespace; no include guard on purpose.
 

@@ -6,7 +6,13 @@
 
 #include <cstdint>
 
+#include "cpu/simd/amx_model.hpp"
+
 namespace attnkit::testing {
+
+// The configuration of such a product: tile 0 the sums, 1 the A operand, 2 the B operand (defined
+// in test_amx_model.cpp, compiled for the baseline CPU).
+cpu::TileConfig tile_product_config(int rows, int depth, int columns);
 
 void model_tile_product(const float* c, const std::uint32_t* a, const std::uint32_t* b, float* out, int rows, int depth,
                         int columns);

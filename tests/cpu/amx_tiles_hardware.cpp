@@ -9,15 +9,7 @@ namespace attnkit::testing {
 void hardware_tile_product(const float* c, const std::uint32_t* a, const std::uint32_t* b, float* out, int rows, int depth,
                            int columns) {
   using Tiles = cpu::AmxTiles;
-  cpu::TileConfig config;
-  config.palette = 1;
-  config.rows[0] = static_cast<std::uint8_t>(rows);
-  config.bytes_per_row[0] = static_cast<std::uint16_t>(4 * columns);
-  config.rows[1] = static_cast<std::uint8_t>(rows);
-  config.bytes_per_row[1] = static_cast<std::uint16_t>(4 * depth);
-  config.rows[2] = static_cast<std::uint8_t>(depth);
-  config.bytes_per_row[2] = static_cast<std::uint16_t>(4 * columns);
-  Tiles::configure(config);
+  Tiles::configure(tile_product_config(rows, depth, columns));
   Tiles::load<0>(c, 4 * columns);
   Tiles::load<1>(a, 4 * depth);
   Tiles::load<2>(b, 4 * columns);

@@ -18,6 +18,7 @@
 #include "attnkit/attention.hpp"
 #include "attnkit/targets.hpp"
 #include "cpu/amx_tiles.hpp"
+#include "cpu/bf16_bits.hpp"
 #include "cpu/simd/amx_model.hpp"
 #include "cpu/simd/bf16_dot_model.hpp"
 #include "support/naive_f32.hpp"
@@ -26,8 +27,7 @@
 namespace attnkit {
 
 namespace testing {
-void model_tile_product(const float* c, const std::uint32_t* a, const std::uint32_t* b, float* out, int rows, int depth,
-                        int columns) {
+cpu::TileConfig tile_product_config(int rows, int depth, int columns) {
   cpu::TileConfig config;
   config.palette = 1;
   config.rows[0] = static_cast<std::uint8_t>(rows);
@@ -36,7 +36,12 @@ void model_tile_product(const float* c, const std::uint32_t* a, const std::uint3
   config.bytes_per_row[1] = static_cast<std::uint16_t>(4 * depth);
   config.rows[2] = static_cast<std::uint8_t>(depth);
   config.bytes_per_row[2] = static_cast<std::uint16_t>(4 * columns);
-  cpu::AmxModel::load_config(config);
+  return config;
+}
+
+void model_tile_product(const float* c, const std::uint32_t* a, const std::uint32_t* b, float* out, int rows, int depth,
+                        int columns) {
+  cpu::AmxModel::load_config(tile_product_config(rows, depth, columns));
   cpu::AmxModel::load(0, c, 4 * columns);
   cpu::AmxModel::load(1, a, 4 * depth);
   cpu::AmxModel::load(2, b, 4 * columns);
@@ -48,16 +53,8 @@ void model_tile_product(const float* c, const std::uint32_t* a, const std::uint3
 
 namespace {
 
-using cpu::float_to_bf16_bits;
-
-std::uint32_t pair(float lo, float hi) {
-  return std::uint32_t{float_to_bf16_bits(lo)} | std::uint32_t{float_to_bf16_bits(hi)} << 16;
-}
-
-bool same_bits_or_both_nan(float x, float y) {
-  if (std::isnan(x) || std::isnan(y)) return std::isnan(x) && std::isnan(y);
-  return std::memcmp(&x, &y, sizeof x) == 0;
-}
+using testing::pair;
+using testing::same_bits_or_both_nan;
 
 // c + a·b for one element of a 1 × depth by depth × 1 product.
 float one_sum(float c, const std::vector<std::uint32_t>& a, const std::vector<std::uint32_t>& b) {

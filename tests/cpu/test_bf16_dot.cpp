@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "attnkit/targets.hpp"
+#include "cpu/bf16_bits.hpp"
 #include "cpu/bf16_dot_lanes.hpp"
 #include "cpu/geometry.hpp"
 #include "cpu/kernels.hpp"
@@ -30,15 +31,8 @@ namespace {
 using cpu::dot_bf16_pair;
 using cpu::float_to_bf16_bits;
 
-// Two bf16 values (each exactly representable) as one 32-bit pair: lo in the low half.
-std::uint32_t pair(float lo, float hi) {
-  return std::uint32_t{float_to_bf16_bits(lo)} | std::uint32_t{float_to_bf16_bits(hi)} << 16;
-}
-
-bool same_bits_or_both_nan(float x, float y) {
-  if (std::isnan(x) || std::isnan(y)) return std::isnan(x) && std::isnan(y);
-  return std::memcmp(&x, &y, sizeof x) == 0;
-}
+using testing::pair;
+using testing::same_bits_or_both_nan;
 
 bool supported(Target t) {
   const std::vector<Target> s = supported_targets();

@@ -16,9 +16,9 @@ constexpr const char* kAbout = R"(Usage: attnkit info
 Prints the attnkit version, the kernel each dtype runs on, the SIMD targets compiled into this build
 and those this CPU can run (for each one it cannot, the CPU feature it lacks), the target in use and
 why it is the default (ATTNKIT_TARGET=<name> forces one), how that target multiplies bf16 inputs
-(f32 FMA, or bf16 dot products with P rounded to bf16), and the thread count (ATTNKIT_NUM_THREADS=<n>
-sets it). Targets ending in _emulated are test stand-ins for the AVX-512 and AMX ones on any AVX2
-CPU.
+(f32 FMA, bf16 dot products with P rounded to bf16, or AMX tiles), and the thread count
+(ATTNKIT_NUM_THREADS=<n> sets it). Targets ending in _emulated are test stand-ins for the AVX-512
+and AMX ones on any AVX2 CPU.
 
 )";
 
