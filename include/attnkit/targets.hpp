@@ -17,6 +17,8 @@
 #include <string_view>
 #include <vector>
 
+#include "attnkit/dtype.hpp"
+
 namespace attnkit {
 
 /// An instruction set the fast kernels are compiled for.
@@ -49,6 +51,11 @@ bool target_uses_tiles(Target target) noexcept;
 /// The vector target a tile target hands its other calls to: avx512 for amx_bf16 (whose CPUs run
 /// vdpbf16ps at half the f32 FMA rate), avx512_emulated for amx_bf16_emulated; any other target itself.
 Target tile_vector_target(Target target) noexcept;
+/// The target whose kernels run a call (forward or backward) of q, k and v of these dtypes while
+/// `target` is in use: `target` itself, but that a tile target runs only calls whose q, k and v are
+/// all bf16 on its tiles and the others on tile_vector_target(target). It never depends on the sizes,
+/// so that a packed sequence is computed as a call on it alone would be.
+Target call_target(Target target, DType q, DType k, DType v) noexcept;
 
 /// Targets built into this library, best first (emulated ones last but for scalar).
 std::vector<Target> compiled_targets();

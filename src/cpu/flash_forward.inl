@@ -152,7 +152,7 @@ void stream_key_blocks(Path& path, const ItemStream& s) {
 // pairs on the bf16-dot path; a single tile (decoding) reads the rows as stored, as pairs where the
 // keys are of unit stride, d_k is whole vectors of pairs and the values are read in place. On a tile
 // target, bf16 inputs take the tiles whatever the item's size; calls of other dtypes run on the
-// vector target's kernels (target.cpp's forward_target), so the packed float32 path here only serves
+// vector target's kernels (target.cpp's kernel_target), so the packed float32 path here only serves
 // a caller that asks for this target's kernels by name.
 void stream_item(const ItemStream& s) {
   const detail::Problem& p = s.problem();

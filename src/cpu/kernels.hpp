@@ -49,12 +49,10 @@ void set_decode_blocks_for_testing(std::optional<bool> short_blocks);
 ForwardKernels forward_kernels(Target target);
 BackwardKernels backward_kernels(Target target);
 
-// The target whose kernels run a problem's forward: its own, except that a tile target (AMX) runs
-// on its tiles only bf16 q, k and v, and other dtypes on its vector target (tile_vector_target), whose
-// figures those calls keep. The choice is per call and never by size, so that a packed sequence is
-// computed as a call on it alone would be. The backward follows the same rule.
-Target forward_target(const detail::Problem& p);
-Target backward_target(const detail::Problem& p);
+// The target whose kernels run a problem, forward or backward: call_target of its target and its q, k
+// and v dtypes (a tile target hands calls that are not all bf16 to its vector target, whose figures
+// those calls keep).
+Target kernel_target(const detail::Problem& p);
 
 // What default_target() chooses from, so that tests can ask for the choice on CPUs other than this
 // one: the instruction sets the CPU and its operating system support, whether Linux granted the AMX

@@ -237,6 +237,9 @@ bool target_is_emulated(Target target) noexcept { return entry(target).emulated;
 bool target_uses_bf16_dot(Target target) noexcept { return entry(target).bf16_dot; }
 bool target_uses_tiles(Target target) noexcept { return entry(target).vectors != target; }
 Target tile_vector_target(Target target) noexcept { return entry(target).vectors; }
+Target call_target(Target target, DType q, DType k, DType v) noexcept {
+  return q == DType::bf16 && k == DType::bf16 && v == DType::bf16 ? target : tile_vector_target(target);
+}
 
 std::vector<Target> compiled_targets() {
   std::vector<Target> out;
@@ -338,12 +341,7 @@ void set_decode_blocks_for_testing(std::optional<bool> short_blocks) {
   g_short_decode_blocks.store(short_blocks ? (*short_blocks ? 1 : 0) : -1, std::memory_order_relaxed);
 }
 
-Target forward_target(const detail::Problem& p) {
-  if (!target_uses_tiles(p.target)) return p.target;
-  const bool bf16 = p.q.dtype() == DType::bf16 && p.k.dtype() == DType::bf16 && p.v.dtype() == DType::bf16;
-  return bf16 ? p.target : tile_vector_target(p.target);
-}
-Target backward_target(const detail::Problem& p) { return forward_target(p); }
+Target kernel_target(const detail::Problem& p) { return call_target(p.target, p.q.dtype(), p.k.dtype(), p.v.dtype()); }
 
 Target default_target_for(const CpuProfile& cpu) {
   std::uint32_t features = 0;

@@ -818,18 +818,16 @@ class EmulatedTileTarget {
 // With a tile target active, only calls of bf16 q, k and v name it, forward and backward: other
 // dtypes and a quantized cache under f32 queries name its vector target, where the library runs them.
 TEST(BenchTarget, TileTargetNamesTheVectorTargetOffTheTiles) {
-  using attnkit::Kernel, attnkit::bench::Pass, attnkit::bench::call_of, attnkit::bench::target_of;
+  using attnkit::Kernel, attnkit::bench::target_of;
   const EmulatedTileTarget tiles;
   if (!tiles.why_not().empty()) GTEST_SKIP() << tiles.why_not();
   const std::string on_tiles = "amx_bf16_emulated", vectors = "avx512_emulated";
-  EXPECT_EQ(target_of(Kernel::fast, call_of(Pass::forward, DType::bf16)), on_tiles);
-  EXPECT_EQ(target_of(Kernel::fast, call_of(Pass::forward, DType::f32)), vectors);
-  EXPECT_EQ(target_of(Kernel::fast, call_of(Pass::forward, DType::f16)), vectors);
-  EXPECT_EQ(target_of(Kernel::fast, call_of(Pass::backward, DType::bf16)), on_tiles);
-  EXPECT_EQ(target_of(Kernel::fast, call_of(Pass::backward, DType::f32)), vectors);
-  EXPECT_EQ(target_of(Kernel::fast, {Pass::forward, DType::f32, DType::int8, DType::int8}), vectors);
-  EXPECT_EQ(target_of(Kernel::fast, {Pass::forward, DType::bf16, DType::bf16, DType::f32}), vectors);
-  EXPECT_EQ(target_of(Kernel::reference, call_of(Pass::forward, DType::bf16)), std::nullopt);
+  EXPECT_EQ(target_of(Kernel::fast, DType::bf16, DType::bf16, DType::bf16), on_tiles);
+  EXPECT_EQ(target_of(Kernel::fast, DType::f32, DType::f32, DType::f32), vectors);
+  EXPECT_EQ(target_of(Kernel::fast, DType::f16, DType::f16, DType::f16), vectors);
+  EXPECT_EQ(target_of(Kernel::fast, DType::f32, DType::int8, DType::int8), vectors);
+  EXPECT_EQ(target_of(Kernel::fast, DType::bf16, DType::bf16, DType::f32), vectors);
+  EXPECT_EQ(target_of(Kernel::reference, DType::bf16, DType::bf16, DType::bf16), std::nullopt);
 }
 
 // The same through the command: each row of a run on the tile target names the target its call ran on.
@@ -950,15 +948,21 @@ TEST(BenchReport, GenericBlasCoreIsSaidInTextAndJson) {
   EXPECT_TRUE(is_null(fine, "blas_coretype_advice"));
 }
 
-TEST(BenchReport, AmxTilePeakIsSaidInTextAndJsonOrWhyNot) {
+// Made-up ceilings of an AVX-512 machine with AMX tiles, at 1 and 2 threads.
+attnkit::bench::Ceilings tile_machine_ceilings(std::vector<double> fma, std::vector<double> bf16, std::vector<double> amx) {
   attnkit::bench::Ceilings c;
   c.threads = {1, 2};
-  c.fma_loops = {{"avx512", "avx512f", std::vector<double>{170, 340}, ""}};
+  c.fma_loops = {{"avx512", "avx512f", std::move(fma), ""}};
   attnkit::bench::take_best_fma(c.fma_loops, 2, c.fma_gflops, c.fma_best_isa);
-  c.bf16_gflops = std::vector<double>{85, 170};
-  c.amx_bf16_gflops = std::vector<double>{2300, 4000};
+  c.bf16_gflops = std::move(bf16);
+  c.amx_bf16_gflops = std::move(amx);
   c.copy_gbytes_per_s = {20, 30};
   c.read_gbytes_per_s = {12, 24};
+  return c;
+}
+
+TEST(BenchReport, AmxTilePeakIsSaidInTextAndJsonOrWhyNot) {
+  attnkit::bench::Ceilings c = tile_machine_ceilings({170, 340}, {85, 170}, {2300, 4000});
   attnkit::bench::RunInfo info;
   info.kernel = "fast";
 
@@ -1000,14 +1004,7 @@ bool has_amx_column(const std::string& table) { return table.find("bf16 tile pea
 // measured: a JSON field and an "of AMX" column, "-" on f32 rows; without the rate, neither.
 TEST(BenchReport, Bf16CasesAreAFractionOfTheAmxPeak) {
   using attnkit::bench::CaseKind, attnkit::bench::CaseResult;
-  attnkit::bench::Ceilings c;
-  c.threads = {1, 2};
-  c.fma_loops = {{"avx512", "avx512f", std::vector<double>{100, 200}, ""}};
-  attnkit::bench::take_best_fma(c.fma_loops, 2, c.fma_gflops, c.fma_best_isa);
-  c.bf16_gflops = std::vector<double>{50, 100};
-  c.amx_bf16_gflops = std::vector<double>{1000, 2000};
-  c.copy_gbytes_per_s = {20, 30};
-  c.read_gbytes_per_s = {12, 24};
+  attnkit::bench::Ceilings c = tile_machine_ceilings({100, 200}, {50, 100}, {1000, 2000});
   attnkit::bench::RunInfo info;
   info.kernel = "fast";
   // One head, n = m = 1000, d = 125: 4·n·m·d = 5e8 FLOPs in 5 ms on 2 threads, 100 GFLOP/s: half

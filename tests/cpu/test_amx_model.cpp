@@ -200,6 +200,21 @@ struct TileCase {
   bool nan_in_unseen_value = false;
 };
 
+// The tile targets this CPU runs; a line for each compiled one it does not, saying what is missing.
+std::vector<Target> tile_targets_here() {
+  const std::vector<Target> supported = supported_targets();
+  std::vector<Target> targets;
+  for (Target t : compiled_targets()) {
+    if (!target_uses_tiles(t)) continue;
+    if (std::find(supported.begin(), supported.end(), t) != supported.end()) {
+      targets.push_back(t);
+    } else {
+      std::printf("[ note ] target %s not run here: this CPU or its OS lacks %s\n", target_name(t), missing_cpu_feature(t).c_str());
+    }
+  }
+  return targets;
+}
+
 std::vector<TileCase> tile_cases() {
   AttentionOptions causal;
   causal.causal = Causal::top_left;
@@ -222,12 +237,7 @@ std::vector<TileCase> tile_cases() {
 }
 
 TEST(AmxKernels, MeetTheAccuracyRuleOnTheTilesEdges) {
-  std::vector<Target> targets;
-  for (Target t : supported_targets())
-    if (target_uses_tiles(t)) targets.push_back(t);
-  for (Target t : compiled_targets())
-    if (target_uses_tiles(t) && std::find(targets.begin(), targets.end(), t) == targets.end())
-      std::printf("[ note ] target %s not run here: this CPU or its OS lacks %s\n", target_name(t), missing_cpu_feature(t).c_str());
+  const std::vector<Target> targets = tile_targets_here();
   if (targets.empty()) GTEST_SKIP() << "no tile target runs on this CPU or is compiled into this build";
   ATTNKIT_TRACE_SEED();
   testing::Rng rng(53);
@@ -268,9 +278,7 @@ TEST(AmxKernels, MeetTheAccuracyRuleOnTheTilesEdges) {
 // against the naive backward that rounds dropout(P) and dS as the tiles do, with the target's own
 // forward's out and lse, and no gradient stays poisoned.
 TEST(AmxKernels, BackwardMeetsTheAccuracyRuleOnTheTilesEdges) {
-  std::vector<Target> targets;
-  for (Target t : supported_targets())
-    if (target_uses_tiles(t)) targets.push_back(t);
+  const std::vector<Target> targets = tile_targets_here();
   if (targets.empty()) GTEST_SKIP() << "no tile target runs on this CPU or is compiled into this build";
   ATTNKIT_TRACE_SEED();
   testing::Rng rng(54);

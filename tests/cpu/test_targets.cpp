@@ -146,15 +146,17 @@ TEST(Targets, TileTargetsRunBf16ForwardsOnTheTilesAndTheRestOnVectors) {
   };
   for (Target t : {Target::amx_bf16, Target::amx_bf16_emulated}) {
     SCOPED_TRACE(target_name(t));
-    EXPECT_EQ(cpu::forward_target(problem(t, DType::bf16, DType::bf16, 1)), t);
-    EXPECT_EQ(cpu::forward_target(problem(t, DType::bf16, DType::bf16, 4096)), t);
-    EXPECT_EQ(cpu::forward_target(problem(t, DType::f32, DType::f32, 4096)), tile_vector_target(t));
-    EXPECT_EQ(cpu::forward_target(problem(t, DType::f16, DType::f16, 4096)), tile_vector_target(t));
-    EXPECT_EQ(cpu::forward_target(problem(t, DType::bf16, DType::f16, 1)), tile_vector_target(t));
-    EXPECT_EQ(cpu::backward_target(problem(t, DType::bf16, DType::bf16, 4096)), t);
-    EXPECT_EQ(cpu::backward_target(problem(t, DType::f32, DType::f32, 4096)), tile_vector_target(t));
+    EXPECT_EQ(cpu::kernel_target(problem(t, DType::bf16, DType::bf16, 1)), t);
+    EXPECT_EQ(cpu::kernel_target(problem(t, DType::bf16, DType::bf16, 4096)), t);
+    EXPECT_EQ(cpu::kernel_target(problem(t, DType::f32, DType::f32, 4096)), tile_vector_target(t));
+    EXPECT_EQ(cpu::kernel_target(problem(t, DType::f16, DType::f16, 4096)), tile_vector_target(t));
+    EXPECT_EQ(cpu::kernel_target(problem(t, DType::bf16, DType::f16, 1)), tile_vector_target(t));
+    EXPECT_EQ(call_target(t, DType::bf16, DType::bf16, DType::bf16), t);
+    EXPECT_EQ(call_target(t, DType::f32, DType::int8, DType::int8), tile_vector_target(t));
+    EXPECT_EQ(call_target(t, DType::bf16, DType::bf16, DType::f32), tile_vector_target(t));
   }
-  EXPECT_EQ(cpu::forward_target(problem(Target::avx512_bf16, DType::f32, DType::f32, 4096)), Target::avx512_bf16);
+  EXPECT_EQ(cpu::kernel_target(problem(Target::avx512_bf16, DType::f32, DType::f32, 4096)), Target::avx512_bf16);
+  EXPECT_EQ(call_target(Target::avx2, DType::f16, DType::f16, DType::f16), Target::avx2);
 }
 
 // The emulated tile target runs the AMX geometry: 16-row tiles of 32 columns, AVX-512's blocks.

@@ -45,11 +45,10 @@ AttentionOptions options_for(const BenchCase& c, Kernel kernel) {
 // The key of forward_timings_: one per forward case name and thread count.
 std::string timing_key(const BenchCase& c) { return c.name + " t" + std::to_string(c.threads); }
 
-// The call a case times, for the target it runs on: quantized decoding reads int8 or int4 K and V
-// under the f32 queries (time_quantized_decode); every other case has q, k and v in its dtype.
-CallKind call_kind(const BenchCase& c) {
-  if (is_quantized(c.dtype)) return {Pass::forward, DType::f32, c.dtype, c.dtype};
-  return call_of(c.kind == CaseKind::backward ? Pass::backward : Pass::forward, c.dtype);
+// The target a case's calls run on: quantized decoding reads int8 or int4 K and V under the f32
+// queries (time_quantized_decode); every other case has q, k and v in its dtype.
+std::optional<std::string> target_of_case(const BenchCase& c, Kernel resolved) {
+  return target_of(resolved, is_quantized(c.dtype) ? DType::f32 : c.dtype, c.dtype, c.dtype);
 }
 
 }  // namespace
@@ -153,7 +152,7 @@ CaseResult CaseRunner::run(const BenchCase& c) {
   r.bench_case = c;
   const Kernel resolved = resolve_kernel(options_.kernel, c.dtype);
   r.kernel = kernel_name(resolved);
-  r.target = target_of(resolved, call_kind(c));
+  r.target = target_of_case(c, resolved);
   if (c.kind == CaseKind::backward) {
     r.openblas_note = "the baselines are forward-only";
     r.timing = time_backward(c, in);
