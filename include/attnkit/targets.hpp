@@ -31,10 +31,15 @@ enum class Target : std::uint8_t {
   avx512_bf16_emulated,  ///< test stand-in for avx512_bf16 on any AVX2 CPU (vdpbf16ps modelled)
   amx_bf16,              ///< avx512_bf16 plus AMX-TILE and AMX-BF16: bf16 attention's products on AMX tiles
   amx_bf16_emulated,     ///< test stand-in for amx_bf16 on any AVX2 CPU (the tiles modelled)
+  amx_fp16,              ///< amx_bf16 plus AMX-FP16: f16 attention's forward products on the tiles too
+  amx_fp16_emulated,     ///< test stand-in for amx_fp16 on any AVX2 CPU (the tiles modelled)
 };
 
+/// The kernels of a call: the forward (attention, decoding, packed batches) or the backward.
+enum class Pass : std::uint8_t { forward, backward };
+
 /// Stable name of a target: "scalar", "avx2", "avx512", "avx512_bf16", "avx512_emulated",
-/// "avx512_bf16_emulated", "amx_bf16", "amx_bf16_emulated".
+/// "avx512_bf16_emulated", "amx_bf16", "amx_bf16_emulated", "amx_fp16", "amx_fp16_emulated".
 const char* target_name(Target target) noexcept;
 /// The CPU features a target needs, e.g. "AVX2, FMA, F16C".
 const char* target_requirements(Target target) noexcept;
@@ -48,14 +53,20 @@ bool target_uses_bf16_dot(Target target) noexcept;
 /// tiles the forward and backward of every call whose q, k and v are bf16, and every other call (f32
 /// and f16 inputs, quantized KV caches) on its vector target (tile_vector_target).
 bool target_uses_tiles(Target target) noexcept;
-/// The vector target a tile target hands its other calls to: avx512 for amx_bf16 (whose CPUs run
-/// vdpbf16ps at half the f32 FMA rate), avx512_emulated for amx_bf16_emulated; any other target itself.
+/// Whether the target also runs the forward of calls whose q, k and v are f16 on its tiles
+/// (tdpfp16ps, P rounded to f16 before P·V): amx_fp16 and its stand-in. Their f16 backward stays on
+/// the vector target, in float32 products: its dS can exceed f16's range.
+bool target_uses_f16_tiles(Target target) noexcept;
+/// The vector target a tile target hands its other calls to: avx512 for amx_bf16 and amx_fp16 (whose
+/// CPUs run vdpbf16ps at half the f32 FMA rate), avx512_emulated for their stand-ins; any other target
+/// itself.
 Target tile_vector_target(Target target) noexcept;
-/// The target whose kernels run a call (forward or backward) of q, k and v of these dtypes while
-/// `target` is in use: `target` itself, but that a tile target runs only calls whose q, k and v are
-/// all bf16 on its tiles and the others on tile_vector_target(target). It never depends on the sizes,
-/// so that a packed sequence is computed as a call on it alone would be.
-Target call_target(Target target, DType q, DType k, DType v) noexcept;
+/// The target whose kernels run a pass of a call of q, k and v of these dtypes while `target` is in
+/// use: `target` itself, but that a tile target runs on its tiles only calls whose q, k and v are all
+/// bf16 (both passes) or, with target_uses_f16_tiles, all f16 (the forward), and the others on
+/// tile_vector_target(target). It never depends on the sizes, so that a packed sequence is computed as
+/// a call on it alone would be.
+Target call_target(Target target, DType q, DType k, DType v, Pass pass) noexcept;
 
 /// Targets built into this library, best first (emulated ones last but for scalar).
 std::vector<Target> compiled_targets();
@@ -72,7 +83,8 @@ std::string target_names();
 std::string missing_cpu_feature(Target target);
 /// The target chosen when none is forced: the best supported non-emulated target, except that
 /// avx512_bf16 is chosen over avx512 only on CPUs known to run vdpbf16ps at least at the f32 FMA rate.
-/// amx_bf16 is chosen on CPUs with AMX-TILE and AMX-BF16 whose operating system grants the tile data.
+/// amx_bf16 is chosen on CPUs with AMX-TILE and AMX-BF16 whose operating system grants the tile data,
+/// amx_fp16 on those that have AMX-FP16 as well.
 Target default_target();
 /// Why default_target() chose its target: the target's name and the reason, for messages.
 std::string default_target_reason();

@@ -203,7 +203,7 @@ detail::ByteCount fast_backward_scratch_bytes(const detail::Problem& p) {
 void fast_backward(const detail::Problem& p, const detail::BackwardIO& io) {
   const detail::Sizes& s = p.sizes;
   if (s.batch == 0 || s.kv_heads == 0 || no_gradient_to_write(p)) return;
-  const BackwardKernels kernels = backward_kernels(kernel_target(p));
+  const BackwardKernels kernels = backward_kernels(kernel_target(p, Pass::backward));
   thread_local std::vector<BackwardEntry> packed_entries;
   BackwardPlan plan = make_plan(p, io, kernels.geometry, packed_entries);
 

@@ -332,7 +332,7 @@ struct Bf16PairValueRows {
   // probability.
   Bf16PairValueRows(ForwardWorkspace& ws, Row* rows, std::int64_t width) {
     rows[width] = rows[width - 1];
-    round_tile_into_pairs<Rows, I>(ws, width);
+    round_tile_into_pairs<Rows, Bf16Pairs<I>>(ws, width);
     if (width % 2 != 0)
       for (std::int64_t r = 0; r < Rows; ++r) ws.p_pairs[r * (kKeyBlock / 2) + width / 2] &= 0xFFFFu;
   }

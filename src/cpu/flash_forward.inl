@@ -151,27 +151,33 @@ void stream_key_blocks(Path& path, const ItemStream& s) {
 // The item through its path (forward_paths.inl): several tiles are packed once per block, as bf16
 // pairs on the bf16-dot path; a single tile (decoding) reads the rows as stored, as pairs where the
 // keys are of unit stride, d_k is whole vectors of pairs and the values are read in place. On a tile
-// target, bf16 inputs take the tiles whatever the item's size; calls of other dtypes run on the
-// vector target's kernels (target.cpp's kernel_target), so the packed float32 path here only serves
-// a caller that asks for this target's kernels by name.
+// target, bf16 inputs (and f16 ones on a target with f16 tile products) take the tiles whatever the
+// item's size; calls of other dtypes run on the vector target's kernels (target.cpp's
+// kernel_target), so the packed float32 path here only serves a caller that asks for this target's
+// kernels by name.
+template <class Format>
+void stream_tile_item(const ItemStream& s) {
+  prepare_query_pairs<Format>(s.ws, tile_query_stride(s.ws.d_k));
+  configure_tiles();
+  PackedTiles<Isa, Format> path{s};
+  stream_key_blocks(path, s);
+  release_tiles();
+}
+
 void stream_item(const ItemStream& s) {
   const detail::Problem& p = s.problem();
   const bool bf16_dot = uses_bf16_dot(p);
   if constexpr (Isa::kTiles) {
-    if (bf16_dot) {
-      prepare_query_pairs(s.ws, tile_query_stride(s.ws.d_k));
-      configure_tiles();
-      PackedTiles<> path{s};
-      stream_key_blocks(path, s);
-      release_tiles();
-      return;
-    }
+    if (bf16_dot) return stream_tile_item<Bf16Pairs<>>(s);
+  }
+  if constexpr (Isa::kTilesF16) {
+    if (uses_f16_tiles(p)) return stream_tile_item<F16Pairs<>>(s);
   }
   if (Isa::kTiles || s.ws.rows != kTileRows) {
     if constexpr (Isa::kDotBf16 && !Isa::kTiles) {
       if (bf16_dot) {
         prepare_query_pairs(s.ws, 2 * pair_count(s.ws.d_k));
-        PackedBf16Pairs<> path{s};
+        PackedPairs<> path{s};
         return stream_key_blocks(path, s);
       }
     }

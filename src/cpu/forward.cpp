@@ -137,7 +137,7 @@ detail::ByteCount fast_forward_scratch_bytes(const detail::Problem& p, bool prob
   if (s.batch == 0 || s.q_heads == 0 || s.n == 0) return 0;
   // make_plan's sizes, in saturating arithmetic: the sizes may be absurd (zero strides make huge
   // views cheap), and the answer must then be "too large", never a wrapped small number.
-  const std::int64_t queries_per_item = cpu::queries_per_item(s, forward_kernels(kernel_target(p)).geometry);
+  const std::int64_t queries_per_item = cpu::queries_per_item(s, forward_kernels(kernel_target(p, Pass::forward)).geometry);
   const ByteCount rows = ByteCount::of(s.group()) * ByteCount::of(queries_per_item) + kMaxTileRows;
   const ByteCount padded_d_v = ByteCount::of(s.d_v) + kMaxTileCols;
   // A packed batch has a block per started block of each sequence: at most total/queries + B.
@@ -163,7 +163,7 @@ detail::ByteCount fast_forward_scratch_bytes(const detail::Problem& p, bool prob
 void fast_forward(const detail::Problem& p, const detail::ForwardOutputs& outputs) {
   const detail::Sizes& s = p.sizes;
   if (s.batch == 0 || s.q_heads == 0 || s.n == 0) return;  // every output is empty
-  const ForwardKernels kernels = forward_kernels(kernel_target(p));
+  const ForwardKernels kernels = forward_kernels(kernel_target(p, Pass::forward));
   thread_local std::vector<std::int64_t> sequence_items;
   ForwardPlan plan = make_plan(p, outputs, kernels.geometry, sequence_items);
   plan.round_to_bf16 = kernels.round_to_bf16;

@@ -29,8 +29,9 @@ void prepare_rows(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoord
 std::int64_t pair_count(std::int64_t elements) { return (elements + 1) / 2; }
 
 #include "cpu/bf16_bits.inl"
+#include "cpu/pair_formats.inl"
 
-// `count` elements of row (b, h, i) of a bf16 tensor as bf16 bits, zero-padded to `padded`.
+// `count` elements of row (b, h, i) of a bf16 or f16 tensor as their bits, zero-padded to `padded`.
 void load_row_bf16(const ConstTensorView& t, std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t count,
                    std::int64_t padded, std::uint16_t* out) {
   const auto* row = static_cast<const std::uint16_t*>(t.data()) + b * t.stride(0) + h * t.stride(1) + i * t.stride(2);
@@ -42,18 +43,19 @@ void load_row_bf16(const ConstTensorView& t, std::int64_t b, std::int64_t h, std
   std::fill(out + count, out + padded, std::uint16_t{0});
 }
 
-// The queries as bf16 rows of `stride` values (prepare_rows has loaded them as float32 in ws.q),
-// zero-padded: d_k rounded up to even, or to whole tile rows (tile_query_stride).
+// The queries as rows of `stride` values of the pairs' format (prepare_rows has loaded them as
+// float32 in ws.q), zero-padded: d_k rounded up to even, or to whole tile rows (tile_query_stride).
+template <class Format = Bf16Pairs<>>
 void prepare_query_pairs(ForwardWorkspace& ws, std::int64_t stride) {
   for (std::int64_t r = 0; r < ws.rows; ++r) {
     std::uint16_t* out = ws.q_bf16 + r * stride;
-    bf16_bits_of_row(ws.q + r * ws.d_k, ws.d_k, out);
+    Format::bits_of_row(ws.q + r * ws.d_k, ws.d_k, out);
     std::fill(out + ws.d_k, out + stride, std::uint16_t{0});
   }
 }
 
-// The kinds of key panels the forward packs: float32 (F32KeyPanels), or pairs of bf16 values along
-// d_k moved as 32-bit elements (Bf16PairKeyPanels, the bf16-dot path). Each says which rows are read
+// The kinds of key panels the forward packs: float32 (F32KeyPanels), or pairs of 16-bit values (bf16,
+// or f16 on the f16 tile path) along d_k moved as 32-bit elements (PairKeyPanels, the pair paths). Each says which rows are read
 // in place, the panels' depth per key, and how another row is converted into a buffer of d_k floats.
 struct F32KeyPanels {
   static bool in_place(const ConstTensorView& keys, std::int64_t) { return keys.dtype() == DType::f32 && keys.stride(3) == 1; }
@@ -71,7 +73,7 @@ struct F32KeyPanels {
 std::int64_t tile_key_depth(std::int64_t d_k) { return round_up(pair_count(d_k), kTileDepth / 2); }
 std::int64_t tile_query_stride(std::int64_t d_k) { return 2 * tile_key_depth(d_k); }
 
-struct Bf16PairKeyPanels {
+struct PairKeyPanels {
   static bool in_place(const ConstTensorView& keys, std::int64_t d_k) { return keys.stride(3) == 1 && d_k % 2 == 0; }
   static std::int64_t depth(std::int64_t d_k) { return pair_count(d_k); }
   static const float* row(const ConstTensorView& keys, StoredRow at, std::int64_t kv_head) {
@@ -84,10 +86,10 @@ struct Bf16PairKeyPanels {
   }
 };
 
-// The tile targets' panels: Bf16PairKeyPanels' pairs with the depth padded to whole tile rows, so a
+// The tile targets' panels: PairKeyPanels' pairs with the depth padded to whole tile rows, so a
 // B tile of 16 keys' pairs never reads past a panel. Rows are read in place when d_k fills the tile
 // rows exactly; others are copied with zeros after d_k.
-struct TilePairKeyPanels : Bf16PairKeyPanels {
+struct TilePairKeyPanels : PairKeyPanels {
   static bool in_place(const ConstTensorView& keys, std::int64_t d_k) { return keys.stride(3) == 1 && d_k % kTileDepth == 0; }
   static std::int64_t depth(std::int64_t d_k) { return tile_key_depth(d_k); }
   static const float* converted(const ConstTensorView& keys, StoredRow at, std::int64_t kv_head, std::int64_t d_k, float* buffer) {
@@ -128,9 +130,9 @@ void pack_keys(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordina
 // by the caller, so that it stays in a register).
 //   F32ValueBlock       v[j][c] = V[j][c] as float32, a key per step; rows of unit stride are read
 //                       in place (f16, bf16, int8 and int4 widened in registers on the way);
-//   Bf16PairValueBlock  v[j/2][c] = (V[j][c], V[j + 1][c]), pairs of bf16 values along keys, two
-//                       keys per step (the bf16-dot path); rows of unit stride whose d_v is whole
-//                       tiles are read in place.
+//   PairValueBlock      v[j/2][c] = (V[j][c], V[j + 1][c]), pairs of 16-bit values of the Format
+//                       along keys, two keys per step (the pair paths); rows of unit stride whose
+//                       d_v is whole tiles are read in place.
 // Both are zero-padded to the padded d_v and to `cols` keys.
 class F32ValueBlock {
  public:
@@ -181,12 +183,12 @@ class F32ValueBlock {
   float* converted_;  // [d_v] floats of scratch
 };
 
-template <class I = Isa>
-class Bf16PairValueBlock {
+template <class I = Isa, class Format = Bf16Pairs<I>>
+class PairValueBlock {
  public:
   static constexpr std::int64_t kKeys = 2;
   using Row = const std::uint16_t*;
-  Bf16PairValueBlock(const detail::Problem& p, ForwardWorkspace& ws)
+  PairValueBlock(const detail::Problem& p, ForwardWorkspace& ws)
       : values_(p.v), ws_(ws), d_v_(p.sizes.d_v), in_place_(p.v.stride(3) == 1 && p.sizes.d_v == ws.d_v),
         copy_{ws.bf16_rows, ws.bf16_rows + ws.d_v} {}
   Row zeros(std::int64_t e) {
@@ -204,7 +206,7 @@ class Bf16PairValueBlock {
   // The interleave looks at each pair it writes.
   void write(const Row (&rows)[kKeys], std::int64_t j, Check& special) {
     auto* out = reinterpret_cast<std::uint32_t*>(ws_.v) + (j / 2) * ws_.d_v;
-    for (std::int64_t c = 0; c < ws_.d_v; c += kLanes) special |= I::interleave_bf16(rows[0] + c, rows[1] + c, out + c);
+    for (std::int64_t c = 0; c < ws_.d_v; c += kLanes) special |= Format::interleave(rows[0] + c, rows[1] + c, out + c);
   }
 
  private:
@@ -212,7 +214,7 @@ class Bf16PairValueBlock {
   ForwardWorkspace& ws_;
   std::int64_t d_v_;
   bool in_place_;
-  std::uint16_t* copy_[kKeys];  // [d_v] bf16 values of scratch per key of a step
+  std::uint16_t* copy_[kKeys];  // [d_v] 16-bit values of scratch per key of a step
 };
 
 // Packs V[b, g, j0 .. j0 + width) as a value block of the given kind, zero-padded to `cols` keys.

@@ -11,8 +11,9 @@
 //
 // `between` runs between a product's column chunks (the next block's row requests). The paths:
 //   PackedF32             several tiles: K as panels, V as rows of float32, packed once per block;
-//   PackedBf16Pairs       the same on a bf16-dot target when q, k and v are bf16: bf16 pairs;
-//   PackedTiles           the same pairs on a tile target (AMX), both products on matrix tiles;
+//   PackedPairs           the same on a bf16-dot target when q, k and v are bf16: bf16 pairs;
+//   PackedTiles           the same pairs on a tile target (AMX), both products on matrix tiles (and
+//                         f16 pairs on a target with f16 tile products when q, k and v are f16);
 //   DecodeFromRows        one tile (decoding): K and V read where they are stored, only the live
 //                         rows computed (with Pairs, as bf16 pairs on a bf16-dot target);
 //   SeenValuesOnly        a packed block holding NaN or ±inf: only the keys a row sees contribute.
@@ -52,6 +53,16 @@ struct Tile {
 
 bool uses_bf16_dot(const detail::Problem& p) {
   return Isa::kDotBf16 && p.q.dtype() == DType::bf16 && p.k.dtype() == DType::bf16 && p.v.dtype() == DType::bf16;
+}
+
+// ---- the f16 tile path: targets with f16 tile products (Isa::kTilesF16), when q, k and v are f16 ----
+//
+// The tile path of bf16 with pairs of halves (tdpfp16ps): P rounded to f16 before P·V. P ≤ 1 fits
+// f16; dropout's 1/(1 − p_drop) scales a kept p past f16's largest value (65504) only when p_drop >
+// 1 − 2^−16, and the infinite accumulator then has the item redone with headroom (run_item), which
+// scales every p down as for any overflow.
+bool uses_f16_tiles(const detail::Problem& p) {
+  return Isa::kTilesF16 && p.q.dtype() == DType::f16 && p.k.dtype() == DType::f16 && p.v.dtype() == DType::f16;
 }
 
 // ---- the products of a packed block ----
@@ -162,11 +173,12 @@ struct PackedF32 {
   }
 };
 
-// P is rounded to bf16 into pairs along keys for P·V: straight from the exponentials without dropout
-// (online_softmax_into_pairs), after it with dropout. KeyPanels: the kind of key panels packed
-// (PackedTiles pads them to whole tile rows).
-template <class I = Isa, class KeyPanels = Bf16PairKeyPanels>
-struct PackedBf16Pairs {
+// P is rounded to the Format (bf16; f16 only on the f16 tile path) into pairs along keys for P·V:
+// straight from the exponentials without dropout (online_softmax_into_pairs), after it with dropout.
+// KeyPanels: the kind of key panels packed (PackedTiles pads them to whole tile rows). The products
+// here are vdpbf16ps's; PackedTiles replaces them.
+template <class I = Isa, class KeyPanels = PairKeyPanels, class Format = Bf16Pairs<I>>
+struct PackedPairs {
   static constexpr bool kPacked = true;
   static constexpr std::int64_t kColumnPad = kLanes;
   const ItemStream& s;
@@ -174,7 +186,7 @@ struct PackedBf16Pairs {
   // Values holding NaN or ±inf are packed as float32 for SeenValuesOnly.
   bool pack(const KeyBlock& b) {
     pack_keys<KeyPanels>(s.plan, s.ws, s.item, b.j0, b.width, b.cols);
-    if (pack_values<Bf16PairValueBlock<I>>(s.plan, s.ws, s.item, b.j0, b.width, b.cols)) return true;
+    if (pack_values<PairValueBlock<I, Format>>(s.plan, s.ws, s.item, b.j0, b.width, b.cols)) return true;
     pack_values<F32ValueBlock>(s.plan, s.ws, s.item, b.j0, b.width, b.cols);
     return false;
   }
@@ -183,14 +195,14 @@ struct PackedBf16Pairs {
     score_tile_bf16<I>(s.ws, t.row, t.cols, s.problem().f32.scale, between);
   }
   void probabilities(const KeyBlock& b, const Tile& t, float* alpha) {
-    if (!s.dropout()) return online_softmax_into_pairs<I>(s.ws, t.row, t.cols, alpha);
+    if (!s.dropout()) return online_softmax_into_pairs<Format>(s.ws, t.row, t.cols, alpha);
     softmax_and_dropout(s, b, t, alpha);
-    round_tile_into_pairs<kTileRows, I>(s.ws, t.width);
+    round_tile_into_pairs<kTileRows, Format>(s.ws, t.width);
   }
-  // P as float32 rounded to bf16, for the float32 values of SeenValuesOnly.
+  // P as float32 rounded to the Format, for the float32 values of SeenValuesOnly.
   void float_probabilities(const KeyBlock& b, const Tile& t, float* alpha) {
     softmax_and_dropout(s, b, t, alpha);
-    round_probabilities<I>(s.ws, t.cols);
+    round_probabilities<Format>(s.ws, t.cols);
   }
   template <class Between>
   void accumulate(const KeyBlock&, const Tile& t, const float* alpha, Between& between) {
@@ -198,27 +210,28 @@ struct PackedBf16Pairs {
   }
 };
 
-// The tile path (targets with Isa::kTiles, when q, k and v are bf16): PackedBf16Pairs' packing and
-// probabilities with both products on matrix tiles (tile_products.inl). A tile's columns are whole
-// tile rows of keys (kTileDepth), so P·V never reads probabilities past the ones the softmax wrote;
-// the keys past the last visible one are masked to −inf, so their p is 0.
-template <class I = Isa>
+// The tile path (targets with Isa::kTiles, when q, k and v are bf16; with Isa::kTilesF16 also when
+// they are f16, Format F16Pairs): PackedPairs' packing and probabilities with both products on
+// matrix tiles (tile_products.inl). A tile's columns are whole tile rows of keys (kTileDepth), so P·V
+// never reads probabilities past the ones the softmax wrote; the keys past the last visible one are
+// masked to −inf, so their p is 0.
+template <class I = Isa, class Format = Bf16Pairs<I>>
 struct PackedTiles {
   static constexpr bool kPacked = true;
   static constexpr std::int64_t kColumnPad = kTileDepth;
   const ItemStream& s;
-  PackedBf16Pairs<I, TilePairKeyPanels> pairs{s};
+  PackedPairs<I, TilePairKeyPanels, Format> pairs{s};
 
   bool pack(const KeyBlock& b) { return pairs.pack(b); }
   template <class Between>
   void scores(const KeyBlock&, const Tile& t, Between& between) {
-    score_tile_tiles<I>(s.ws, t.row, t.cols, s.problem().f32.scale, between);
+    score_tile_tiles<I, Format>(s.ws, t.row, t.cols, s.problem().f32.scale, between);
   }
   void probabilities(const KeyBlock& b, const Tile& t, float* alpha) { pairs.probabilities(b, t, alpha); }
   void float_probabilities(const KeyBlock& b, const Tile& t, float* alpha) { pairs.float_probabilities(b, t, alpha); }
   template <class Between>
   void accumulate(const KeyBlock&, const Tile& t, const float* alpha, Between& between) {
-    accumulate_pv_tiles<I>(s.ws, t.row, t.cols, alpha, between);
+    accumulate_pv_tiles<I, Format>(s.ws, t.row, t.cols, alpha, between);
   }
 };
 

@@ -49,16 +49,16 @@ void set_decode_blocks_for_testing(std::optional<bool> short_blocks);
 ForwardKernels forward_kernels(Target target);
 BackwardKernels backward_kernels(Target target);
 
-// The target whose kernels run a problem, forward or backward: call_target of its target and its q, k
-// and v dtypes (a tile target hands calls that are not all bf16 to its vector target, whose figures
+// The target whose kernels run a problem's pass: call_target of its target and its q, k and v dtypes
+// (a tile target hands the calls it does not run on its tiles to its vector target, whose figures
 // those calls keep).
-Target kernel_target(const detail::Problem& p);
+Target kernel_target(const detail::Problem& p, Pass pass);
 
 // What default_target() chooses from, so that tests can ask for the choice on CPUs other than this
 // one: the instruction sets the CPU and its operating system support, whether Linux granted the AMX
 // tile data, and whether the CPU is known to run vdpbf16ps at least at the f32 FMA rate.
 struct CpuProfile {
-  bool avx2 = false, avx512 = false, avx512_bf16 = false, amx_bf16 = false, tile_data_granted = false;
+  bool avx2 = false, avx512 = false, avx512_bf16 = false, amx_bf16 = false, amx_fp16 = false, tile_data_granted = false;
   bool fast_bf16_dot = false;
 };
 Target default_target_for(const CpuProfile& cpu);
@@ -75,6 +75,8 @@ ATTNKIT_DECLARE_TARGET_KERNELS(avx512_emulated)
 ATTNKIT_DECLARE_TARGET_KERNELS(avx512_bf16_emulated)
 ATTNKIT_DECLARE_TARGET_KERNELS(amx_bf16)
 ATTNKIT_DECLARE_TARGET_KERNELS(amx_bf16_emulated)
+ATTNKIT_DECLARE_TARGET_KERNELS(amx_fp16)
+ATTNKIT_DECLARE_TARGET_KERNELS(amx_fp16_emulated)
 #undef ATTNKIT_DECLARE_TARGET_KERNELS
 
 // Writes row `row` of an item from its softmax partial: out = acc / sum and lse = max + log sum, or 0

@@ -84,16 +84,17 @@ void online_softmax(ForwardWorkspace& ws, std::int64_t tile, std::int64_t cols, 
   });
 }
 
-// The same with p rounded to bf16 straight into the pairs P·V reads (round_tile_into_pairs), never
-// stored as floats and read back to be rounded: used on the bf16-dot path without dropout, where it
+// The same with p rounded to the pairs' format (bf16, or f16 on the f16 tile path) straight into the
+// pairs P·V reads (round_tile_into_pairs), never stored as floats and read back to be rounded: used
+// on the pair paths without dropout; on the bf16-dot path it
 // measured 1.01–1.03× at d = 64 on an AVX-512 Zen 5. See docs/tuning.md, "The online softmax and its
 // exp".
-template <class I = Isa>
+template <class Format = Bf16Pairs<>>
 void online_softmax_into_pairs(ForwardWorkspace& ws, std::int64_t tile, std::int64_t cols, float* alpha) {
   float new_max[kTileRows];
   merge_block_max(ws, tile, cols, new_max, alpha);
   exponentiate_rows(ws, tile, cols, new_max, alpha, [&](std::int64_t r, std::int64_t c0, Vec low, Vec high) {
-    I::round_into_pairs(low, high, ws.p_pairs + r * (kKeyBlock / 2) + c0 / 2);
+    Format::round_into_pairs(low, high, ws.p_pairs + r * (kKeyBlock / 2) + c0 / 2);
   });
 }
 
@@ -117,25 +118,25 @@ void apply_dropout(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoor
   }
 }
 
-// p ← p rounded to bf16, in place over the tile's rows, before P·V.
-template <class I = Isa>
+// p ← p rounded to the pairs' format (bf16 unless told), in place over the tile's rows, before P·V.
+template <class Format = Bf16Pairs<>>
 void round_probabilities(ForwardWorkspace& ws, std::int64_t cols) {
   for (std::int64_t r = 0; r < kTileRows; ++r)
     for (std::int64_t c0 = 0; c0 < cols; c0 += kLanes) {
       float* p = ws.scores + r * kKeyBlock + c0;
-      I::store(p, I::round_to_bf16(I::load(p)));
+      Isa::store(p, Format::round(Isa::load(p)));
     }
 }
 
-// p_pairs ← the probabilities of the tile's first Rows rows rounded to bf16 as pairs of consecutive
+// p_pairs ← the probabilities of the tile's first Rows rows rounded to the format as pairs of consecutive
 // keys (one instruction per 32 probabilities on the real target), over its `width` keys up to its
 // last visible one. The partner of an odd last key is the next column's p: 0 where the scores were
 // masked past the tile's keys, otherwise the caller's to clear.
-template <std::int64_t Rows = kTileRows, class I = Isa>
+template <std::int64_t Rows = kTileRows, class Format = Bf16Pairs<>>
 void round_tile_into_pairs(ForwardWorkspace& ws, std::int64_t width) {
   static_assert(kTileCols % (2 * kLanes) == 0, "a tile's columns are whole groups of 2·kLanes probabilities");
   const std::int64_t pairs = pair_count(width);
   for (std::int64_t r = 0; r < Rows; ++r)
     for (std::int64_t c0 = 0; c0 < 2 * pairs; c0 += 2 * kLanes)
-      I::round_into_pairs(ws.scores + r * kKeyBlock + c0, ws.p_pairs + r * (kKeyBlock / 2) + c0 / 2);
+      Format::round_into_pairs(ws.scores + r * kKeyBlock + c0, ws.p_pairs + r * (kKeyBlock / 2) + c0 / 2);
 }

@@ -41,6 +41,7 @@ enum Feature : std::uint32_t {
   kAmxBf16 = 1u << 11,
   kOsAmxState = 1u << 12,       // the OS enables the tile configuration and data (XCR0 bits 17, 18)
   kAmxTileDataGranted = 1u << 13,  // Linux granted this process the tile data (arch_prctl)
+  kAmxFp16 = 1u << 14,
 };
 // In the order errors name them: instruction sets first, then the operating system's support.
 constexpr std::pair<Feature, const char*> kFeatureNames[] = {
@@ -54,6 +55,7 @@ constexpr std::pair<Feature, const char*> kFeatureNames[] = {
     {kAvx512Bf16, "AVX512_BF16"},
     {kAmxTile, "AMX-TILE"},
     {kAmxBf16, "AMX-BF16"},
+    {kAmxFp16, "AMX-FP16"},
     {kOsAvxState, "operating-system support for AVX registers (XCR0)"},
     {kOsAvx512State, "operating-system support for AVX-512 registers (XCR0)"},
     {kOsAmxState, "operating-system support for AMX tiles (XCR0)"},
@@ -64,6 +66,7 @@ constexpr std::uint32_t kAvx2Features = kAvx2 | kFma | kF16c | kOsAvxState;
 constexpr std::uint32_t kAvx512Features = kAvx2Features | kAvx512f | kAvx512bw | kAvx512vl | kAvx512dq | kOsAvx512State;
 constexpr std::uint32_t kAmxBf16Features =
     kAvx512Features | kAvx512Bf16 | kAmxTile | kAmxBf16 | kOsAmxState | kAmxTileDataGranted;
+constexpr std::uint32_t kAmxFp16Features = kAmxBf16Features | kAmxFp16;
 
 struct TargetEntry {
   Target target;
@@ -73,6 +76,7 @@ struct TargetEntry {
   bool emulated;           // a test stand-in, never the default
   bool bf16_dot;           // bf16 inputs' products by bf16 dot products
   Target vectors;          // a tile target's vector target (target_uses_tiles); else the target itself
+  bool f16_tiles;          // f16 inputs' forward products on the tiles too (target_uses_f16_tiles)
   cpu::ForwardKernels (*forward)();  // nullptr: not compiled into this build
   cpu::BackwardKernels (*backward)();
 };
@@ -90,21 +94,28 @@ struct TargetEntry {
 
 // Best first.
 constexpr TargetEntry kTargets[] = {
+    {Target::amx_fp16, "amx_fp16",
+     "AMX-TILE, AMX-BF16, AMX-FP16 and the tile data from the operating system, AVX-512F/BW/VL/DQ, AVX512_BF16, AVX2, "
+     "FMA, F16C",
+     kAmxFp16Features, false, true, Target::avx512, true, ATTNKIT_X86_KERNELS(amx_fp16)},
     {Target::amx_bf16, "amx_bf16",
      "AMX-TILE, AMX-BF16 and the tile data from the operating system, AVX-512F/BW/VL/DQ, AVX512_BF16, AVX2, FMA, F16C",
-     kAmxBf16Features, false, true, Target::avx512, ATTNKIT_X86_KERNELS(amx_bf16)},
+     kAmxBf16Features, false, true, Target::avx512, false, ATTNKIT_X86_KERNELS(amx_bf16)},
     {Target::avx512_bf16, "avx512_bf16", "AVX-512F/BW/VL/DQ, AVX512_BF16, AVX2, FMA, F16C",
-     kAvx512Features | kAvx512Bf16, false, true, Target::avx512_bf16, ATTNKIT_X86_KERNELS(avx512_bf16)},
+     kAvx512Features | kAvx512Bf16, false, true, Target::avx512_bf16, false, ATTNKIT_X86_KERNELS(avx512_bf16)},
     {Target::avx512, "avx512", "AVX-512F/BW/VL/DQ, AVX2, FMA, F16C", kAvx512Features, false, false, Target::avx512,
-     ATTNKIT_X86_KERNELS(avx512)},
-    {Target::avx2, "avx2", "AVX2, FMA, F16C", kAvx2Features, false, false, Target::avx2, ATTNKIT_X86_KERNELS(avx2)},
+     false, ATTNKIT_X86_KERNELS(avx512)},
+    {Target::avx2, "avx2", "AVX2, FMA, F16C", kAvx2Features, false, false, Target::avx2, false,
+     ATTNKIT_X86_KERNELS(avx2)},
+    {Target::amx_fp16_emulated, "amx_fp16_emulated", "AVX2, FMA, F16C", kAvx2Features, true, true,
+     Target::avx512_emulated, true, ATTNKIT_EMULATED_KERNELS(amx_fp16_emulated)},
     {Target::amx_bf16_emulated, "amx_bf16_emulated", "AVX2, FMA, F16C", kAvx2Features, true, true,
-     Target::avx512_emulated, ATTNKIT_EMULATED_KERNELS(amx_bf16_emulated)},
+     Target::avx512_emulated, false, ATTNKIT_EMULATED_KERNELS(amx_bf16_emulated)},
     {Target::avx512_bf16_emulated, "avx512_bf16_emulated", "AVX2, FMA, F16C", kAvx2Features, true, true,
-     Target::avx512_bf16_emulated, ATTNKIT_EMULATED_KERNELS(avx512_bf16_emulated)},
+     Target::avx512_bf16_emulated, false, ATTNKIT_EMULATED_KERNELS(avx512_bf16_emulated)},
     {Target::avx512_emulated, "avx512_emulated", "AVX2, FMA, F16C", kAvx2Features, true, false, Target::avx512_emulated,
-     ATTNKIT_EMULATED_KERNELS(avx512_emulated)},
-    {Target::scalar, "scalar", "nothing", 0, false, false, Target::scalar, &cpu::forward_kernels_scalar,
+     false, ATTNKIT_EMULATED_KERNELS(avx512_emulated)},
+    {Target::scalar, "scalar", "nothing", 0, false, false, Target::scalar, false, &cpu::forward_kernels_scalar,
      &cpu::backward_kernels_scalar},
 };
 
@@ -164,7 +175,10 @@ std::uint32_t detect_features() {
     if (ebx & bit_AVX512VL) f |= kAvx512vl;
     if (edx & (1u << 24)) f |= kAmxTile;
     if (edx & (1u << 22)) f |= kAmxBf16;
-    if (eax >= 1 && __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) != 0 && (eax & (1u << 5))) f |= kAvx512Bf16;
+    if (eax >= 1 && __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) != 0) {
+      if (eax & (1u << 5)) f |= kAvx512Bf16;
+      if (eax & (1u << 21)) f |= kAmxFp16;
+    }
   }
   if ((f & kOsAvxState) && ((read_xcr0() >> 17) & 3) == 3) f |= kOsAmxState;
   if ((f & kAmxTile) && (f & kOsAmxState) && tile_data_granted()) f |= kAmxTileDataGranted;
@@ -237,8 +251,12 @@ bool target_is_emulated(Target target) noexcept { return entry(target).emulated;
 bool target_uses_bf16_dot(Target target) noexcept { return entry(target).bf16_dot; }
 bool target_uses_tiles(Target target) noexcept { return entry(target).vectors != target; }
 Target tile_vector_target(Target target) noexcept { return entry(target).vectors; }
-Target call_target(Target target, DType q, DType k, DType v) noexcept {
-  return q == DType::bf16 && k == DType::bf16 && v == DType::bf16 ? target : tile_vector_target(target);
+bool target_uses_f16_tiles(Target target) noexcept { return entry(target).f16_tiles; }
+Target call_target(Target target, DType q, DType k, DType v, Pass pass) noexcept {
+  const bool all_bf16 = q == DType::bf16 && k == DType::bf16 && v == DType::bf16;
+  const bool all_f16 = q == DType::f16 && k == DType::f16 && v == DType::f16;
+  if (all_bf16 || (all_f16 && pass == Pass::forward && target_uses_f16_tiles(target))) return target;
+  return tile_vector_target(target);
 }
 
 std::vector<Target> compiled_targets() {
@@ -299,6 +317,9 @@ std::string default_target_reason() {
     why += " (avx512_bf16 is supported too, but this CPU is not known to run vdpbf16ps at the f32 FMA "
            "rate, so bf16 inputs are widened to f32 and multiplied with FMA; ATTNKIT_TARGET=avx512_bf16 "
            "forces the bf16 dot products)";
+  } else if (best == Target::amx_fp16) {
+    why += " (bf16 attention, forward and backward, and f16 attention's forward on the AMX tiles; f16 backward, f32 "
+           "inputs and quantized caches on avx512)";
   } else if (best == Target::amx_bf16) {
     why += " (bf16 attention, forward and backward, on the AMX tiles; f32 and f16 inputs and quantized caches on avx512)";
   } else if (best == Target::avx512_bf16) {
@@ -341,7 +362,9 @@ void set_decode_blocks_for_testing(std::optional<bool> short_blocks) {
   g_short_decode_blocks.store(short_blocks ? (*short_blocks ? 1 : 0) : -1, std::memory_order_relaxed);
 }
 
-Target kernel_target(const detail::Problem& p) { return call_target(p.target, p.q.dtype(), p.k.dtype(), p.v.dtype()); }
+Target kernel_target(const detail::Problem& p, Pass pass) {
+  return call_target(p.target, p.q.dtype(), p.k.dtype(), p.v.dtype(), pass);
+}
 
 Target default_target_for(const CpuProfile& cpu) {
   std::uint32_t features = 0;
@@ -349,6 +372,7 @@ Target default_target_for(const CpuProfile& cpu) {
   if (cpu.avx512) features |= kAvx512Features;
   if (cpu.avx512_bf16) features |= kAvx512Bf16;
   if (cpu.amx_bf16) features |= kAmxTile | kAmxBf16 | kOsAmxState;
+  if (cpu.amx_fp16) features |= kAmxFp16;
   if (cpu.tile_data_granted) features |= kAmxTileDataGranted;
   return best_target_for(features, cpu.fast_bf16_dot);
 }

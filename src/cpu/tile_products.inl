@@ -63,7 +63,7 @@ constexpr int operand_b() {
 // each (pack_panels' layout: the scores' keys, the backward's dP values), depth a multiple of
 // kTileDepth / 2 and cols of kSumColumns. The A·Bᵀ of the scores and of dP. between() runs after each
 // chunk.
-template <class I = Isa, class Between = NothingBetweenChunks>
+template <class I = Isa, class Format = Bf16Pairs<I>, class Between = NothingBetweenChunks>
 void tiles_a_bt(const std::uint16_t* a, std::int64_t a_stride, const std::uint32_t* panels, std::int64_t depth,
                 std::int64_t cols, float scale, float* c, std::int64_t ldc, Between&& between = {}) {
   using Tiles = typename I::Tiles;
@@ -77,7 +77,7 @@ void tiles_a_bt(const std::uint16_t* a, std::int64_t a_stride, const std::uint32
         const std::int64_t col = c0 + kT * kSumColumns;  // the tile's first column; its panel holds kTileCols
         const std::uint32_t* b = panels + col / kTileCols * kTileCols * depth + x0 * kTileCols + col % kTileCols;
         Tiles::template load<operand_b<kT>()>(b, kTileCols * static_cast<std::int64_t>(sizeof(std::uint32_t)));
-        Tiles::template dot_bf16<kT, kOperandA, operand_b<kT>()>();
+        Format::template tile_dot<kT, kOperandA, operand_b<kT>()>();
       });
     }
     for_each_sum_tile<Sums>([&](auto t) {
@@ -99,7 +99,7 @@ void tiles_a_bt(const std::uint16_t* a, std::int64_t a_stride, const std::uint32
 // kTileDepth): A as rows of bf16 values (a_stride values apart, pairs of consecutive j), B as rows
 // of pairs (row j/2 holds (b[j][·], b[j + 1][·]), ldb pairs apart); width a multiple of
 // kSumColumns. The A·B of P·V and of the backward's dQ, dK and dV. between() runs after each chunk.
-template <class I = Isa, class Between = NothingBetweenChunks>
+template <class I = Isa, class Format = Bf16Pairs<I>, class Between = NothingBetweenChunks>
 void tiles_a_b(const std::uint16_t* a, std::int64_t a_stride, const std::uint32_t* b, std::int64_t ldb, std::int64_t depth,
                std::int64_t width, float* c, std::int64_t ldc, Between&& between = {}) {
   using Tiles = typename I::Tiles;
@@ -115,7 +115,7 @@ void tiles_a_b(const std::uint16_t* a, std::int64_t a_stride, const std::uint32_
       for_each_sum_tile<Sums>([&](auto t) {
         constexpr int kT = decltype(t)::value;
         Tiles::template load<operand_b<kT>()>(b + j0 / 2 * ldb + c0 + kT * kSumColumns, b_stride);
-        Tiles::template dot_bf16<kT, kOperandA, operand_b<kT>()>();
+        Format::template tile_dot<kT, kOperandA, operand_b<kT>()>();
       });
     }
     for_each_sum_tile<Sums>([&](auto t) {
@@ -131,17 +131,17 @@ void tiles_a_b(const std::uint16_t* a, std::int64_t a_stride, const std::uint32_
 // scores[r][0 .. cols) = scale · q[r] · K_jᵀ for the 16 rows of the tile at `row`: the queries as
 // bf16 rows of tile_query_stride values (prepare_query_pairs), the keys as TilePairKeyPanels. cols is
 // a multiple of 2·kSumColumns (PackedTiles' columns).
-template <class I = Isa, class Between = NothingBetweenChunks>
+template <class I = Isa, class Format = Bf16Pairs<I>, class Between = NothingBetweenChunks>
 void score_tile_tiles(const ForwardWorkspace& ws, std::int64_t row, std::int64_t cols, float scale, Between&& between = {}) {
   const std::int64_t depth = tile_key_depth(ws.d_k), q_stride = 2 * depth;
-  tiles_a_bt<I>(ws.q_bf16 + row * q_stride, q_stride, reinterpret_cast<const std::uint32_t*>(ws.k_t), depth, cols, scale,
+  tiles_a_bt<I, Format>(ws.q_bf16 + row * q_stride, q_stride, reinterpret_cast<const std::uint32_t*>(ws.k_t), depth, cols, scale,
                 ws.scores, kKeyBlock, between);
 }
 
 // acc[r][·] = acc[r][·] · alpha[r] + Σ_j p[r][j] · v[j][·] over the tile's rows and `width` keys (a
 // multiple of kTileDepth; p is 0 past the last visible key), from the rounded probabilities as pairs
-// (ws.p_pairs) and the value block as Bf16PairValueBlock's key pairs.
-template <class I = Isa, class Between = NothingBetweenChunks>
+// (ws.p_pairs) and the value block as PairValueBlock's key pairs.
+template <class I = Isa, class Format = Bf16Pairs<I>, class Between = NothingBetweenChunks>
 void accumulate_pv_tiles(ForwardWorkspace& ws, std::int64_t row, std::int64_t width, const float* alpha,
                          Between&& between = {}) {
   float* acc = ws.acc + row * ws.d_v;
@@ -149,6 +149,6 @@ void accumulate_pv_tiles(ForwardWorkspace& ws, std::int64_t row, std::int64_t wi
     const Vec a = Isa::set1(alpha[r]);
     for (std::int64_t c = 0; c < ws.d_v; c += kLanes) Isa::store(acc + r * ws.d_v + c, Isa::mul(Isa::load(acc + r * ws.d_v + c), a));
   }
-  tiles_a_b<I>(bf16_values(ws.p_pairs), kKeyBlock, reinterpret_cast<const std::uint32_t*>(ws.v), ws.d_v, width, ws.d_v, acc,
+  tiles_a_b<I, Format>(bf16_values(ws.p_pairs), kKeyBlock, reinterpret_cast<const std::uint32_t*>(ws.v), ws.d_v, width, ws.d_v, acc,
                ws.d_v, between);
 }

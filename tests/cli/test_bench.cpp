@@ -523,11 +523,15 @@ void expect_blas_verdict(const JsonObject& ceilings) {
 }
 
 // The target the library runs a row's call on: the active one, except that a tile target runs only
-// the calls of bf16 q, k and v (forward and backward) on its tiles and the rest on its vector target.
-// Module rows' dtype is their cache's, under f32 queries: never all bf16.
+// the calls of bf16 q, k and v (forward and backward) on its tiles, and on an f16 tile target the
+// forward of f16 ones, and the rest on its vector target. Module rows' dtype is their cache's, under
+// f32 queries: never all bf16 or f16.
 std::string expected_target(const JsonObject& o) {
   const attnkit::Target active = attnkit::active_target();
-  const bool on_tiles = text_of(o, "dtype") == "bf16";
+  const bool module = text_of(o, "kind").rfind("mha_", 0) == 0;
+  const bool f16_forward = text_of(o, "dtype") == "f16" && text_of(o, "direction") == "forward" && !module &&
+                           attnkit::target_uses_f16_tiles(active);
+  const bool on_tiles = (text_of(o, "dtype") == "bf16" && !module) || f16_forward;
   return attnkit::target_name(on_tiles ? active : attnkit::tile_vector_target(active));
 }
 
@@ -789,16 +793,16 @@ TEST(BenchCommand, RowsNameTheTargetTheKernelsRanOn) {
   EXPECT_TRUE(is_null(lines[1], "target")) << "the float64 reference has no SIMD target";
 }
 
-// Forces the emulated tile target for a scope where the CPU runs it; skipped() says why not.
+// Forces an emulated tile target for a scope where the CPU runs it; why_not() says why not.
 class EmulatedTileTarget {
  public:
-  EmulatedTileTarget() {
+  explicit EmulatedTileTarget(attnkit::Target tiles) {
     const std::vector<attnkit::Target> supported = attnkit::supported_targets();
-    if (std::find(supported.begin(), supported.end(), kTiles) != supported.end()) {
-      attnkit::set_target(kTiles);
+    if (std::find(supported.begin(), supported.end(), tiles) != supported.end()) {
+      attnkit::set_target(tiles);
     } else {
-      const std::string lacks = attnkit::missing_cpu_feature(kTiles);
-      why_not_ = "amx_bf16_emulated does not run here: " +
+      const std::string lacks = attnkit::missing_cpu_feature(tiles);
+      why_not_ = std::string(attnkit::target_name(tiles)) + " does not run here: " +
                  (lacks.empty() ? "not compiled in" : "the CPU lacks " + lacks);
     }
   }
@@ -809,30 +813,35 @@ class EmulatedTileTarget {
   EmulatedTileTarget& operator=(const EmulatedTileTarget&) = delete;
   const std::string& why_not() const { return why_not_; }
 
-  static constexpr attnkit::Target kTiles = attnkit::Target::amx_bf16_emulated;
-
  private:
   std::string why_not_;
 };
 
-// With a tile target active, only calls of bf16 q, k and v name it, forward and backward: other
-// dtypes and a quantized cache under f32 queries name its vector target, where the library runs them.
+// With a tile target active, only calls of bf16 q, k and v name it, forward and backward, and on an
+// f16 tile target the forward of f16 ones: other calls name its vector target, where the library
+// runs them.
 TEST(BenchTarget, TileTargetNamesTheVectorTargetOffTheTiles) {
-  using attnkit::Kernel, attnkit::bench::target_of;
-  const EmulatedTileTarget tiles;
-  if (!tiles.why_not().empty()) GTEST_SKIP() << tiles.why_not();
-  const std::string on_tiles = "amx_bf16_emulated", vectors = "avx512_emulated";
-  EXPECT_EQ(target_of(Kernel::fast, DType::bf16, DType::bf16, DType::bf16), on_tiles);
-  EXPECT_EQ(target_of(Kernel::fast, DType::f32, DType::f32, DType::f32), vectors);
-  EXPECT_EQ(target_of(Kernel::fast, DType::f16, DType::f16, DType::f16), vectors);
-  EXPECT_EQ(target_of(Kernel::fast, DType::f32, DType::int8, DType::int8), vectors);
-  EXPECT_EQ(target_of(Kernel::fast, DType::bf16, DType::bf16, DType::f32), vectors);
-  EXPECT_EQ(target_of(Kernel::reference, DType::bf16, DType::bf16, DType::bf16), std::nullopt);
+  using attnkit::Kernel, attnkit::Pass, attnkit::bench::target_of;
+  for (attnkit::Target t : {attnkit::Target::amx_bf16_emulated, attnkit::Target::amx_fp16_emulated}) {
+    const EmulatedTileTarget tiles(t);
+    if (!tiles.why_not().empty()) GTEST_SKIP() << tiles.why_not();
+    const std::string on_tiles = attnkit::target_name(t), vectors = "avx512_emulated";
+    const std::string f16_forward = attnkit::target_uses_f16_tiles(t) ? on_tiles : vectors;
+    for (Pass pass : {Pass::forward, Pass::backward}) {
+      EXPECT_EQ(target_of(Kernel::fast, DType::bf16, DType::bf16, DType::bf16, pass), on_tiles);
+      EXPECT_EQ(target_of(Kernel::fast, DType::f32, DType::f32, DType::f32, pass), vectors);
+      EXPECT_EQ(target_of(Kernel::fast, DType::f32, DType::int8, DType::int8, pass), vectors);
+      EXPECT_EQ(target_of(Kernel::fast, DType::bf16, DType::bf16, DType::f32, pass), vectors);
+      EXPECT_EQ(target_of(Kernel::reference, DType::bf16, DType::bf16, DType::bf16, pass), std::nullopt);
+    }
+    EXPECT_EQ(target_of(Kernel::fast, DType::f16, DType::f16, DType::f16, Pass::forward), f16_forward);
+    EXPECT_EQ(target_of(Kernel::fast, DType::f16, DType::f16, DType::f16, Pass::backward), vectors);
+  }
 }
 
 // The same through the command: each row of a run on the tile target names the target its call ran on.
 TEST(BenchTarget, TileTargetRowsNameWhereEachCallRan) {
-  const EmulatedTileTarget tiles;
+  const EmulatedTileTarget tiles(attnkit::Target::amx_fp16_emulated);
   if (!tiles.why_not().empty()) GTEST_SKIP() << tiles.why_not();
   std::vector<std::string> args = tiny_run("1", {"--json", "--filter", "_d32", "--no-naive", "--no-openblas"});
   args[5] = "32";  // --dims 32: int8 and int4 caches need whole blocks of 32
@@ -852,11 +861,11 @@ TEST(BenchTarget, TileTargetRowsNameWhereEachCallRan) {
       targets[text_of(lines[i], "name")] = text_of(lines[i], "target");
     }
   }
-  const std::string on_tiles = "amx_bf16_emulated", vectors = "avx512_emulated";
+  const std::string on_tiles = "amx_fp16_emulated", vectors = "avx512_emulated";
   for (const auto& [name, target] :
        {std::pair{"fwd_bf16_n24_d32", on_tiles}, std::pair{"decode_bf16_m24_d32", on_tiles},
         std::pair{"fwd_f32_n24_d32", vectors}, std::pair{"bwd_bf16_n24_d32", on_tiles},
-        std::pair{"decode_f16_m24_d32", vectors}, std::pair{"decode_int8_m24_d32", vectors},
+        std::pair{"decode_f16_m24_d32", on_tiles}, std::pair{"decode_int8_m24_d32", vectors},
         std::pair{"mha_prefill_f32_n24_e1024", vectors}, std::pair{"varlen_f32_b16_upto24_d32", vectors}}) {
     ASSERT_TRUE(targets.count(name)) << name << " in:\n" << r.out;
     EXPECT_EQ(targets[name], target) << name;
@@ -969,7 +978,7 @@ TEST(BenchReport, AmxTilePeakIsSaidInTextAndJsonOrWhyNot) {
   std::ostringstream text, json;
   attnkit::bench::Report(text, false).machine(info, c);
   attnkit::bench::Report(json, true).machine(info, c);
-  EXPECT_NE(text.str().find("bf16 tile peak (AMX tdpbf16ps; \"of AMX\" of bf16 cases is of it)"), std::string::npos)
+  EXPECT_NE(text.str().find("bf16 tile peak (AMX tdpbf16ps; \"of AMX\" of bf16 cases is of it, and of f16 cases on f16 tiles)"), std::string::npos)
       << text.str();
   EXPECT_NE(text.str().find("1 thread 2300.0 GFLOP/s  2 threads 4000.0 GFLOP/s"), std::string::npos) << text.str();
   EXPECT_EQ(numbers_of(json_lines(json.str()).at(0), "amx_bf16_gflops"), (std::vector<double>{2300, 4000}));
@@ -1024,6 +1033,13 @@ TEST(BenchReport, Bf16CasesAreAFractionOfTheAmxPeak) {
   ASSERT_TRUE(figures.fraction_of_amx_peak.has_value());
   EXPECT_NEAR(*figures.fraction_of_amx_peak, 0.05, 1e-12);
   EXPECT_FALSE(attnkit::bench::figures_of(f32, c).fraction_of_amx_peak.has_value()) << "f32 is never on the tiles";
+  // f16 rows: of the tile rate where they ran on f16 tiles, never where they ran on vectors.
+  const attnkit::bench::Figures f16_tiles = attnkit::bench::figures_of(result(DType::f16, "fwd_f16_n1000_d125", "amx_fp16"), c);
+  ASSERT_TRUE(f16_tiles.fraction_of_amx_peak.has_value());
+  EXPECT_NEAR(*f16_tiles.fraction_of_amx_peak, 0.05, 1e-12);
+  EXPECT_FALSE(f16_tiles.fraction_of_bf16_peak.has_value());
+  EXPECT_FALSE(attnkit::bench::figures_of(result(DType::f16, "bwd_f16_n1000_d125", "avx512"), c).fraction_of_amx_peak.has_value())
+      << "an f16 row on the vectors";
 
   const auto report = [&](bool json) {
     std::ostringstream out;

@@ -1477,6 +1477,14 @@ TEST(CliInfo, TargetFromTheEnvironment) {
                                 "rounded to bf16 before they multiply; f32 and f16 inputs and quantized caches run on "
                                 "avx512_emulated")) << tiles;
   }
+  if (attnkit::missing_cpu_feature(attnkit::Target::amx_fp16_emulated).empty() &&
+      std::find(compiled.begin(), compiled.end(), attnkit::Target::amx_fp16_emulated) != compiled.end()) {
+    auto [tiles_code, tiles] = run_with_environment("ATTNKIT_TARGET=amx_fp16_emulated", "info");
+    EXPECT_EQ(tiles_code, kOk) << tiles;
+    EXPECT_TRUE(contains(tiles, "target in use:     amx_fp16_emulated")) << tiles;
+    EXPECT_TRUE(contains(tiles, "the f16 forward on the tiles too (tdpfp16ps, P rounded to f16); the f16 backward, f32 "
+                                "inputs and quantized caches run on avx512_emulated")) << tiles;
+  }
 }
 
 }  // namespace

@@ -9,7 +9,7 @@
 # baseline path that the compiler built for AVX: a CPU without AVX would die of an illegal instruction
 # there, whichever target it runs (src/cpu/target_region.hpp).
 set -euo pipefail
-allowed='_target::|Avx2Isa|Avx512Isa|Avx512Bf16Isa|Emulated16Isa|Emulated16Bf16Isa|AmxBf16Isa|EmulatedAmxBf16Isa|'
+allowed='_target::|Avx2Isa|Avx512Isa|Avx512Bf16Isa|Emulated16Isa|Emulated16Bf16Isa|AmxBf16Isa|EmulatedAmxBf16Isa|AmxFp16Isa|EmulatedAmxFp16Isa|'
 allowed+='AmxTiles|transpose_8x8|'
 allowed+='fma_loop_avx2|fma_loop_avx512|bf16_dot_loop_avx512|amx_bf16_loop|read_loop_avx2|hardware_tile_product|'
 allowed+='emulated_dot_bf16|emulated_round_to_bf16|hardware_dot_bf16|hardware_round_to_bf16|round_into_pairs|store_row_pairs|pair_rows_32|avx512_lane_sums'

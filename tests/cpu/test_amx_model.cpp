@@ -40,12 +40,16 @@ cpu::TileConfig tile_product_config(int rows, int depth, int columns) {
 }
 
 void model_tile_product(const float* c, const std::uint32_t* a, const std::uint32_t* b, float* out, int rows, int depth,
-                        int columns) {
+                        int columns, TilePairs pairs) {
   cpu::AmxModel::load_config(tile_product_config(rows, depth, columns));
   cpu::AmxModel::load(0, c, 4 * columns);
   cpu::AmxModel::load(1, a, 4 * depth);
   cpu::AmxModel::load(2, b, 4 * columns);
-  cpu::AmxModel::dot_bf16(0, 1, 2);
+  if (pairs == TilePairs::f16) {
+    cpu::AmxModel::dot_f16(0, 1, 2);
+  } else {
+    cpu::AmxModel::dot_bf16(0, 1, 2);
+  }
   cpu::AmxModel::store(0, out, 4 * columns);
   cpu::AmxModel::release();
 }
@@ -63,10 +67,23 @@ float one_sum(float c, const std::vector<std::uint32_t>& a, const std::vector<st
   return out;
 }
 
-bool amx_runs_here() {
-  const std::vector<Target> s = supported_targets();
-  return std::find(s.begin(), s.end(), Target::amx_bf16) != s.end();
+// Two half values (each exactly representable) as one 32-bit pair: lo in the low half.
+std::uint32_t half_pair(float lo, float hi) {
+  return std::uint32_t{to_float16(lo).bits} | std::uint32_t{to_float16(hi).bits} << 16;
 }
+
+// c + a·b for one element, by tdpfp16ps's model.
+float one_sum_f16(float c, const std::vector<std::uint32_t>& a, const std::vector<std::uint32_t>& b) {
+  float out = 0;
+  testing::model_tile_product(&c, a.data(), b.data(), &out, 1, static_cast<int>(a.size()), 1, testing::TilePairs::f16);
+  return out;
+}
+
+bool runs_here(Target target) {
+  const std::vector<Target> s = supported_targets();
+  return std::find(s.begin(), s.end(), target) != s.end();
+}
+bool amx_runs_here() { return runs_here(Target::amx_bf16); }
 
 // ---- the model ----
 
@@ -88,6 +105,22 @@ TEST(AmxModel, ReadsDenormalInputsAsZeroAndFlushesDenormalResults) {
   EXPECT_EQ(one_sum(0.0f, {pair(0x1p-70f, 0.0f)}, {pair(0x1p-70f, 0.0f)}), 0.0f) << "2^-140, a denormal, flushed";
   EXPECT_EQ(one_sum(0x1p-130f, {pair(0.0f, 0.0f)}, {pair(0.0f, 0.0f)}), 0.0f) << "a denormal sum read as zero";
   EXPECT_TRUE(std::isnan(one_sum(0.0f, {pair(std::numeric_limits<float>::infinity(), 0.0f)}, {pair(0.0f, 0.0f)})));
+}
+
+// tdpfp16ps: the same order of sums over pairs of halves; half denormals are values (every half is
+// a normal float), while denormal float32 sums are still read as zero and flushed.
+TEST(AmxModel, Fp16SumsPairsInTheSameOrderAndKeepsHalfDenormals) {
+  const float tiny = 0x1p-12f;  // a normal half
+  EXPECT_EQ(one_sum_f16(1.0f, {half_pair(tiny, tiny)}, {half_pair(tiny, tiny)}), 1.0f + 0x1p-23f);
+  EXPECT_EQ(one_sum_f16(0.0f, {half_pair(4096.0f, 1.0f), half_pair(1.0f, 1.0f), half_pair(-4096.0f, 1.0f)},
+                        {half_pair(4096.0f, 1.0f), half_pair(1.0f, 1.0f), half_pair(4096.0f, 1.0f)}),
+            3.0f);  // even lane: 2^24 + 1 − 2^24 = 0 (the tie rounds to even); odd lane: 3
+  EXPECT_EQ(one_sum_f16(10.0f, {half_pair(3.0f, 2.0f)}, {half_pair(5.0f, 7.0f)}), 39.0f);
+  // The smallest half denormal, 2^−24, times 2^10: 2^−14, not zero.
+  EXPECT_EQ(one_sum_f16(0.0f, {0x00000001u}, {half_pair(1024.0f, 0.0f)}), 0x1p-14f) << "half denormals are values";
+  EXPECT_EQ(one_sum_f16(0.0f, {0x00000001u}, {0x00000001u}), 0x1p-48f) << "2^-24 · 2^-24, a normal float";
+  EXPECT_EQ(one_sum_f16(0x1p-130f, {half_pair(0.0f, 0.0f)}, {half_pair(0.0f, 0.0f)}), 0.0f) << "a denormal sum read as zero";
+  EXPECT_TRUE(std::isnan(one_sum_f16(0.0f, {half_pair(std::numeric_limits<float>::infinity(), 0.0f)}, {half_pair(0.0f, 1.0f)})));
 }
 
 TEST(AmxModel, MultipliesWholeTilesAsTheMatrixProductOfExactValues) {
@@ -161,11 +194,19 @@ std::uint16_t random_bf16(std::mt19937& rng) {
   return static_cast<std::uint16_t>(s | exponent(rng) << 7 | mantissa(rng));
 }
 
-TEST(AmxModel, InstructionMatchesTheModelBitForBit) {
-  if (!amx_runs_here()) {
-    GTEST_SKIP() << "the amx_bf16 target does not run here (this CPU or its OS lacks " << missing_cpu_feature(Target::amx_bf16)
-                 << "): the instruction cannot be compared with the model";
-  }
+// Random half bits: as random_bf16, with the half's own exponent range (5 bits, bias 15).
+std::uint16_t random_f16(std::mt19937& rng) {
+  std::uniform_int_distribution<int> kind(0, 19), mantissa(0, 1023), exponent(8, 22), sign(0, 1);
+  const int k = kind(rng);
+  const std::uint16_t s = static_cast<std::uint16_t>(sign(rng) << 15);
+  if (k == 0) return static_cast<std::uint16_t>(s | mantissa(rng));             // denormal or zero
+  if (k == 1) return static_cast<std::uint16_t>(s | 0x7C00);                    // infinity
+  if (k == 2) return static_cast<std::uint16_t>(s | (1 << 10) | mantissa(rng));  // the smallest normals
+  return static_cast<std::uint16_t>(s | exponent(rng) << 10 | mantissa(rng));
+}
+
+// The instruction of `pairs` against its model on random tiles of every shape.
+void expect_instruction_matches_model(testing::TilePairs pairs, std::uint16_t (*random_value)(std::mt19937&)) {
   std::mt19937 rng(7);
   for (const auto& [rows, depth, columns] : {std::array<int, 3>{16, 16, 16}, {1, 1, 1}, {7, 16, 16}, {16, 5, 16},
                                              {16, 16, 3}, {9, 11, 13}}) {
@@ -173,16 +214,32 @@ TEST(AmxModel, InstructionMatchesTheModelBitForBit) {
     for (int trial = 0; trial < 50; ++trial) {
       std::vector<std::uint32_t> a(static_cast<std::size_t>(rows * depth)), b(static_cast<std::size_t>(depth * columns));
       std::vector<float> c(static_cast<std::size_t>(rows * columns));
-      for (auto& x : a) x = random_bf16(rng) | std::uint32_t{random_bf16(rng)} << 16;
-      for (auto& x : b) x = random_bf16(rng) | std::uint32_t{random_bf16(rng)} << 16;
+      for (auto& x : a) x = random_value(rng) | std::uint32_t{random_value(rng)} << 16;
+      for (auto& x : b) x = random_value(rng) | std::uint32_t{random_value(rng)} << 16;
       for (float& x : c) x = cpu::bf16_bits_to_float(random_bf16(rng)) * 3.0f;
       std::vector<float> model(c.size()), hardware(c.size());
-      testing::model_tile_product(c.data(), a.data(), b.data(), model.data(), rows, depth, columns);
-      testing::hardware_tile_product(c.data(), a.data(), b.data(), hardware.data(), rows, depth, columns);
+      testing::model_tile_product(c.data(), a.data(), b.data(), model.data(), rows, depth, columns, pairs);
+      testing::hardware_tile_product(c.data(), a.data(), b.data(), hardware.data(), rows, depth, columns, pairs);
       for (std::size_t i = 0; i < c.size(); ++i)
         ASSERT_TRUE(same_bits_or_both_nan(model[i], hardware[i])) << "element " << i << ": model " << model[i] << ", instruction " << hardware[i];
     }
   }
+}
+
+TEST(AmxModel, InstructionMatchesTheModelBitForBit) {
+  if (!amx_runs_here()) {
+    GTEST_SKIP() << "the amx_bf16 target does not run here (this CPU or its OS lacks " << missing_cpu_feature(Target::amx_bf16)
+                 << "): the instruction cannot be compared with the model";
+  }
+  expect_instruction_matches_model(testing::TilePairs::bf16, random_bf16);
+}
+
+TEST(AmxModel, Fp16InstructionMatchesTheModelBitForBit) {
+  if (!runs_here(Target::amx_fp16)) {
+    GTEST_SKIP() << "the amx_fp16 target does not run here (this CPU or its OS lacks " << missing_cpu_feature(Target::amx_fp16)
+                 << "): tdpfp16ps cannot be compared with the model";
+  }
+  expect_instruction_matches_model(testing::TilePairs::f16, random_f16);
 }
 
 // ---- the kernels on the tiles ----
@@ -236,28 +293,36 @@ std::vector<TileCase> tile_cases() {
           {"nan_value_not_seen", 2, 2, 20, 40, 32, 32, causal, true}};
 }
 
+// bf16 inputs on every tile target, f16 ones too (on the tiles of the f16 tile targets, on the vector
+// target of the others): each held to the naive kernel that rounds P as it does.
 TEST(AmxKernels, MeetTheAccuracyRuleOnTheTilesEdges) {
   const std::vector<Target> targets = tile_targets_here();
   if (targets.empty()) GTEST_SKIP() << "no tile target runs on this CPU or is compiled into this build";
   ATTNKIT_TRACE_SEED();
   testing::Rng rng(53);
   for (const TileCase& c : tile_cases()) {
-    SCOPED_TRACE(c.name);
-    const Tensor q = testing::random_tensor(rng, {1, c.H, c.n, c.d}, DType::bf16);
-    const Tensor k = testing::random_tensor(rng, {1, c.Hkv, c.m, c.d}, DType::bf16);
-    Tensor v = testing::random_tensor(rng, {1, c.Hkv, c.m, c.dv}, DType::bf16);
-    if (c.nan_in_unseen_value) v.data<bfloat16>()[(c.m - 1) * c.dv] = to_bfloat16(std::numeric_limits<float>::quiet_NaN());
+   for (DType dtype : {DType::bf16, DType::f16}) {
+    SCOPED_TRACE(std::string(c.name) + ", " + std::string(dtype_name(dtype)));
+    const Tensor q = testing::random_tensor(rng, {1, c.H, c.n, c.d}, dtype);
+    const Tensor k = testing::random_tensor(rng, {1, c.Hkv, c.m, c.d}, dtype);
+    Tensor v = testing::random_tensor(rng, {1, c.Hkv, c.m, c.dv}, dtype);
+    if (c.nan_in_unseen_value) {
+      const float nan = std::numeric_limits<float>::quiet_NaN();
+      if (dtype == DType::bf16) v.data<bfloat16>()[(c.m - 1) * c.dv] = to_bfloat16(nan);
+      else v.data<float16>()[(c.m - 1) * c.dv] = to_float16(nan);
+    }
     AttentionOptions reference_options = c.options, fast_options = c.options;
     reference_options.kernel = Kernel::reference;
     fast_options.kernel = Kernel::fast;
     auto wide = [](const Tensor& t) { return Tensor::converted(t.view(), DType::f64); };
     const Tensor exact = testing::run_forward(wide(q), wide(k), wide(v), reference_options).out;
-    const Tensor rounded = Tensor::converted(testing::naive_f32_forward(q, k, v, c.options, true).view(), DType::bf16);
-    const double naive = testing::rms_diff(wide(rounded), exact);
     for (Target t : targets) {
       SCOPED_TRACE(target_name(t));
+      const DType rounding = testing::forward_p_rounding(t, dtype, dtype, dtype);
+      const Tensor rounded = Tensor::converted(testing::naive_f32_forward(q, k, v, c.options, rounding).view(), dtype);
+      const double naive = testing::rms_diff(wide(rounded), exact);
       set_target(t);
-      Tensor out = testing::poisoned(DType::bf16, {1, c.H, c.n, c.dv});
+      Tensor out = testing::poisoned(dtype, {1, c.H, c.n, c.dv});
       Tensor lse = testing::poisoned(DType::f32, {1, c.H, c.n});
       ForwardExtras extras;
       extras.lse = lse.view();
@@ -266,9 +331,90 @@ TEST(AmxKernels, MeetTheAccuracyRuleOnTheTilesEdges) {
       EXPECT_FALSE(testing::has_nan(out)) << "an output stayed poisoned, or a NaN value no row sees reached one";
       EXPECT_FALSE(testing::has_nan(lse));
       const double fast = testing::rms_diff(wide(out), exact);
-      std::printf("[ note ] %s %s: RMS error %.3g = %.2f x the naive kernel's with P rounded\n", target_name(t), c.name,
-                  fast, fast / naive);
+      std::printf("[ note ] %s %s %s: RMS error %.3g = %.2f x the naive kernel's with P rounded to %s\n", target_name(t),
+                  c.name, std::string(dtype_name(dtype)).c_str(), fast, fast / naive, std::string(dtype_name(rounding)).c_str());
       EXPECT_LE(fast, 2 * naive + 1e-7) << "RMS errors: fast " << fast << ", naive with P rounded " << naive;
+    }
+   }
+  }
+}
+
+// Which way a target rounds P shows where the weights fall below f16's normal range: e^−15.875 ≈
+// 2.13 · 2^−24 rounds to 2 · 2^−24 as an f16, 6% off. With 1000 such keys of value 1 after a key
+// of weight 1 and value 0, the output is ≈ 1.2·10^−4 and moves by those 6%, far beyond an f16 output's
+// rounding: an f16 tile target's output must be the naive kernel's with P rounded to f16, every other
+// target's (its f16 calls run on vectors) the naive kernel's without.
+TEST(AmxKernels, F16TilesRoundPToHalfAndNoOtherTargetDoes) {
+  ATTNKIT_TRACE_SEED();
+  constexpr std::int64_t kKeys = 1001, kD = 8;
+  Tensor q(DType::f16, {1, 1, 2, kD}), k(DType::f16, {1, 1, kKeys, kD}), v(DType::f16, {1, 1, kKeys, kD});
+  for (std::int64_t i = 0; i < 2 * kD; ++i) q.data<float16>()[i] = to_float16(i % kD == 0 ? 1.0f : 0.0f);
+  for (std::int64_t j = 0; j < kKeys; ++j)
+    for (std::int64_t c = 0; c < kD; ++c) {
+      k.data<float16>()[j * kD + c] = to_float16(j > 0 && c == 0 ? -15.875f : 0.0f);
+      v.data<float16>()[j * kD + c] = to_float16(j > 0 ? 1.0f : 0.0f);
+    }
+  AttentionOptions options;
+  options.scale = 1.0;
+  const Tensor plain = testing::naive_f32_forward(q, k, v, options);
+  const Tensor rounded = testing::naive_f32_forward(q, k, v, options, DType::f16);
+  const double want_plain = plain.data<float>()[0], want_rounded = rounded.data<float>()[0];
+  ASSERT_GT(std::fabs(want_plain - want_rounded), 0.05 * want_plain) << "the case no longer tells the two apart";
+  options.kernel = Kernel::fast;
+  for (Target t : supported_targets()) {
+    SCOPED_TRACE(target_name(t));
+    const bool f16_tiles = testing::forward_p_rounding(t, DType::f16, DType::f16, DType::f16) == DType::f16;
+    set_target(t);
+    const testing::ForwardResult got = testing::run_forward(q, k, v, options, DType::f16);
+    reset_target();
+    const double want = f16_tiles ? want_rounded : want_plain;
+    for (std::int64_t e = 0; e < got.out.numel(); ++e)
+      EXPECT_NEAR(to_float(got.out.data<float16>()[e]), want, 2e-3 * want) << "element " << e;
+  }
+}
+
+// dropout's 1/(1 − p) passes f16's largest value when p > 1 − 2^−16: a kept weight rounded to f16
+// is then inf, and the item is redone with headroom, as every overflowing item is (flash_forward.inl).
+// With every logit 0, each unnormalised weight is 1, and a kept one 2^17; the output, 2^17/m of the
+// kept values, is finite and must match the reference's.
+TEST(AmxKernels, F16TilesRedoAnItemWhoseDropoutWeightsOverflowHalf) {
+  std::vector<Target> targets;
+  for (Target t : supported_targets())
+    if (target_uses_f16_tiles(t)) targets.push_back(t);
+  if (targets.empty()) GTEST_SKIP() << "no f16 tile target runs on this CPU or is compiled into this build";
+  ATTNKIT_TRACE_SEED();
+  testing::Rng rng(57);
+  constexpr std::int64_t kN = 16, kM = 512, kD = 16;
+  AttentionOptions options;
+  options.dropout_p = 1 - 0x1p-17;
+  // A seed under which some of the weights are kept: each is with probability 2^-17.
+  std::int64_t kept = 0;
+  for (options.seed = 1; kept == 0 && options.seed < 100000; ++options.seed)
+    for (std::int64_t i = 0; i < kN && kept == 0; ++i)
+      for (std::int64_t j = 0; j < kM; ++j) kept += detail::dropout_keeps(options.seed, options.dropout_p, 0, 0, i, j) ? 1 : 0;
+  --options.seed;
+  ASSERT_GT(kept, 0) << "no seed keeps a weight";
+  Tensor q(DType::f16, {1, 1, kN, kD});
+  for (std::int64_t e = 0; e < q.numel(); ++e) q.data<float16>()[e] = to_float16(0.0f);
+  const Tensor k = testing::random_tensor(rng, {1, 1, kM, kD}, DType::f16);
+  const Tensor v = testing::random_tensor(rng, {1, 1, kM, kD}, DType::f16);
+  AttentionOptions reference = options;
+  reference.kernel = Kernel::reference;
+  auto wide = [](const Tensor& t) { return Tensor::converted(t.view(), DType::f64); };
+  const Tensor exact = testing::run_forward(wide(q), wide(k), wide(v), reference).out;
+  double largest = 0;
+  for (double x : testing::values(exact)) largest = std::max(largest, std::fabs(x));
+  ASSERT_GT(largest, 0.0) << "a kept weight carries its value";
+  options.kernel = Kernel::fast;
+  for (Target t : targets) {
+    SCOPED_TRACE(target_name(t));
+    set_target(t);
+    const testing::ForwardResult got = testing::run_forward(q, k, v, options, DType::f16);
+    reset_target();
+    const std::vector<double> out = testing::values(wide(got.out)), want = testing::values(exact);
+    for (std::size_t e = 0; e < out.size(); ++e) {
+      ASSERT_TRUE(std::isfinite(out[e])) << "element " << e;
+      EXPECT_NEAR(out[e], want[e], 2e-3 * largest) << "element " << e;
     }
   }
 }

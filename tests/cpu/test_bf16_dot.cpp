@@ -325,7 +325,7 @@ TEST(Bf16Dot, ForwardRoundsPAndMeetsTheAccuracyRule) {
     const Tensor exact = testing::run_forward(wide(q), wide(k), wide(v), reference_options).out;
     auto error_of = [&](const Tensor& out) { return testing::rms_diff(Tensor::converted(out.view(), DType::f64), exact); };
     const Tensor plain = Tensor::converted(testing::naive_f32_forward(q, k, v, c.options).view(), DType::bf16);
-    const Tensor rounded = Tensor::converted(testing::naive_f32_forward(q, k, v, c.options, true).view(), DType::bf16);
+    const Tensor rounded = Tensor::converted(testing::naive_f32_forward(q, k, v, c.options, DType::bf16).view(), DType::bf16);
     const double naive_plain = error_of(plain), naive_rounded = error_of(rounded);
     const double floor = 1e-7;
 

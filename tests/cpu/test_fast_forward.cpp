@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <functional>
 #include <limits>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -81,19 +82,23 @@ OutputErrors output_errors(const Tensor& q, const Tensor& k, const Tensor& v, co
                            double logit_scale = 0) {
   auto wide = [](const Tensor& t) { return Tensor::converted(t.view(), DType::f64); };
   const ForwardResult exact = testing::run_forward(wide(q), wide(k), wide(v), with_kernel(options, Kernel::reference));
-  // The bf16-dot targets round P to bf16 when q, k and v are bf16: their naive kernel does the same.
-  auto naive_error = [&](bool round_p) {
+  // The bf16-dot targets round P to bf16 when q, k and v are bf16, the f16 tile targets to f16 when
+  // they are f16: their naive kernel does the same.
+  auto naive_error = [&](DType round_p) {
     const Tensor naive = Tensor::converted(testing::naive_f32_forward(q, k, v, options, round_p).view(), q.dtype());
     return testing::rms_diff(Tensor::converted(naive.view(), DType::f64), exact.out);
   };
-  const double naive_plain = naive_error(false);
-  const bool bf16_inputs = q.dtype() == DType::bf16 && k.dtype() == DType::bf16 && v.dtype() == DType::bf16;
-  const double naive_rounded_p = bf16_inputs ? naive_error(true) : naive_plain;
+  std::map<DType, double> naive_by_rounding;
+  auto naive_for = [&](Target target) {
+    const DType rounding = testing::forward_p_rounding(target, q.dtype(), k.dtype(), v.dtype());
+    if (!naive_by_rounding.count(rounding)) naive_by_rounding[rounding] = naive_error(rounding);
+    return naive_by_rounding[rounding];
+  };
   OutputErrors e{{}, {}, kFloor * std::max(1.0, max_abs(exact.out)), 0x1p-24 * logit_scale * std::max(1.0, max_abs(v))};
   for_each_target([&](Target target) {
     const ForwardResult fast = testing::run_forward(q, k, v, with_kernel(options, Kernel::fast), q.dtype());
     e.fast.push_back(testing::rms_diff(Tensor::converted(fast.out.view(), DType::f64), exact.out));
-    e.naive.push_back(target_uses_bf16_dot(target) ? naive_rounded_p : naive_plain);
+    e.naive.push_back(naive_for(target));
     ++AccuracyRecord::comparisons;
     if (e.naive.back() > e.floor) AccuracyRecord::worst_ratio = std::max(AccuracyRecord::worst_ratio, e.fast.back() / e.naive.back());
     for (std::int64_t i = 0; i < exact.lse.numel(); ++i) {

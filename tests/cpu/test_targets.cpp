@@ -85,12 +85,21 @@ TEST(Targets, NamesAndRequirementsAreThoseOfTheTable) {
   EXPECT_STREQ(target_name(Target::amx_bf16), "amx_bf16");
   EXPECT_NE(std::string(target_requirements(Target::amx_bf16)).find("AMX-TILE, AMX-BF16"), std::string::npos);
   EXPECT_TRUE(target_is_emulated(Target::amx_bf16_emulated));
-  for (Target t : {Target::amx_bf16, Target::amx_bf16_emulated}) {
+  EXPECT_NE(std::string(target_requirements(Target::amx_fp16)).find("AMX-TILE, AMX-BF16, AMX-FP16"), std::string::npos);
+  EXPECT_TRUE(target_is_emulated(Target::amx_fp16_emulated));
+  EXPECT_FALSE(target_is_emulated(Target::amx_fp16));
+  for (Target t : {Target::amx_bf16, Target::amx_bf16_emulated, Target::amx_fp16, Target::amx_fp16_emulated}) {
     EXPECT_TRUE(target_uses_tiles(t)) << target_name(t);
     EXPECT_TRUE(target_uses_bf16_dot(t)) << target_name(t);
   }
   EXPECT_EQ(tile_vector_target(Target::amx_bf16), Target::avx512);
   EXPECT_EQ(tile_vector_target(Target::amx_bf16_emulated), Target::avx512_emulated);
+  EXPECT_EQ(tile_vector_target(Target::amx_fp16), Target::avx512);
+  EXPECT_EQ(tile_vector_target(Target::amx_fp16_emulated), Target::avx512_emulated);
+  for (Target t : {Target::amx_fp16, Target::amx_fp16_emulated}) EXPECT_TRUE(target_uses_f16_tiles(t)) << target_name(t);
+  for (Target t : {Target::scalar, Target::avx2, Target::avx512, Target::avx512_bf16, Target::avx512_emulated,
+                   Target::avx512_bf16_emulated, Target::amx_bf16, Target::amx_bf16_emulated})
+    EXPECT_FALSE(target_uses_f16_tiles(t)) << target_name(t);
   for (Target t : {Target::scalar, Target::avx2, Target::avx512, Target::avx512_bf16, Target::avx512_emulated,
                    Target::avx512_bf16_emulated}) {
     EXPECT_FALSE(target_uses_tiles(t)) << target_name(t);
@@ -116,6 +125,10 @@ TEST(Targets, EachKindOfCpuGetsItsDefault) {
   xeon_amx.tile_data_granted = true;
   cpu::CpuProfile tiles_refused = xeon_amx;  // an older kernel, or a sandbox that refuses arch_prctl
   tiles_refused.tile_data_granted = false;
+  cpu::CpuProfile granite_rapids = xeon_amx;  // AMX-FP16 as well
+  granite_rapids.amx_fp16 = true;
+  cpu::CpuProfile fp16_tiles_refused = granite_rapids;
+  fp16_tiles_refused.tile_data_granted = false;
   EXPECT_EQ(cpu::default_target_for({}), Target::scalar);
   EXPECT_EQ(cpu::default_target_for(avx2_only), Target::avx2);
   EXPECT_EQ(cpu::default_target_for(avx512), Target::avx512);
@@ -123,6 +136,8 @@ TEST(Targets, EachKindOfCpuGetsItsDefault) {
   EXPECT_EQ(cpu::default_target_for(zen4), Target::avx512_bf16);
   EXPECT_EQ(cpu::default_target_for(xeon_amx), Target::amx_bf16);
   EXPECT_EQ(cpu::default_target_for(tiles_refused), Target::avx512);
+  EXPECT_EQ(cpu::default_target_for(granite_rapids), Target::amx_fp16);
+  EXPECT_EQ(cpu::default_target_for(fp16_tiles_refused), Target::avx512);
   EXPECT_EQ(cpu::default_target_for(avx2_only), cpu::default_target_for([] {
               cpu::CpuProfile tiles_without_avx512;  // nothing but tiles gives no AMX target
               tiles_without_avx512.avx2 = true;
@@ -131,8 +146,9 @@ TEST(Targets, EachKindOfCpuGetsItsDefault) {
             }()));
 }
 
-// The tile target's calls: bf16 q, k and v on the tiles whatever their size (a packed sequence is
-// computed as alone), forward and backward; everything else on the vector target.
+// The tile targets' calls: bf16 q, k and v on the tiles whatever their size (a packed sequence is
+// computed as alone), forward and backward; f16 q, k and v on the tiles of the f16 tile targets for
+// the forward only; everything else on the vector target.
 TEST(Targets, TileTargetsRunBf16ForwardsOnTheTilesAndTheRestOnVectors) {
   auto problem = [](Target target, DType q, DType kv, std::int64_t n) {
     detail::Problem p;
@@ -144,37 +160,45 @@ TEST(Targets, TileTargetsRunBf16ForwardsOnTheTilesAndTheRestOnVectors) {
     p.v = ConstTensorView::contiguous(storage, kv, {1, 1, 0, 1});
     return p;
   };
-  for (Target t : {Target::amx_bf16, Target::amx_bf16_emulated}) {
+  for (Target t : {Target::amx_bf16, Target::amx_bf16_emulated, Target::amx_fp16, Target::amx_fp16_emulated}) {
     SCOPED_TRACE(target_name(t));
-    EXPECT_EQ(cpu::kernel_target(problem(t, DType::bf16, DType::bf16, 1)), t);
-    EXPECT_EQ(cpu::kernel_target(problem(t, DType::bf16, DType::bf16, 4096)), t);
-    EXPECT_EQ(cpu::kernel_target(problem(t, DType::f32, DType::f32, 4096)), tile_vector_target(t));
-    EXPECT_EQ(cpu::kernel_target(problem(t, DType::f16, DType::f16, 4096)), tile_vector_target(t));
-    EXPECT_EQ(cpu::kernel_target(problem(t, DType::bf16, DType::f16, 1)), tile_vector_target(t));
-    EXPECT_EQ(call_target(t, DType::bf16, DType::bf16, DType::bf16), t);
-    EXPECT_EQ(call_target(t, DType::f32, DType::int8, DType::int8), tile_vector_target(t));
-    EXPECT_EQ(call_target(t, DType::bf16, DType::bf16, DType::f32), tile_vector_target(t));
+    const Target f16_forward = target_uses_f16_tiles(t) ? t : tile_vector_target(t);
+    for (Pass pass : {Pass::forward, Pass::backward}) {
+      EXPECT_EQ(cpu::kernel_target(problem(t, DType::bf16, DType::bf16, 1), pass), t);
+      EXPECT_EQ(cpu::kernel_target(problem(t, DType::bf16, DType::bf16, 4096), pass), t);
+      EXPECT_EQ(cpu::kernel_target(problem(t, DType::f32, DType::f32, 4096), pass), tile_vector_target(t));
+      EXPECT_EQ(cpu::kernel_target(problem(t, DType::bf16, DType::f16, 1), pass), tile_vector_target(t));
+      EXPECT_EQ(call_target(t, DType::bf16, DType::bf16, DType::bf16, pass), t);
+      EXPECT_EQ(call_target(t, DType::f32, DType::int8, DType::int8, pass), tile_vector_target(t));
+      EXPECT_EQ(call_target(t, DType::bf16, DType::bf16, DType::f32, pass), tile_vector_target(t));
+      EXPECT_EQ(call_target(t, DType::f16, DType::f16, DType::bf16, pass), tile_vector_target(t));
+    }
+    EXPECT_EQ(cpu::kernel_target(problem(t, DType::f16, DType::f16, 1), Pass::forward), f16_forward);
+    EXPECT_EQ(cpu::kernel_target(problem(t, DType::f16, DType::f16, 4096), Pass::forward), f16_forward);
+    EXPECT_EQ(cpu::kernel_target(problem(t, DType::f16, DType::f16, 4096), Pass::backward), tile_vector_target(t));
   }
-  EXPECT_EQ(cpu::kernel_target(problem(Target::avx512_bf16, DType::f32, DType::f32, 4096)), Target::avx512_bf16);
-  EXPECT_EQ(call_target(Target::avx2, DType::f16, DType::f16, DType::f16), Target::avx2);
+  EXPECT_EQ(cpu::kernel_target(problem(Target::avx512_bf16, DType::f32, DType::f32, 4096), Pass::forward), Target::avx512_bf16);
+  EXPECT_EQ(call_target(Target::avx2, DType::f16, DType::f16, DType::f16, Pass::forward), Target::avx2);
 }
 
 // The emulated tile target runs the AMX geometry: 16-row tiles of 32 columns, AVX-512's blocks.
 TEST(Targets, EmulatedTileTargetRunsTheAmxGeometry) {
-  if (!contains(supported_targets(), Target::amx_bf16_emulated)) {
-    GTEST_SKIP() << "amx_bf16_emulated is not compiled into this build or does not run here";
+  for (Target t : {Target::amx_bf16_emulated, Target::amx_fp16_emulated}) {
+    SCOPED_TRACE(target_name(t));
+    if (!contains(supported_targets(), t)) GTEST_SKIP() << target_name(t) << " is not compiled into this build or does not run here";
+    const cpu::Geometry g = cpu::forward_kernels(t).geometry;
+    EXPECT_EQ(g.tile_rows, 16);
+    EXPECT_EQ(g.tile_cols(), 32);
+    EXPECT_EQ(g.key_block, cpu::kAvx512Geometry.key_block);
   }
-  const cpu::Geometry g = cpu::forward_kernels(Target::amx_bf16_emulated).geometry;
-  EXPECT_EQ(g.tile_rows, 16);
-  EXPECT_EQ(g.tile_cols(), 32);
-  EXPECT_EQ(g.key_block, cpu::kAvx512Geometry.key_block);
 }
 
 // Names back to targets: every target's name, and nothing else (a prefix, a case change, empty).
 TEST(Targets, EveryNameFindsItsTargetAndNothingElseDoes) {
   const std::string names = target_names();
   for (Target target : {Target::scalar, Target::avx2, Target::avx512, Target::avx512_bf16, Target::avx512_emulated,
-                        Target::avx512_bf16_emulated, Target::amx_bf16, Target::amx_bf16_emulated}) {
+                        Target::avx512_bf16_emulated, Target::amx_bf16, Target::amx_bf16_emulated, Target::amx_fp16,
+                        Target::amx_fp16_emulated}) {
     EXPECT_EQ(target_from_name(target_name(target)), target) << target_name(target);
     EXPECT_NE(names.find(target_name(target)), std::string::npos) << names;
   }

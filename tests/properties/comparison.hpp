@@ -32,6 +32,7 @@
 
 #include "attnkit/attnkit.hpp"
 #include "properties/kernel_matrix.hpp"
+#include "support/naive_f32.hpp"
 #include "support/testing.hpp"
 
 namespace attnkit::properties {
@@ -41,6 +42,7 @@ inline constexpr double kF32SumOrder = 1e-5;         // float32 sums in another 
 inline constexpr double kLogitRoundings = 4;         // float32 roundings of a logit that may differ
 inline constexpr double kF32Epsilon = 0x1p-24;       // unit roundoff of float32
 inline constexpr double kBf16WeightRounding = 0x1p-9; // unit roundoff of bf16, on each weight
+inline constexpr double kF16WeightRounding = 0x1p-11; // unit roundoff of f16, on each weight (f16 tiles)
 
 // The spacing of `dtype`'s numbers at |x| (one unit in the last place), subnormals included.
 inline double ulp(double x, DType dtype) {
@@ -69,7 +71,8 @@ struct Tolerance {
 inline Tolerance output_tolerance(const Variant& v, double value_scale, double logit_scale) {
   const double logits = std::max(1.0, logit_scale);
   if (!v.fast()) return {kReferenceRelative * value_scale * logits, 0, DType::f64};
-  const double weights = target_uses_bf16_dot(v.target) && v.dtype == DType::bf16 ? 2 * kBf16WeightRounding : 0;
+  const DType rounding = testing::forward_p_rounding(v.target, v.dtype, v.dtype, v.dtype);
+  const double weights = rounding == DType::bf16 ? 2 * kBf16WeightRounding : rounding == DType::f16 ? 2 * kF16WeightRounding : 0;
   return {value_scale * (kF32SumOrder + kLogitRoundings * kF32Epsilon * logits + weights), 1, v.dtype};
 }
 

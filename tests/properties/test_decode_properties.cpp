@@ -163,11 +163,12 @@ void expect_attend_equals_forward(const Variant& kernel, const CacheProblem& p, 
   config.value_dtype = value_storage;
   KVCache cache(config);
   const std::vector<KVCache::SequenceId> ids = fill_cache(cache, p, rng);
-  // What the kernel computes in: float32 (float64 for the reference), except that a bf16-dot
-  // target takes bf16 queries over a bf16 cache as bf16, rounding P (targets.hpp).
-  const bool bf16_dot = kernel.fast() && target_uses_bf16_dot(kernel.target) && kernel.dtype == DType::bf16 &&
-                        key_storage == DType::bf16 && value_storage == DType::bf16;
-  const DType compute = !kernel.fast() ? DType::f64 : bf16_dot ? DType::bf16 : DType::f32;
+  // What the kernel computes in: float32 (float64 for the reference), except that a target that
+  // rounds P takes such queries over such a cache in their own dtype (bf16 on a bf16-dot target, f16
+  // on an f16 tile target; targets.hpp).
+  const DType rounding = kernel.fast() ? testing::forward_p_rounding(kernel.target, kernel.dtype, key_storage, value_storage)
+                                       : DType::f32;
+  const DType compute = !kernel.fast() ? DType::f64 : rounding != DType::f32 ? rounding : DType::f32;
 
   const Stored q = store(p.q, kernel.dtype, p.q_layout);
   Stored out = poisoned_output({sequences, p.Hq, p.n, p.d_v}, kernel.dtype, p.out_layout);

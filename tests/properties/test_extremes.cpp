@@ -112,10 +112,14 @@ TEST_P(Properties, LargeFiniteValuesGiveAFiniteOutputAtAnyKeyCount) {
         const UniformCase u = uniform_weights(variant(), n, m, 19, sign * largest);
         const Outcome got = run(variant(), u.c);
         // Every weight is 1, or e^−headroom once an overflowing item is redone: bf16 products round
-        // that weight (and not the sum it is divided by) to bf16.
-        const bool rounded_weights = variant().fast() && variant().dtype == DType::bf16 && target_uses_bf16_dot(variant().target);
+        // that weight (and not the sum it is divided by) to bf16, f16 tile products to f16.
+        const DType rounding = variant().fast() ? testing::forward_p_rounding(variant().target, variant().dtype,
+                                                                              variant().dtype, variant().dtype)
+                                                : DType::f32;
         // Otherwise a float32 sum of m terms: within m roundings.
-        const double relative = rounded_weights ? 2 * kBf16WeightRounding : 1e-6 + static_cast<double>(m) * kF32Epsilon;
+        const double relative = rounding == DType::bf16  ? 2 * kBf16WeightRounding
+                                : rounding == DType::f16 ? 2 * kF16WeightRounding + static_cast<double>(m) * kF32Epsilon
+                                                         : 1e-6 + static_cast<double>(m) * kF32Epsilon;
         const double* out = got.out.data<double>();
         for (int64_t e = 0; e < got.out.numel(); ++e) {
           ASSERT_TRUE(std::isfinite(out[e])) << "element " << e << " is " << out[e];

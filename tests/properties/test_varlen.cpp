@@ -361,7 +361,7 @@ TEST_P(Varlen, MeetsTheAccuracyRuleAgainstTheReference) {
     const PackedForward fast = run_packed_forward(c, Kernel::fast, variant().dtype, false);
     const PackedForward exact = run_packed_forward(c, Kernel::reference, DType::f64, false);
     Tensor naive = testing::poisoned(DType::f64, {p.cu_q.back(), c.Hq, c.d_v});
-    const bool round_p = target_uses_bf16_dot(variant().target) && variant().dtype == DType::bf16;
+    const DType round_p = testing::forward_p_rounding(variant().target, variant().dtype, variant().dtype, variant().dtype);
     for (int64_t b = 0; b < p.batch(); ++b) {
       const int64_t n = p.n(b), m = p.m(b), copies = b + 1;
       auto batch = [&](const Tensor& t, int64_t first, int64_t count) {

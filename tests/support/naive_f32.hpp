@@ -115,12 +115,29 @@ inline float naive_dropout_multiplier(const AttentionOptions& o, std::int64_t b,
 // x rounded to the nearest bf16 value (ties to even), as a float.
 inline float round_to_bf16(float x) { return to_float(to_bfloat16(x)); }
 
+// x rounded to the nearest value of `format` (bf16 or f16, ties to even), as a float; x itself for f32.
+inline float round_to(DType format, float x) {
+  if (format == DType::bf16) return round_to_bf16(x);
+  if (format == DType::f16) return to_float(to_float16(x));
+  return x;
+}
+
+// The format a target rounds P to before P·V in a forward of q, k and v of these dtypes
+// (include/attnkit/targets.hpp): bf16 where it takes bf16 dot products of bf16 inputs, f16 where it
+// runs f16 inputs on f16 tiles, else f32 (no rounding).
+inline DType forward_p_rounding(Target target, DType q, DType k, DType v) {
+  if (target_uses_bf16_dot(target) && q == DType::bf16 && k == DType::bf16 && v == DType::bf16) return DType::bf16;
+  if (target_uses_f16_tiles(target) && q == DType::f16 && k == DType::f16 && v == DType::f16) return DType::f16;
+  return DType::f32;
+}
+
 // q, k, v: any floating dtype (read as float); returns out [B, Hq, n, d_v] as float32, computed in float.
-// With round_p_bf16, the comparison kernel of the bf16-dot targets (include/attnkit/targets.hpp): each
-// unnormalised weight e^(z − max), after dropout, is rounded to bf16 before it multiplies V, and the
-// row is divided by the float sum of the unrounded weights at the end, as FlashAttention and torch do.
+// With round_p bf16 or f16, the comparison kernel of the targets that round P (forward_p_rounding):
+// each unnormalised weight e^(z − max), after dropout, is rounded to that format before it multiplies
+// V, and the row is divided by the float sum of the unrounded weights at the end, as FlashAttention
+// and torch do.
 inline Tensor naive_f32_forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o,
-                                bool round_p_bf16 = false) {
+                                DType round_p = DType::f32) {
   const auto& qs = q.shape();
   const std::int64_t B = qs[0], H = qs[1], n = qs[2], Hkv = k.shape()[1], m = k.shape()[2], dv = v.shape()[3];
   const NaiveLogits logits(q, k, o);
@@ -138,11 +155,11 @@ inline Tensor naive_f32_forward(const Tensor& q, const Tensor& k, const Tensor& 
         float sum = 0;
         for (std::int64_t j = 0; j < m; ++j) sum += std::exp(z[static_cast<std::size_t>(j)] - zmax);
         float* o_row = out.data<float>() + ((b * H + h) * n + i) * dv;
-        if (round_p_bf16) {
+        if (round_p != DType::f32) {
           for (std::int64_t j = 0; j < m; ++j) {
             if (z[static_cast<std::size_t>(j)] == -inf) continue;
-            const float p = round_to_bf16(std::exp(z[static_cast<std::size_t>(j)] - zmax) *
-                                          naive_dropout_multiplier(o, b, h, i, j));
+            const float p = round_to(round_p, std::exp(z[static_cast<std::size_t>(j)] - zmax) *
+                                                  naive_dropout_multiplier(o, b, h, i, j));
             for (std::int64_t c = 0; c < dv; ++c) o_row[c] += p * V[((b * Hkv + g) * m + j) * dv + c];
           }
           for (std::int64_t c = 0; c < dv; ++c) o_row[c] /= sum;

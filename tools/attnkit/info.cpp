@@ -40,9 +40,13 @@ std::string bf16_products(Target target) {
                                           "rounded to bf16 before they multiply"
                                         : "widened to f32, f32 FMA";
   }
-  return std::string("AMX tiles (tdpbf16ps), forward and backward; P (and the backward's dS) rounded to bf16 before they "
-                     "multiply; f32 and f16 inputs and quantized caches run on ") +
-         target_name(tile_vector_target(target));
+  const std::string bf16 = "AMX tiles (tdpbf16ps), forward and backward; P (and the backward's dS) rounded to bf16 before "
+                           "they multiply; ";
+  if (target_uses_f16_tiles(target)) {
+    return bf16 + "the f16 forward on the tiles too (tdpfp16ps, P rounded to f16); the f16 backward, f32 inputs and "
+                  "quantized caches run on " + target_name(tile_vector_target(target));
+  }
+  return bf16 + "f32 and f16 inputs and quantized caches run on " + target_name(tile_vector_target(target));
 }
 
 int info(const CommandArgs& words, std::ostream& out) {

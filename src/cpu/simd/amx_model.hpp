@@ -1,8 +1,8 @@
-// A portable model of x86's AMX tiles (AMX-TILE, AMX-BF16): the eight tile registers of palette 1,
-// ldtilecfg, tileloadd, tilestored, tilezero, tilerelease and tdpbf16ps, in plain C++. The emulated
-// tile target (amx_bf16_emulated) drives the tile kernels through it, so their tile shapes, tails and
-// packing run on any x86-64 CPU; on CPUs with AMX the instructions are compared with it bit for bit
-// (tests/cpu/test_amx_model.cpp).
+// A portable model of x86's AMX tiles (AMX-TILE, AMX-BF16, AMX-FP16): the eight tile registers of
+// palette 1, ldtilecfg, tileloadd, tilestored, tilezero, tilerelease, tdpbf16ps and tdpfp16ps, in
+// plain C++. The emulated tile targets (amx_bf16_emulated, amx_fp16_emulated) drive the tile kernels
+// through it, so their tile shapes, tails and packing run on any x86-64 CPU; on CPUs with AMX the
+// instructions are compared with it bit for bit (tests/cpu/test_amx_model.cpp).
 //
 // tdpbf16ps, as Intel's description of the instruction gives it: for each row m of the sums and each
 // column n, an even and an odd sum start at zero and take, pair by pair k along the inner dimension,
@@ -10,6 +10,10 @@
 // each a float32 fused multiply-add; then c[m][n] ← c[m][n] + (even + odd). Every step rounds to
 // nearest even, reads denormal inputs as zero and flushes denormal results to zero, whatever MXCSR
 // says (bf16_dot_model.hpp's helpers).
+//
+// tdpfp16ps is the same with pairs of IEEE half values, with one difference Intel's description
+// gives: half inputs are converted exactly, denormal ones included (every half is a normal float),
+// while the float32 sums still flush denormal results to zero.
 //
 // Compiled for the baseline CPU (kernel_headers.hpp includes it before any target region): the state
 // is one thread's, as the hardware's is.
@@ -21,6 +25,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "attnkit/dtype.hpp"
 #include "cpu/simd/bf16_dot_model.hpp"
 
 namespace attnkit::cpu {
@@ -84,7 +89,14 @@ class AmxModel {
   }
   static void zero(int tile) { std::memset(configured_tile(tile).bytes, 0, sizeof(Tile)); }
   // tdpbf16ps c, a, b (tile numbers): c[m][n] += Σ_k a[m] pair k · b[k] pair n, in the order above.
-  static void dot_bf16(int c, int a, int b) {
+  static void dot_bf16(int c, int a, int b) { dot_pairs(c, a, b, "tdpbf16ps", bf16_bits_to_float); }
+  // tdpfp16ps c, a, b: the same over pairs of half values.
+  static void dot_f16(int c, int a, int b) { dot_pairs(c, a, b, "tdpfp16ps", half_bits_to_float); }
+
+ private:
+  static float half_bits_to_float(std::uint16_t bits) { return to_float(float16{bits}); }
+  template <class Widen>
+  static void dot_pairs(int c, int a, int b, const char* name, Widen widen) {
     const TileConfig& config = state().config;
     Tile& sums = configured_tile(c);
     const Tile& left = configured_tile(a);
@@ -92,14 +104,14 @@ class AmxModel {
     const int rows = config.rows[c], columns = config.bytes_per_row[c] / 4, depth = config.bytes_per_row[a] / 4;
     if (config.rows[a] != rows || config.rows[b] != depth || config.bytes_per_row[b] != config.bytes_per_row[c] ||
         c == a || c == b || a == b)
-      fail("tdpbf16ps: the tiles' shapes do not fit (c rows = a rows, a row dwords = b rows, b row bytes = c row bytes), or two are the same register");
+      fail(name, ": the tiles' shapes do not fit (c rows = a rows, a row dwords = b rows, b row bytes = c row bytes), or two are the same register");
     for (int m = 0; m < rows; ++m) {
       for (int n = 0; n < columns; ++n) {
         float even = 0, odd = 0;
         for (int k = 0; k < depth; ++k) {
           const std::uint32_t x = left.dword(m, k), y = right.dword(k, n);
-          even = flush_denormal(std::fma(bf16_bits_to_float(low(x)), bf16_bits_to_float(low(y)), even));
-          odd = flush_denormal(std::fma(bf16_bits_to_float(high(x)), bf16_bits_to_float(high(y)), odd));
+          even = flush_denormal(std::fma(widen(low(x)), widen(low(y)), even));
+          odd = flush_denormal(std::fma(widen(high(x)), widen(high(y)), odd));
         }
         const float sum = flush_denormal(flush_denormal(sums.float_at(m, n)) + flush_denormal(even + odd));
         sums.set_float(m, n, sum);
@@ -107,7 +119,6 @@ class AmxModel {
     }
   }
 
- private:
   struct Tile {
     alignas(64) std::uint8_t bytes[kTileMaxRows][kTileRowBytes];
     std::uint32_t dword(int row, int column) const {
@@ -140,8 +151,8 @@ class AmxModel {
   static std::uint16_t low(std::uint32_t pair) { return static_cast<std::uint16_t>(pair & 0xFFFF); }
   static std::uint16_t high(std::uint32_t pair) { return static_cast<std::uint16_t>(pair >> 16); }
   // The hardware raises #UD on such a use; the model stops the program as loudly.
-  [[noreturn]] static void fail(const char* what) {
-    std::fprintf(stderr, "attnkit AMX model: %s\n", what);
+  [[noreturn]] static void fail(const char* what, const char* detail = "") {
+    std::fprintf(stderr, "attnkit AMX model: %s%s\n", what, detail);
     std::abort();
   }
 };
@@ -166,6 +177,10 @@ struct AmxModelTiles {
   template <int C, int A, int B>
   static void dot_bf16() {
     AmxModel::dot_bf16(C, A, B);
+  }
+  template <int C, int A, int B>
+  static void dot_f16() {
+    AmxModel::dot_f16(C, A, B);
   }
 };
 

@@ -18,6 +18,7 @@ struct Avx2Isa {
   static constexpr Geometry kGeometry = kAvx2Geometry;  // geometry.hpp
   static constexpr bool kDotBf16 = false;  // bf16 products through f32 FMA
   static constexpr bool kTiles = false;     // no matrix tiles (amx.hpp)
+  static constexpr bool kTilesF16 = false;  // no f16 products on tiles (amx.hpp)
 
   static Vec zero() { return _mm256_setzero_ps(); }
   static Vec set1(float x) { return _mm256_set1_ps(x); }

@@ -20,6 +20,7 @@ struct Avx512Isa {
   static constexpr Geometry kGeometry = kAvx512Geometry;  // geometry.hpp
   static constexpr bool kDotBf16 = false;  // bf16 products through f32 FMA
   static constexpr bool kTiles = false;     // no matrix tiles (amx.hpp)
+  static constexpr bool kTilesF16 = false;  // no f16 products on tiles (amx.hpp)
 
   static Vec zero() { return _mm512_setzero_ps(); }
   static Vec set1(float x) { return _mm512_set1_ps(x); }

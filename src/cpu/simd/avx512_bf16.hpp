@@ -70,12 +70,16 @@ struct Avx512Bf16Isa : Avx512Isa {
   // out[i] = even[i] | odd[i] << 16 for 16 lanes: the pairs of two bf16 rows. Returns whether any of
   // the 32 values is ±inf or NaN (exponent all ones).
   static bool interleave_bf16(const std::uint16_t* even, const std::uint16_t* odd, std::uint32_t* out) {
+    return interleave_16bit(even, odd, out, 0x7F80);
+  }
+  // The same for any 16-bit float format whose exponent bits are `exponent`.
+  static bool interleave_16bit(const std::uint16_t* even, const std::uint16_t* odd, std::uint32_t* out, std::uint16_t exponent) {
     const __m512i e = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(even)));
     const __m512i o = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(odd)));
     const __m512i pairs = _mm512_or_si512(e, _mm512_slli_epi32(o, 16));
     _mm512_storeu_si512(out, pairs);
-    const __m512i exponent = _mm512_set1_epi16(0x7F80);
-    return _mm512_cmpeq_epi16_mask(_mm512_and_si512(pairs, exponent), exponent) != 0;
+    const __m512i ones = _mm512_set1_epi16(static_cast<short>(exponent));
+    return _mm512_cmpeq_epi16_mask(_mm512_and_si512(pairs, ones), ones) != 0;
   }
 };
 

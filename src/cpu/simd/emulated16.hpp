@@ -21,6 +21,7 @@ struct Emulated16Isa {
   static constexpr Geometry kGeometry = kAvx512Geometry;  // the real AVX-512 target's tiles
   static constexpr bool kDotBf16 = false;
   static constexpr bool kTiles = false;     // no matrix tiles (amx.hpp)
+  static constexpr bool kTilesF16 = false;  // no f16 products on tiles (amx.hpp)
   static_assert(kLanes == 2 * Avx2Isa::kLanes && kLanes == kGeometry.lanes);
 
   static Vec zero() { return {Avx2Isa::zero(), Avx2Isa::zero()}; }
@@ -176,7 +177,12 @@ struct Emulated16Bf16Isa : Emulated16Isa {
   // out[i] = even[i] | odd[i] << 16 for 16 lanes: the pairs of two bf16 rows. Returns whether any of
   // the 32 values is ±inf or NaN (exponent all ones).
   static bool interleave_bf16(const std::uint16_t* even, const std::uint16_t* odd, std::uint32_t* out) {
-    const __m256i exponent = _mm256_set1_epi16(0x7F80);
+    return interleave_16bit(even, odd, out, 0x7F80);
+  }
+  // The same for any 16-bit float format whose exponent bits are `exponent_bits`.
+  static bool interleave_16bit(const std::uint16_t* even, const std::uint16_t* odd, std::uint32_t* out,
+                               std::uint16_t exponent_bits) {
+    const __m256i exponent = _mm256_set1_epi16(static_cast<short>(exponent_bits));
     __m256i special = _mm256_setzero_si256();
     for (int h = 0; h < 16; h += 8) {
       const __m256i e = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(even + h)));

@@ -21,6 +21,7 @@ struct ScalarIsa {
   static constexpr Geometry kGeometry = kScalarGeometry;  // geometry.hpp
   static constexpr bool kDotBf16 = false;  // bf16 products through f32 FMA
   static constexpr bool kTiles = false;     // no matrix tiles (amx.hpp)
+  static constexpr bool kTilesF16 = false;  // no f16 products on tiles (amx.hpp)
 
   static Vec zero() { return 0.0f; }
   static Vec set1(float x) { return x; }

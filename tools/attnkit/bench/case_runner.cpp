@@ -48,7 +48,8 @@ std::string timing_key(const BenchCase& c) { return c.name + " t" + std::to_stri
 // The target a case's calls run on: quantized decoding reads int8 or int4 K and V under the f32
 // queries (time_quantized_decode); every other case has q, k and v in its dtype.
 std::optional<std::string> target_of_case(const BenchCase& c, Kernel resolved) {
-  return target_of(resolved, is_quantized(c.dtype) ? DType::f32 : c.dtype, c.dtype, c.dtype);
+  return target_of(resolved, is_quantized(c.dtype) ? DType::f32 : c.dtype, c.dtype, c.dtype,
+                   c.kind == CaseKind::backward ? Pass::backward : Pass::forward);
 }
 
 }  // namespace

@@ -167,7 +167,7 @@ ModuleResult ModuleRunner::run(const ModuleCase& c) {
   const Kernel resolved = resolve_kernel(options_.kernel, DType::f32);
   r.kernel = kernel_name(resolved);
   // A forward of f32 queries (the layer's projections) over the cache's K and V, whatever it holds.
-  r.target = target_of(resolved, DType::f32, c.cache_dtype, c.cache_dtype);
+  r.target = target_of(resolved, DType::f32, c.cache_dtype, c.cache_dtype, Pass::forward);
   if (c.kind == ModuleKind::prefill) {
     time_prefill(c, r);
   } else {

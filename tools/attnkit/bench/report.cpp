@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <ostream>
 
+#include "attnkit/targets.hpp"
 #include "bench/json_line.hpp"
 
 namespace attnkit::bench {
@@ -154,6 +155,12 @@ Figures figures_of(const CaseResult& r, const Ceilings& ceilings) {
     f.fraction_of_bf16_peak = ratio(f.gflops, ceilings.bf16_for(c.threads));
     f.fraction_of_amx_peak = ratio(f.gflops, ceilings.amx_for(c.threads));
   }
+  // f16 rows that ran on f16 tiles (amx_fp16): of the same tile rate, which the ceilings time with
+  // tdpbf16ps only.
+  const std::optional<Target> target = r.target ? target_from_name(*r.target) : std::nullopt;
+  if (c.dtype == DType::f16 && target && target_uses_f16_tiles(*target)) {
+    f.fraction_of_amx_peak = ratio(f.gflops, ceilings.amx_for(c.threads));
+  }
   if (c.kind == CaseKind::decode) {
     f.gbytes_per_s = c.kv_bytes() / seconds / kGiga;
     f.fraction_of_bandwidth = ratio(f.gbytes_per_s, ceilings.copy_for(c.threads));
@@ -221,7 +228,7 @@ void Report::text_machine(const RunInfo& info) const {
     out_ << "  bf16 dot peak: not available: " << c.bf16_note << '\n';
   }
   if (c.amx_bf16_gflops) {
-    out_ << "  bf16 tile peak (AMX tdpbf16ps; \"of AMX\" of bf16 cases is of it):"
+    out_ << "  bf16 tile peak (AMX tdpbf16ps; \"of AMX\" of bf16 cases is of it, and of f16 cases on f16 tiles):"
          << per_thread_count(c.threads, *c.amx_bf16_gflops, "GFLOP/s") << '\n';
   } else {
     out_ << "  bf16 tile peak (AMX): not available: " << c.amx_bf16_note << '\n';

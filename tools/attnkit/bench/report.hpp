@@ -41,7 +41,7 @@ struct Figures {
   double gflops = 0;
   std::optional<double> fraction_of_peak;       // of the best f32 FMA rate at this thread count
   std::optional<double> fraction_of_bf16_peak;  // of the bf16 dot peak, bf16 cases on CPUs with one
-  std::optional<double> fraction_of_amx_peak;   // of the AMX tile peak, bf16 cases on CPUs with tiles
+  std::optional<double> fraction_of_amx_peak;   // of the AMX tile peak: bf16 cases on CPUs with tiles, f16 cases on f16 tiles
   std::optional<double> gbytes_per_s;           // decode: K and V bytes read per second
   std::optional<double> fraction_of_bandwidth;  // decode: of the copy bandwidth at this thread count
   std::optional<double> fraction_of_read_bandwidth;  // decode: of the read bandwidth at this thread count

@@ -25,7 +25,7 @@ VarlenResult run_varlen_case(const VarlenCase& c, const TimingPlan& plan, Kernel
   VarlenResult r;
   r.varlen_case = c;
   r.kernel = kernel_name(resolve_kernel(kernel));
-  r.target = target_of(resolve_kernel(kernel), DType::f32, DType::f32, DType::f32);
+  r.target = target_of(resolve_kernel(kernel), DType::f32, DType::f32, DType::f32, Pass::forward);
   const std::int64_t B = static_cast<std::int64_t>(c.lengths.size()), H = c.heads, d = c.d;
   AttentionOptions options;
   options.causal = c.causal ? Causal::top_left : Causal::none;
