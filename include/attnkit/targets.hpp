@@ -35,8 +35,11 @@ enum class Target : std::uint8_t {
   amx_fp16_emulated,     ///< test stand-in for amx_fp16 on any AVX2 CPU (the tiles modelled)
 };
 
-/// The kernels of a call: the forward (attention, decoding, packed batches) or the backward.
-enum class Pass : std::uint8_t { forward, backward };
+/// The kernels of a call: the forward or the backward.
+enum class Pass : std::uint8_t {
+  forward,   ///< attention, decoding, packed batches
+  backward,  ///< the gradients
+};
 
 /// Stable name of a target: "scalar", "avx2", "avx512", "avx512_bf16", "avx512_emulated",
 /// "avx512_bf16_emulated", "amx_bf16", "amx_bf16_emulated", "amx_fp16", "amx_fp16_emulated".
