@@ -364,6 +364,57 @@ TEST(BenchVarlenCases, MixedLengthsQuickAndOverrides) {
   for (std::int64_t l : small[0].lengths) EXPECT_TRUE(l >= 10 && l <= 640) << l;
 }
 
+TEST(BenchBatchDecodeCases, MixedLengthsEveryCacheDtypeBf16First) {
+  attnkit::bench::CaseSelection sel;
+  sel.threads = {1, 2};
+  const auto cases = attnkit::bench::select_batch_decode_cases(sel);
+  ASSERT_EQ(cases.size(), 10u);  // 5 cache dtypes × 2 thread counts
+  const std::vector<std::string> order = {"bf16", "bf16", "f32", "f32", "f16", "f16", "int8", "int8", "int4", "int4"};
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const auto& c = cases[i];
+    EXPECT_EQ(c.name, "decode_batch_" + order[i] + "_b32_mixed_d128");
+    EXPECT_EQ(c.group, "b32_mixed_d128");
+    EXPECT_EQ(c.threads, i % 2 == 0 ? 1 : 2) << "each dtype on every thread count, one cache for both";
+    ASSERT_EQ(c.lengths.size(), 32u);
+    EXPECT_EQ(c.lengths, cases[0].lengths) << "one fixed draw";
+    for (std::int64_t l : c.lengths) EXPECT_TRUE(l >= 512 && l <= 32768) << l;
+    EXPECT_EQ(c.heads, 32);
+    EXPECT_EQ(c.kv_heads, 8);
+    EXPECT_EQ(c.d, 128);
+    EXPECT_EQ(c.block_size, 16);
+  }
+  sel.quick = true;
+  for (const auto& c : attnkit::bench::select_batch_decode_cases(sel)) {
+    EXPECT_NE(c.name.find("_b32_short_d128"), std::string::npos) << c.name;
+    for (std::int64_t l : c.lengths) EXPECT_TRUE(l >= 64 && l <= 1024) << l;
+  }
+  sel.sizes = {24, 640};
+  sel.dims = {8};
+  const auto small = attnkit::bench::select_batch_decode_cases(sel);
+  ASSERT_EQ(small.size(), 6u) << "no int8 or int4 at d = 8, not a whole block";
+  EXPECT_EQ(small[0].name, "decode_batch_bf16_b32_upto640_d8");
+  for (std::int64_t l : small[0].lengths) EXPECT_TRUE(l >= 10 && l <= 640) << l;
+  sel.dims = {};
+  sel.filter = "decode_batch_int4";
+  const auto int4 = attnkit::bench::select_batch_decode_cases(sel);
+  ASSERT_EQ(int4.size(), 2u);
+  EXPECT_EQ(int4[0].dtype, DType::int4);
+}
+
+TEST(BenchBatchDecodeCases, BytesAndFlopsCountEveryCachedToken) {
+  attnkit::bench::BatchDecodeCase c;
+  c.lengths = {3, 5};
+  c.heads = 4;
+  c.kv_heads = 2;
+  c.d = 32;
+  c.dtype = DType::bf16;
+  EXPECT_EQ(c.tokens(), 8);
+  EXPECT_DOUBLE_EQ(c.kv_bytes(), 8.0 * 2 * 2 * 32 * 2);  // tokens × KV heads × (K, V) × d × 2 bytes
+  c.dtype = DType::int4;
+  EXPECT_DOUBLE_EQ(c.kv_bytes(), 8.0 * 2 * 2 * static_cast<double>(attnkit::quantized_row_bytes(DType::int4, 32)));
+  EXPECT_DOUBLE_EQ(c.flops(), 4.0 * 4 * 32 * 8);  // 4·d per query head and cached token
+}
+
 TEST(BenchVarlenCases, FlopsOfThePackedEqualAndPaddedRuns) {
   attnkit::bench::VarlenCase c;
   c.lengths = {2, 4, 4};
@@ -581,8 +632,9 @@ TEST(BenchCommand, JsonLinesCarryTheDocumentedKeys) {
   const std::vector<JsonObject> lines = json_lines(r.out);
   // ceilings + forward (2 causal × 2 threads × 2 dtypes) + backward (--quick: f32, not causal, 2 threads)
   // + decode (2 threads × 3 cache dtypes: no int8 or int4 at d = 8, not a whole block) + module (prefill and 2 decode layouts, --sizes 24, × 2
-  // threads) + varlen (2 causal × 2 threads) + peak memory
-  ASSERT_EQ(lines.size(), 1u + 8u + 2u + 6u + 6u + 4u + 1u) << r.out;
+  // threads) + varlen (2 causal × 2 threads) + batched decoding (3 cache dtypes at d = 8 × 2 threads)
+  // + peak memory
+  ASSERT_EQ(lines.size(), 1u + 8u + 2u + 6u + 6u + 4u + 6u + 1u) << r.out;
 
   const JsonObject& ceilings = lines.front();
   EXPECT_EQ(text_of(ceilings, "kind"), "ceilings");
@@ -599,7 +651,7 @@ TEST(BenchCommand, JsonLinesCarryTheDocumentedKeys) {
   expect_blas_verdict(ceilings);
 
   const bool openblas = ceilings.at("openblas").get<bool>();
-  int forward = 0, backward = 0, decode = 0, module = 0, varlen = 0;
+  int forward = 0, backward = 0, decode = 0, module = 0, varlen = 0, batches = 0;
   for (std::size_t i = 1; i + 1 < lines.size(); ++i) {
     const JsonObject& o = lines[i];
     SCOPED_TRACE(text_of(o, "name"));
@@ -607,6 +659,11 @@ TEST(BenchCommand, JsonLinesCarryTheDocumentedKeys) {
     expect_fraction_of_best(o, ceilings);
     if (text_of(o, "kind") == "varlen") {  // checked in detail by VarlenLinesCarryTheDocumentedKeys
       ++varlen;
+      EXPECT_EQ(number_of(o, "d"), 8.0) << "--dims sets d";
+      continue;
+    }
+    if (text_of(o, "kind") == "decode_batch") {  // checked in detail by BatchDecodeLinesCarryTheDocumentedKeys
+      ++batches;
       EXPECT_EQ(number_of(o, "d"), 8.0) << "--dims sets d";
       continue;
     }
@@ -654,6 +711,7 @@ TEST(BenchCommand, JsonLinesCarryTheDocumentedKeys) {
   EXPECT_EQ(decode, 6);
   EXPECT_EQ(module, 6);
   EXPECT_EQ(varlen, 4);
+  EXPECT_EQ(batches, 6);
   EXPECT_EQ(text_of(lines.back(), "kind"), "peak_memory");
   EXPECT_FALSE(text_of(lines.back(), "skipped").empty()) << "--quick never runs the 65536-long call";
 }
@@ -1198,6 +1256,51 @@ TEST(BenchCommand, BadUsageExits2) {
     EXPECT_NE(r.err.find("attnkit bench"), std::string::npos) << r.err;
     EXPECT_TRUE(r.out.empty()) << "nothing is measured before the flags are checked: " << r.out;
   }
+}
+
+// The batched decoding lines: every cache dtype on each thread count, GB/s the cache's bytes over the
+// step, and each dtype's speed-up over the bf16 cache's step of the same thread count.
+TEST(BenchCommand, BatchDecodeLinesCarryTheDocumentedKeys) {
+  const Result r = cli({"bench", "--sizes", "24", "--dims", "32", "--threads", "1,2", "--repeat", "1", "--copy-mib", "4",
+                        "--filter", "decode_batch", "--json"});
+  ASSERT_EQ(r.code, kOk) << r.err;
+  const std::vector<JsonObject> lines = json_lines(r.out);
+  ASSERT_EQ(lines.size(), 11u) << r.out;  // ceilings, then 5 cache dtypes × 2 thread counts
+  const JsonObject& ceilings = lines.front();
+  std::map<double, double> bf16_seconds;  // by threads
+  for (std::size_t i = 1; i < lines.size(); ++i) {
+    const JsonObject& o = lines[i];
+    SCOPED_TRACE(text_of(o, "name"));
+    for (const char* key : {"kind", "direction", "name", "batch", "heads", "kv_heads", "d", "dtype", "threads", "block_size",
+                            "lengths", "lengths_seed", "tokens", "seconds", "runs", "flops", "gflops", "fraction_of_peak",
+                            "kv_bytes", "gbytes_per_s", "fraction_of_bandwidth", "fraction_of_read_bandwidth",
+                            "speedup_vs_bf16", "kernel", "target"}) {
+      EXPECT_TRUE(o.count(key)) << key;
+    }
+    EXPECT_EQ(text_of(o, "kind"), "decode_batch");
+    EXPECT_EQ(number_of(o, "batch"), 32.0);
+    ASSERT_EQ(o.at("lengths").size(), 32u);
+    double tokens = 0;
+    for (double l : numbers_of(o, "lengths")) tokens += l;
+    EXPECT_EQ(number_of(o, "tokens"), tokens);
+    expect_target(o);
+    expect_fraction_of_best(o, ceilings);
+    expect_fractions_of_bandwidths(o, ceilings);
+    constexpr double kSixDigits = 1e-4;  // JSON numbers carry 6 significant digits
+    const double seconds = number_of(o, "seconds");
+    EXPECT_NEAR(number_of(o, "gbytes_per_s") * seconds * 1e9 / number_of(o, "kv_bytes"), 1.0, kSixDigits);
+    if (text_of(o, "dtype") == "bf16") bf16_seconds[number_of(o, "threads")] = seconds;
+    ASSERT_TRUE(bf16_seconds.count(number_of(o, "threads"))) << "the bf16 case runs first";
+    EXPECT_NEAR(number_of(o, "speedup_vs_bf16") * seconds / bf16_seconds[number_of(o, "threads")], 1.0, kSixDigits);
+  }
+  EXPECT_EQ(text_of(lines[1], "dtype"), "bf16");
+  const Result text = cli({"bench", "--sizes", "24", "--dims", "32", "--threads", "1", "--repeat", "1", "--copy-mib", "4",
+                           "--filter", "decode_batch_int4"});
+  ASSERT_EQ(text.code, kOk) << text.err;
+  EXPECT_NE(text.out.find("batched decoding (attend over a paged cache, blocks of 16 tokens): 32 sequences"), std::string::npos)
+      << text.out;
+  EXPECT_EQ(row_cells(text.out, "decode_batch_int4_b32_upto24_d32").size(), 9u) << text.out;
+  EXPECT_EQ(row_cells(text.out, "decode_batch_int4_b32_upto24_d32").at(6), "-") << "no bf16 row to compare with";
 }
 
 }  // namespace

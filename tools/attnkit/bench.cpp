@@ -27,6 +27,8 @@
 #include "bench/module_runner.hpp"
 #include "bench/peak_memory.hpp"
 #include "bench/report.hpp"
+#include "bench/batch_decode_cases.hpp"
+#include "bench/batch_decode_runner.hpp"
 #include "bench/varlen_cases.hpp"
 #include "bench/varlen_runner.hpp"
 #include "command_line.hpp"
@@ -77,7 +79,12 @@ each also timing attnkit::attend alone on the same cache, shapes and threads. Pa
 cases (varlen_*): 16 sequences of mixed lengths (queries = keys, drawn from 64 to 4096 with a fixed
 seed, printed), 8 heads, d = 128, causal and not, in one attnkit::varlen_forward call, also timing
 attnkit::forward on an equal-length batch of the same work and on the sequences padded to the
-longest, masked by key_lengths and by a bool key-padding mask. Every case runs on 1 thread and on all. Last, the extra memory of one
+longest, masked by key_lengths and by a bool key-padding mask. Batched decoding cases
+(decode_batch_*): one decode step of 32 sequences of mixed lengths (drawn from 512 to 32768 with a
+fixed seed, printed) in a paged cache (blocks of 16), one query token each, 32 query heads over 8 KV
+heads, d = 128, through one attnkit::attend call, for each cache dtype (bf16 first, f32, f16, int8,
+int4; bf16, f32 and f16 caches take queries of their dtype, int8 and int4 f32 queries), the caches
+flushed before each step. Every case runs on 1 thread and on all. Last, the extra memory of one
 n = m = 65536, d = 64 call with the fast kernel.
 
 Columns: seconds (median), GFLOP/s (4·n·m·d per head, halved for causal; backward 2.5 times the
@@ -97,6 +104,10 @@ halved for causal), rate/equal (its GFLOP/s over the equal-length batch's), time
 over the key_lengths-padded batch's), work/padded (the same of the FLOPs each must do: attnkit skips
 keys past key_lengths but not padded queries, so this bounds time/padded), time/masked (its seconds
 over the mask-padded batch's), x 1 thread (the 1-thread seconds of the case over these).
+
+Batched decoding columns: seconds (median step), GB/s, of bandw. and of read (every sequence's K and V
+bytes over the step, over the copy and the read bandwidth), vs bf16 (the bf16 cache's step seconds
+over these, same sequences and threads), kernel and target.
 
 Module columns: seconds (median call), tokens/s (new tokens per second: n / seconds for a prefill,
 1 / seconds for a decode step), GFLOP/s and of peak (prefill: the projections
@@ -125,6 +136,7 @@ Examples:
   attnkit bench --sizes 4096 --dims 128 --threads 2 --no-naive
   attnkit bench --filter mha_ --no-naive --no-openblas
   attnkit bench --filter varlen --no-naive --no-openblas
+  attnkit bench --filter decode_batch --threads 1
   attnkit bench --soak 60
 
 Exit codes: 0 success, 1 a library error, 2 bad usage (including a filter that matches nothing).)";
@@ -198,7 +210,8 @@ void add_flags(CommandLine& c, Request& r) {
           "(bwd_f32_n256_d64), decode m = 4096, 3 repeats; module cases on a smaller\n"
           "layer (E = 1024, 8 heads over 2 KV heads, d = 128): mha_prefill_f32_n256_e1024\n"
           "and mha_decode_f32_m1024_e1024_{paged,contiguous}; varlen lengths from 64 to\n"
-          "1024 (varlen_f32_b16_short_d128)");
+          "1024 (varlen_f32_b16_short_d128); batched decoding lengths from 64 to 1024\n"
+          "(decode_batch_*_b32_short_d128)");
   c.flag("--json", r.json,
          "one JSON object per line: \"ceilings\" (with \"fma_avx2_gflops\" and\n"
           "\"fma_avx512_gflops\", null with a \"_note\" when not measured, \"fma_best_isa\",\n"
@@ -213,19 +226,22 @@ void add_flags(CommandLine& c, Request& r) {
           "\"bytes\", \"gbytes_per_s\", \"fraction_of_bandwidth\" and\n"
           "\"fraction_of_read_bandwidth\"), then one per varlen case\n"
           "(\"kind\": \"varlen\", with \"lengths\", \"rate_vs_equal\", \"time_vs_padded\",\n"
-          "\"work_vs_padded\", \"time_vs_masked\" and \"speedup_vs_one_thread\"), then \"peak_memory\"");
+          "\"work_vs_padded\", \"time_vs_masked\" and \"speedup_vs_one_thread\"), then one per\n"
+          "batched decoding case (\"kind\": \"decode_batch\", with \"lengths\", \"block_size\",\n"
+          "\"tokens\", \"kv_bytes\", \"gbytes_per_s\", \"fraction_of_bandwidth\",\n"
+          "\"fraction_of_read_bandwidth\" and \"speedup_vs_bf16\"), then \"peak_memory\"");
   c.text("--filter", r.selection.filter, "TEXT",
          "only cases whose name contains TEXT (e.g. fwd_f32_n1024, bwd, causal, decode,\n"
-          "mha_, mha_decode, paged, varlen)");
+          "mha_, mha_decode, paged, varlen, decode_batch)");
   c.value("--repeat", r.repeat, positive_in(kMaxRepeats), "N", "timed calls per measurement after the warm-up (default 5, --quick 3)");
   c.text("--threads", r.threads, "LIST", "thread counts, e.g. 1,2 (default: 1 and all hardware threads)");
   c.value("--sizes", r.selection.sizes, positive_list_in(kNoLimit), "LIST",
           "sequence lengths instead of the defaults: n = m for forward cases, m for decode,\n"
-          "n for mha_prefill and m for mha_decode; varlen_ cases draw their lengths from L/64 to\n"
-          "the largest L given");
+          "n for mha_prefill and m for mha_decode; varlen_ and decode_batch_ cases draw their\n"
+          "lengths from L/64 to the largest L given");
   c.value("--dims", r.selection.dims, positive_list_in(kNoLimit), "LIST",
-          "head dimensions d instead of the defaults (also of varlen_ cases; not for mha_\n"
-          "cases: d is the layer's)");
+          "head dimensions d instead of the defaults (also of varlen_ and decode_batch_ cases;\n"
+          "not for mha_ cases: d is the layer's)");
   c.value("--copy-mib", r.copy_mib, [](std::string_view text, std::string_view flag) {
     return static_cast<std::size_t>(positive(text, flag));
   }, "N",
@@ -353,12 +369,14 @@ int bench_main(const CommandArgs& words, std::ostream& out, std::ostream& err) {
   const std::vector<BenchCase> cases = bench::select_cases(r.selection);
   const std::vector<bench::ModuleCase> module_cases = bench::select_module_cases(r.selection);
   const std::vector<bench::VarlenCase> varlen_cases = bench::select_varlen_cases(r.selection);
+  const std::vector<bench::BatchDecodeCase> batch_cases = bench::select_batch_decode_cases(r.selection);
   const bench::RunInfo info = run_info(r);
   const bool memory_selected = bench::matches_filter(bench::peak_memory_case(1).name, r.selection.filter);
-  if (cases.empty() && module_cases.empty() && varlen_cases.empty() && !memory_selected) {
+  if (cases.empty() && module_cases.empty() && varlen_cases.empty() && batch_cases.empty() && !memory_selected) {
     throw UsageError("--filter '" + r.selection.filter + "' matches no case (names look like fwd_f32_n1024_d64_causal, "
                      "bwd_bf16_n1024_d64, decode_bf16_m4096_d128, mha_prefill_f32_n2048_e4096, "
-                     "mha_decode_f32_m4096_e4096_paged, varlen_f32_b16_mixed_d128, peak_memory_n65536_d64)");
+                     "mha_decode_f32_m4096_e4096_paged, varlen_f32_b16_mixed_d128, decode_batch_int4_b32_mixed_d128, "
+                     "peak_memory_n65536_d64)");
   }
 
   bench::Report report(out, r.json);
@@ -366,7 +384,8 @@ int bench_main(const CommandArgs& words, std::ostream& out, std::ostream& err) {
   // the report's own rows, one per case, show the progress, and a bar would interleave with them.
   std::optional<ProgressBar> bar;
   if (!is_terminal(out)) {
-    bar.emplace(err, "attnkit bench", static_cast<double>(cases.size() + module_cases.size() + varlen_cases.size() + 1));
+    bar.emplace(err, "attnkit bench",
+                static_cast<double>(cases.size() + module_cases.size() + varlen_cases.size() + batch_cases.size() + 1));
   }
   const auto advance = [&] {
     if (bar) bar->advance(1);
@@ -388,6 +407,13 @@ int bench_main(const CommandArgs& words, std::ostream& out, std::ostream& err) {
   for (const bench::VarlenCase& c : varlen_cases) {
     report.varlen_result(bench::run_varlen_case(c, {r.repeats(), r.budget_seconds()}, r.kernel));
     advance();
+  }
+  {
+    bench::BatchDecodeRunner batches({r.repeats(), r.budget_seconds()}, r.kernel);
+    for (const bench::BatchDecodeCase& c : batch_cases) {
+      report.batch_decode_result(batches.run(c));
+      advance();
+    }
   }
   if (bar) bar->finish();
   if (auto memory = peak_memory(r, info)) report.peak_memory(*memory);

@@ -541,4 +541,77 @@ void Report::json_varlen_result(const VarlenResult& r, const VarlenFigures& f) c
   out_ << line.str() << '\n';
 }
 
+// ---- batched decoding ----
+
+namespace {
+
+constexpr std::size_t kBatchDecodeNameWidth = 36;
+
+std::string bf16_key(const BatchDecodeCase& c) { return c.group + " t" + std::to_string(c.threads); }
+
+}  // namespace
+
+BatchDecodeFigures figures_of(const BatchDecodeResult& r, const Ceilings& ceilings) {
+  const BatchDecodeCase& c = r.batch_case;
+  BatchDecodeFigures f;
+  f.gflops = c.flops() / r.step.median_seconds / kGiga;
+  f.fraction_of_peak = ratio(f.gflops, ceilings.fma_for(c.threads));
+  f.gbytes_per_s = c.kv_bytes() / r.step.median_seconds / kGiga;
+  f.fraction_of_bandwidth = ratio(f.gbytes_per_s, ceilings.copy_for(c.threads));
+  f.fraction_of_read_bandwidth = ratio(f.gbytes_per_s, ceilings.read_for(c.threads));
+  return f;
+}
+
+void Report::batch_decode_result(const BatchDecodeResult& r) {
+  const BatchDecodeCase& c = r.batch_case;
+  BatchDecodeFigures f = figures_of(r, ceilings_);
+  if (c.dtype == DType::bf16) bf16_step_seconds_[bf16_key(c)] = r.step.median_seconds;
+  if (auto it = bf16_step_seconds_.find(bf16_key(c)); it != bf16_step_seconds_.end()) {
+    f.speedup_vs_bf16 = it->second / r.step.median_seconds;
+  }
+  if (json_) {
+    json_batch_decode_result(r, f);
+  } else {
+    text_batch_decode_result(r, f);
+  }
+  out_.flush();
+}
+
+void Report::text_batch_decode_result(const BatchDecodeResult& r, const BatchDecodeFigures& f) {
+  const BatchDecodeCase& c = r.batch_case;
+  section("batched decoding (attend over a paged cache, blocks of " + std::to_string(c.block_size) + " tokens): " +
+          std::to_string(c.lengths.size()) + " sequences of " + lengths_text(c.lengths) + " tokens (seed " +
+          std::to_string(c.seed) + "), one query each, " + std::to_string(c.heads) + " query heads over " +
+          std::to_string(c.kv_heads) + " KV heads;\nGB/s: bytes of K and V over the step's seconds, caches evicted before "
+          "each step; vs bf16: the bf16 cache's step seconds over these\n" +
+          pad_right("case", kBatchDecodeNameWidth) + pad_left("threads", kThreadsWidth) + pad_left("seconds", kNumberWidth) +
+          bandwidth_headings() + pad_left("vs bf16", kNumberWidth) + "  kernel  target\n");
+  out_ << pad_right(c.name, kBatchDecodeNameWidth) << pad_left(std::to_string(c.threads), kThreadsWidth)
+       << pad_left(format("%.4g", r.step.median_seconds), kNumberWidth)
+       << bandwidth_cells(f.gbytes_per_s, f.fraction_of_bandwidth, f.fraction_of_read_bandwidth)
+       << pad_left(cell(f.speedup_vs_bf16, "%.2fx"), kNumberWidth) << "  " << r.kernel << "  " << r.target.value_or("-")
+       << '\n';
+}
+
+void Report::json_batch_decode_result(const BatchDecodeResult& r, const BatchDecodeFigures& f) const {
+  const BatchDecodeCase& c = r.batch_case;
+  JsonLine line;
+  line.text("kind", "decode_batch").text("direction", "forward").text("name", c.name);
+  line.integer("batch", static_cast<std::int64_t>(c.lengths.size())).integer("heads", c.heads).integer("kv_heads", c.kv_heads);
+  line.integer("d", c.d).text("dtype", std::string(dtype_name(c.dtype))).integer("threads", c.threads);
+  line.integer("block_size", c.block_size);
+  std::vector<double> lengths(c.lengths.begin(), c.lengths.end());
+  line.numbers("lengths", lengths).integer("lengths_seed", c.seed).integer("tokens", c.tokens());
+  line.number("seconds", r.step.median_seconds).integer("runs", static_cast<std::int64_t>(r.step.samples.size()));
+  line.number("flops", c.flops()).number("gflops", f.gflops);
+  optional_number(line, "fraction_of_peak", f.fraction_of_peak);
+  line.number("kv_bytes", c.kv_bytes()).number("gbytes_per_s", f.gbytes_per_s);
+  optional_number(line, "fraction_of_bandwidth", f.fraction_of_bandwidth);
+  optional_number(line, "fraction_of_read_bandwidth", f.fraction_of_read_bandwidth);
+  optional_number(line, "speedup_vs_bf16", f.speedup_vs_bf16);
+  line.text("kernel", r.kernel);
+  optional_text(line, "target", r.target);
+  out_ << line.str() << '\n';
+}
+
 }  // namespace attnkit::bench

@@ -16,6 +16,7 @@
 #include "bench/ceilings.hpp"
 #include "bench/module_runner.hpp"
 #include "bench/peak_memory.hpp"
+#include "bench/batch_decode_runner.hpp"
 #include "bench/varlen_runner.hpp"
 
 namespace attnkit::bench {
@@ -81,6 +82,19 @@ struct VarlenFigures {
 // All but vs_one_thread, which needs the case's 1-thread row (the report keeps it).
 VarlenFigures figures_of(const VarlenResult& result, const Ceilings& ceilings);
 
+// The ratios of one batched decoding step.
+struct BatchDecodeFigures {
+  double gflops = 0;                                 // 4·d per query head and cached token, over the seconds
+  std::optional<double> fraction_of_peak;            // of the best f32 FMA rate at this thread count
+  double gbytes_per_s = 0;                           // bytes of K and V over the step's seconds
+  std::optional<double> fraction_of_bandwidth;       // of the copy bandwidth at this thread count
+  std::optional<double> fraction_of_read_bandwidth;  // of the read bandwidth at this thread count
+  std::optional<double> speedup_vs_bf16;             // the bf16 cache's step seconds over these, when run
+};
+
+// All but speedup_vs_bf16, which needs the bf16 case's row (the report keeps it).
+BatchDecodeFigures figures_of(const BatchDecodeResult& result, const Ceilings& ceilings);
+
 class Report {
  public:
   Report(std::ostream& out, bool json) : out_(out), json_(json) {}
@@ -88,6 +102,7 @@ class Report {
   void result(const CaseResult& result);
   void module_result(const ModuleResult& result);
   void varlen_result(const VarlenResult& result);
+  void batch_decode_result(const BatchDecodeResult& result);
   void peak_memory(const PeakMemoryResult& result);
 
  private:
@@ -99,6 +114,8 @@ class Report {
   void json_module_result(const ModuleResult& result, const ModuleFigures& f) const;
   void text_varlen_result(const VarlenResult& result, const VarlenFigures& f);
   void json_varlen_result(const VarlenResult& result, const VarlenFigures& f) const;
+  void text_batch_decode_result(const BatchDecodeResult& result, const BatchDecodeFigures& f);
+  void json_batch_decode_result(const BatchDecodeResult& result, const BatchDecodeFigures& f) const;
   void section(const std::string& heading);  // prints the table's heading unless it was the last one
 
   std::ostream& out_;
@@ -106,6 +123,7 @@ class Report {
   Ceilings ceilings_;
   std::string section_;  // the heading of the table printed last
   std::map<std::string, double> one_thread_seconds_;  // varlen cases' 1-thread packed medians, by name
+  std::map<std::string, double> bf16_step_seconds_;   // batched decoding's bf16 steps, by group and threads
 };
 
 }  // namespace attnkit::bench
