@@ -11,8 +11,10 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "attnkit/attention.hpp"
@@ -22,6 +24,7 @@
 #include "cpu/simd/amx_model.hpp"
 #include "cpu/simd/bf16_dot_model.hpp"
 #include "support/naive_f32.hpp"
+#include "support/target_twins.hpp"
 #include "support/testing.hpp"
 
 namespace attnkit {
@@ -466,6 +469,55 @@ TEST(AmxKernels, BackwardMeetsTheAccuracyRuleOnTheTilesEdges) {
                     c.name, names[g], fast, fast / naive_error);
         EXPECT_LE(fast, 2 * naive_error + 1e-7 * largest) << "RMS errors: fast " << fast << ", naive " << naive_error;
       }
+    }
+  }
+}
+
+// An f16 tile target runs bf16 calls with the bf16 tile target's kernel source, compiled once more:
+// forward (prefill with every kind of tile edge, decoding, dropout) and backward give the same bits
+// on both, so that the tests looping over targets per dtype run those calls on one of them only
+// (support/target_twins.hpp).
+TEST(AmxKernels, Fp16TileTargetsRunBf16CallsAsTheBf16TileTargets) {
+  std::vector<std::pair<Target, Target>> pairs;
+  for (Target t : supported_targets()) {
+    const std::optional<Target> twin = testing::bf16_tile_twin(t);
+    if (!twin) continue;
+    if (runs_here(*twin)) pairs.emplace_back(t, *twin);
+    else std::printf("[ note ] %s not compared: %s does not run here\n", target_name(t), target_name(*twin));
+  }
+  if (pairs.empty()) GTEST_SKIP() << "no f16 tile target runs here beside its bf16 tile target";
+  ATTNKIT_TRACE_SEED();
+  testing::Rng rng(58);
+  for (const TileCase& c : tile_cases()) {
+    SCOPED_TRACE(c.name);
+    const Tensor q = testing::random_tensor(rng, {1, c.H, c.n, c.d}, DType::bf16);
+    const Tensor q1 = testing::random_tensor(rng, {1, c.H, 1, c.d}, DType::bf16);  // a decode step
+    const Tensor k = testing::random_tensor(rng, {1, c.Hkv, c.m, c.d}, DType::bf16);
+    const Tensor v = testing::random_tensor(rng, {1, c.Hkv, c.m, c.dv}, DType::bf16);
+    const Tensor d_out = testing::random_tensor(rng, {1, c.H, c.n, c.dv}, DType::bf16);
+    AttentionOptions options = c.options;
+    options.kernel = Kernel::fast;
+    auto run = [&](Target t) {
+      set_target(t);
+      const testing::ForwardResult fwd = testing::run_forward(q, k, v, options, DType::bf16);
+      AttentionOptions decode = options;
+      decode.causal = Causal::bottom_right;
+      const testing::ForwardResult step = testing::run_forward(q1, k, v, decode, DType::bf16);
+      std::vector<Tensor> grads = {testing::poisoned(DType::bf16, q.shape()), testing::poisoned(DType::bf16, k.shape()),
+                                   testing::poisoned(DType::bf16, v.shape())};
+      backward(q.view(), k.view(), v.view(), fwd.out.view(), d_out.view(), fwd.lse.view(), grads[0].view(), grads[1].view(),
+               grads[2].view(), options);
+      reset_target();
+      std::vector<Tensor> all = {fwd.out, fwd.lse, step.out, step.lse};
+      for (Tensor& g : grads) all.push_back(std::move(g));
+      return all;
+    };
+    for (const auto& [f16_tiles, bf16_tiles] : pairs) {
+      SCOPED_TRACE(std::string(target_name(f16_tiles)) + " against " + target_name(bf16_tiles));
+      const std::vector<Tensor> a = run(f16_tiles), b = run(bf16_tiles);
+      const char* names[] = {"out", "lse", "decode out", "decode lse", "dq", "dk", "dv"};
+      for (std::size_t i = 0; i < a.size(); ++i)
+        EXPECT_EQ(std::memcmp(a[i].raw(), b[i].raw(), a[i].nbytes()), 0) << names[i] << " differs";
     }
   }
 }

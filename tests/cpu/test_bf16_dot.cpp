@@ -23,6 +23,7 @@
 #include "cpu/kernels.hpp"
 #include "cpu/simd/bf16_dot_model.hpp"
 #include "support/naive_f32.hpp"
+#include "support/target_twins.hpp"
 #include "support/testing.hpp"
 
 namespace attnkit {
@@ -37,6 +38,21 @@ using testing::same_bits_or_both_nan;
 bool supported(Target t) {
   const std::vector<Target> s = supported_targets();
   return std::find(s.begin(), s.end(), t) != s.end();
+}
+
+// The bf16-dot targets this CPU runs, but those whose bf16 kernels another of them runs already
+// (an f16 tile target's are its bf16 tile twin's), each left out with a line saying so.
+std::vector<Target> bf16_dot_targets_here() {
+  std::vector<Target> targets;
+  for (Target t : supported_targets()) {
+    if (!target_uses_bf16_dot(t)) continue;
+    if (const std::optional<Target> same = testing::same_kernels_as(t, DType::bf16)) {
+      std::printf("[ note ] target %s not run: its bf16 calls run %s's kernels, run here\n", target_name(t), target_name(*same));
+      continue;
+    }
+    targets.push_back(t);
+  }
+  return targets;
 }
 
 // ---- the model ----
@@ -290,9 +306,7 @@ struct DifferingTally {
 };
 
 TEST(Bf16Dot, ForwardRoundsPAndMeetsTheAccuracyRule) {
-  std::vector<Target> targets;
-  for (Target t : supported_targets())
-    if (target_uses_bf16_dot(t)) targets.push_back(t);
+  const std::vector<Target> targets = bf16_dot_targets_here();
   for (Target t : compiled_targets())
     if (target_uses_bf16_dot(t) && !supported(t))
       std::printf("[ note ] target %s not run here: this CPU lacks %s\n", target_name(t), missing_cpu_feature(t).c_str());
@@ -375,9 +389,7 @@ TEST(Bf16Dot, ForwardRoundsPAndMeetsTheAccuracyRule) {
 // their bf16 values equal that kernel's but where float32 sums in another order straddle a rounding
 // boundary; without the rounding they would differ as often as the plain naive kernel's do.
 TEST(Bf16Dot, BackwardRoundsPAndDsAndMeetsTheAccuracyRule) {
-  std::vector<Target> targets;
-  for (Target t : supported_targets())
-    if (target_uses_bf16_dot(t)) targets.push_back(t);
+  const std::vector<Target> targets = bf16_dot_targets_here();
   if (targets.empty()) GTEST_SKIP() << "no bf16-dot target runs on this CPU or is compiled into this build";
   ATTNKIT_TRACE_SEED();
   testing::Rng rng(16);
