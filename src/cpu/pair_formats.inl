@@ -7,7 +7,6 @@
 
 template <class I = Isa>
 struct Bf16Pairs {
-  static constexpr DType kDType = DType::bf16;
   // out[c] = the bits of x[c], floats that hold values of the format (inputs widened exactly).
   static void bits_of_row(const float* x, std::int64_t count, std::uint16_t* out) { bf16_bits_of_row(x, count, out); }
   // Each float rounded to the format, as a float.
@@ -28,7 +27,6 @@ struct Bf16Pairs {
 
 template <class I = Isa>
 struct F16Pairs {
-  static constexpr DType kDType = DType::f16;
   static void bits_of_row(const float* x, std::int64_t count, std::uint16_t* out) {
     for (std::int64_t c = 0; c < count; ++c) out[c] = to_float16(x[c]).bits;  // exact: x holds half values
   }

@@ -1,10 +1,10 @@
 #include "bench/batch_decode_cases.hpp"
 
 #include <algorithm>
-#include <random>
 #include <string>
 
 #include "attnkit/quantized.hpp"
+#include "bench/length_draw.hpp"
 
 namespace attnkit::bench {
 namespace {
@@ -15,27 +15,8 @@ constexpr std::uint32_t kLengthSeed = 54;  // fixed, so that every run times the
 // bf16 first: the other dtypes' speed-ups are over its step.
 constexpr DType kCacheDTypes[] = {DType::bf16, DType::f32, DType::f16, DType::int8, DType::int4};
 
-struct LengthRange {
-  std::string label;
-  std::int64_t shortest, longest;
-};
 const LengthRange kMixed{"mixed", 512, 32768};
 const LengthRange kShort{"short", 64, 1024};  // --quick
-
-// --sizes L: lengths up to L (the largest given), from L/64 (at least 1), as the defaults' spread.
-LengthRange range_of(const CaseSelection& sel) {
-  if (sel.sizes.empty()) return sel.quick ? kShort : kMixed;
-  const std::int64_t longest = *std::max_element(sel.sizes.begin(), sel.sizes.end());
-  return {"upto" + std::to_string(longest), std::max<std::int64_t>(1, longest / 64), longest};
-}
-
-std::vector<std::int64_t> draw_lengths(const LengthRange& range) {
-  std::mt19937 rng(kLengthSeed);
-  std::uniform_int_distribution<std::int64_t> length(range.shortest, range.longest);
-  std::vector<std::int64_t> lengths(kSequences);
-  for (std::int64_t& l : lengths) l = length(rng);
-  return lengths;
-}
 
 }  // namespace
 
@@ -54,8 +35,8 @@ double BatchDecodeCase::kv_bytes() const {
 double BatchDecodeCase::flops() const { return 4.0 * static_cast<double>(heads * d) * static_cast<double>(tokens()); }
 
 std::vector<BatchDecodeCase> select_batch_decode_cases(const CaseSelection& sel) {
-  const LengthRange range = range_of(sel);
-  const std::vector<std::int64_t> lengths = draw_lengths(range);
+  const LengthRange range = length_range(sel, kMixed, kShort);
+  const std::vector<std::int64_t> lengths = draw_lengths(range, kSequences, kLengthSeed);
   const std::vector<std::int64_t> dims = sel.dims.empty() ? std::vector<std::int64_t>{kHeadDim} : sel.dims;
   std::vector<BatchDecodeCase> cases;
   for (std::int64_t d : dims) {

@@ -2,8 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <random>
 #include <string>
+
+#include "bench/length_draw.hpp"
 
 namespace attnkit::bench {
 namespace {
@@ -12,27 +13,8 @@ constexpr std::int64_t kSequences = 16;
 constexpr std::int64_t kHeadDim = 128;
 constexpr std::uint32_t kLengthSeed = 18;  // fixed, so that every run times the same packing
 
-struct LengthRange {
-  std::string label;
-  std::int64_t shortest, longest;
-};
 const LengthRange kMixed{"mixed", 64, 4096};
 const LengthRange kShort{"short", 64, 1024};  // --quick
-
-// --sizes L: lengths up to L (the largest given), from L/64 (at least 1), as the defaults' spread.
-LengthRange range_of(const CaseSelection& sel) {
-  if (sel.sizes.empty()) return sel.quick ? kShort : kMixed;
-  const std::int64_t longest = *std::max_element(sel.sizes.begin(), sel.sizes.end());
-  return {"upto" + std::to_string(longest), std::max<std::int64_t>(1, longest / 64), longest};
-}
-
-std::vector<std::int64_t> draw_lengths(const LengthRange& range) {
-  std::mt19937 rng(kLengthSeed);
-  std::uniform_int_distribution<std::int64_t> length(range.shortest, range.longest);
-  std::vector<std::int64_t> lengths(kSequences);
-  for (std::int64_t& l : lengths) l = length(rng);
-  return lengths;
-}
 
 double sum_of_squares(const std::vector<std::int64_t>& lengths) {
   double sum = 0;
@@ -68,8 +50,8 @@ double VarlenCase::padded_flops() const {
 }
 
 std::vector<VarlenCase> select_varlen_cases(const CaseSelection& sel) {
-  const LengthRange range = range_of(sel);
-  const std::vector<std::int64_t> lengths = draw_lengths(range);
+  const LengthRange range = length_range(sel, kMixed, kShort);
+  const std::vector<std::int64_t> lengths = draw_lengths(range, kSequences, kLengthSeed);
   const std::vector<std::int64_t> dims = sel.dims.empty() ? std::vector<std::int64_t>{kHeadDim} : sel.dims;
   std::vector<VarlenCase> cases;
   for (std::int64_t d : dims) {
