@@ -213,8 +213,8 @@ def test_quantized_storage_holds_values_within_half_a_step_and_attends_over_them
             step = np.abs(blocks).max(axis=-1, keepdims=True) / 127
         elif dtype == "int4":
             step = np.ptp(blocks, axis=-1, keepdims=True) / 15
-        else:
-            step = np.abs(blocks) * 2.0**-11
+        else:  # f16's spacing: 2^-10 relative for normals, 2^-24 absolute below 2^-14 (subnormals)
+            step = np.maximum(np.abs(blocks) * 2.0**-10, 2.0**-24)
         got = np.asarray(stored[:, :7], np.float64).reshape(blocks.shape)
         assert np.all(np.abs(got - blocks) <= step / 2 * 1.01 + 1e-3 * np.abs(blocks)), dtype
     # attend over the stored values, by the accuracy rule; prefill (n = 9) and a decode step (n = 1).
