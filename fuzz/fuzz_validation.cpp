@@ -20,7 +20,7 @@
 //                    the forward an extras byte and lse, probs; for the backward d_out, lse, dq, dk,
 //                    dv), an aliasing byte (plant_alias) and a values byte (plant_special)
 //   attend           the cache (decode_cache; the top bit of its head_dim and value_dim bytes picks
-//                    32 or 64 features, whole blocks for int8 and int4 storage), a seed for the
+//                    32 or 64 features, whole blocks for quantized storage), a seed for the
 //                    contents, its sequences (fill_cache), the sequence ids, Hq/Hkv, n, the options,
 //                    q, out, an lse byte and lse, an aliasing
 //                    byte and a values byte
@@ -370,13 +370,13 @@ void fuzz_backward(ByteReader& in, DType dtype, Kernel kernel) {
 constexpr std::array<std::int64_t, 8> kConfigCounts = {1, 1, 2, 3, 0, -1, 2, fuzz::kInt64Max};
 constexpr std::array<std::int64_t, 8> kConfigLengths = {1, 5, 9, 16, 0, -3, std::int64_t{1} << 62, fuzz::kInt64Max};
 constexpr std::array<std::int64_t, 8> kConfigBlockSizes = {1, 2, 4, 8, 16, 0, 3, -4};
-constexpr std::array<DType, 10> kConfigDtypes = {DType::f32, DType::f32, DType::f16,  DType::bf16, DType::f32,
-                                                 DType::f16, DType::f64, DType::boolean, DType::int8, DType::int4};
+constexpr std::array<DType, 12> kConfigDtypes = {DType::f32,  DType::f32, DType::f16,     DType::bf16, DType::f32,     DType::f16,
+                                                 DType::f64,  DType::boolean, DType::int8, DType::int4, DType::fp8_e4m3, DType::fp8_e5m2};
 
 KVCacheConfig decode_cache(ByteReader& in) {
   KVCacheConfig c;
   c.num_kv_heads = in.pick(kConfigCounts);
-  // Small widths, or with the byte's top bit whole quantisation blocks (32, 64) for int8 and int4
+  // Small widths, or with the byte's top bit whole quantisation blocks (32, 64) for quantized
   // storage.
   const std::uint8_t head_dim = in.byte(), value_dim = in.byte();
   c.head_dim = head_dim & 0x80 ? 32 * (1 + (head_dim & 1)) : 1 + head_dim % 8;

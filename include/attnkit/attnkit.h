@@ -77,7 +77,7 @@ ATTNKIT_C_API const char* attnkit_last_error_message(void);
 
 /* ---- tensors ------------------------------------------------------------------------------ */
 
-/** The element type of an attnkit_tensor: one of the ATTNKIT_F64 ... ATTNKIT_INT4 values. */
+/** The element type of an attnkit_tensor: one of the ATTNKIT_F64 ... ATTNKIT_FP8_E5M2 values. */
 typedef int32_t attnkit_dtype;
 /** Values of attnkit_dtype, the C++ attnkit::DType values. */
 enum {
@@ -90,6 +90,8 @@ enum {
   ATTNKIT_I64 = 6,   /**< int64_t */
   ATTNKIT_INT8 = 7,  /**< KV cache storage only: blocks of 32 features with float16 scales */
   ATTNKIT_INT4 = 8,  /**< KV cache storage only */
+  ATTNKIT_FP8_E4M3 = 9,  /**< KV cache storage only: OCP FP8 E4M3 in blocks of 32 with scales */
+  ATTNKIT_FP8_E5M2 = 10, /**< KV cache storage only: OCP FP8 E5M2 in blocks of 32 with scales */
   ATTNKIT_DTYPE_DEFAULT = -1  /**< in a cache's key_dtype / value_dtype: as its dtype */
 };
 
@@ -197,7 +199,7 @@ typedef struct attnkit_kv_cache_config {
   int64_t max_sequences;         /**< alive at once; default 1 */
   int64_t max_sequence_length;   /**< tokens one sequence may hold */
   attnkit_kv_cache_layout layout;  /**< contiguous (default) or paged */
-  attnkit_dtype dtype;           /**< storage: F32 (default), F16, BF16, INT8, INT4 */
+  attnkit_dtype dtype;           /**< storage: F32 (default), F16, BF16, INT8, INT4, FP8_E4M3, FP8_E5M2 */
   int64_t block_size;            /**< paged: tokens per block, a power of two; default 16 */
   int64_t num_blocks;            /**< paged: the pool; 0: enough for every sequence at full length */
   attnkit_dtype key_dtype;       /**< ATTNKIT_DTYPE_DEFAULT: as dtype */

@@ -10,10 +10,10 @@ namespace attnkit {
 
 /// Element types a tensor may hold. Q, K, V and gradients take the four floating types; masks take
 /// boolean (keep-mask) or a floating type (additive bias); the integer types exist for .npy I/O.
-/// int8 and int4 are not element types but the block-quantized row formats of a KV cache's storage
+/// int8, int4, fp8_e4m3 and fp8_e5m2 are not element types but the block-quantized row formats of a KV cache's storage
 /// (attnkit/quantized.hpp): a view of them addresses rows in bytes (dtype_size 1, strides in bytes,
 /// the last dimension's size the row's logical width), and only a KVCache makes and reads them.
-enum class DType : std::uint8_t { f64, f32, f16, bf16, boolean, i32, i64, int8, int4 };
+enum class DType : std::uint8_t { f64, f32, f16, bf16, boolean, i32, i64, int8, int4, fp8_e4m3, fp8_e5m2 };
 /// \var DType::f64
 /// IEEE binary64 (double).
 /// \var DType::f32
@@ -33,10 +33,17 @@ enum class DType : std::uint8_t { f64, f32, f16, bf16, boolean, i32, i64, int8, 
 /// \var DType::int4
 /// KV cache storage only: 4-bit codes in blocks of 32 with a float16 scale and offset each
 /// (attnkit/quantized.hpp).
+/// \var DType::fp8_e4m3
+/// KV cache storage only: OCP FP8 E4M3 codes (largest 448, no infinities) in blocks of 32 with a
+/// float16 power-of-two scale each (attnkit/quantized.hpp).
+/// \var DType::fp8_e5m2
+/// KV cache storage only: OCP FP8 E5M2 codes (largest 57344) in blocks of 32 with a float16
+/// power-of-two scale each (attnkit/quantized.hpp).
 
-/// Bytes per element (int8, int4: 1, the unit of their strides).
+/// Bytes per element (the quantized row formats: 1, the unit of their strides).
 std::size_t dtype_size(DType dtype) noexcept;
-/// Stable name of a dtype: "f64", "f32", "f16", "bf16", "bool", "i32", "i64", "int8" or "int4".
+/// Stable name of a dtype: "f64", "f32", "f16", "bf16", "bool", "i32", "i64", "int8", "int4",
+/// "fp8_e4m3" or "fp8_e5m2".
 std::string_view dtype_name(DType dtype) noexcept;
 /// Whether `dtype` is a floating type: f64, f32, f16 or bf16.
 bool is_floating(DType dtype) noexcept;

@@ -1,5 +1,5 @@
 /// \file
-/// Block-quantized rows: the int8 and int4 storage of a KV cache (attnkit/kv_cache.hpp).
+/// Block-quantized rows: the int8, int4 and fp8 storage of a KV cache (attnkit/kv_cache.hpp).
 ///
 /// Decoding reads the whole cache for every new token, so storing keys and values in 8 or 4 bits
 /// makes it read 1.9× or 3.2× fewer bytes than bf16. A row of `width` values (width a multiple of
@@ -15,12 +15,20 @@
 ///         (x − offset) / scale rounded to nearest, ties to even, in 0 … 15. Byte i of a block's 16
 ///         holds the codes of the block's values i (low nibble) and i + 16 (high nibble), so that one
 ///         16-byte load widens to the block's two halves of 16 lanes.
+///   fp8_e4m3, fp8_e5m2
+///         width bytes of OCP FP8 codes (E4M3: bias 7, largest 448, NaN at 0x7F and 0xFF, no
+///         infinities; E5M2: bias 15, largest 57344, ±inf and NaN as float16's top byte), then
+///         width / 32 scales (float16): value c = fp8(code[c]) · scale[c / 32]. The scale is the
+///         smallest power of two (at least 2^-24) that brings the block's largest magnitude within
+///         the format's largest value, so dividing by it is exact and the one rounding is the
+///         code's: x / scale rounded to the nearest code, ties to the even one.
 /// \endcode
 ///
 /// The division is done in double, so quantising is deterministic on every machine. A block holding
 /// NaN or ±inf, or whose scale (or offset) overflows float16, is stored with a NaN scale: every value
 /// of the block reads back as NaN, never as a plausible number. A block of zeros (or, int4, of equal
-/// values) has scale 0 and reads back exactly (int4: up to the offset's float16 rounding).
+/// values) has scale 0 and reads back exactly (int4: up to the offset's float16 rounding); an fp8
+/// block of zeros has scale 2^-24 and zero codes. Every stored value is exact in float32.
 #pragma once
 
 #include <cstddef>
@@ -30,17 +38,17 @@
 
 namespace attnkit {
 
-/// Values per scale: the block length of the int8 and int4 row formats.
+/// Values per scale: the block length of the quantized row formats.
 inline constexpr std::int64_t kQuantBlock = 32;
 
 /// The byte offset, within a row record of `width` values, of block `block`'s float16 parameters:
-/// its scale (int8), or its scale then offset (int4). The one definition of where they lie, for the
-/// quantiser and the kernels alike.
+/// its scale (int8, fp8), or its scale then offset (int4). The one definition of where they lie, for
+/// the quantiser and the kernels alike.
 constexpr std::int64_t quantized_block_params_at(DType dtype, std::int64_t width, std::int64_t block) {
-  return dtype == DType::int8 ? width + 2 * block : width / 2 + 4 * block;
+  return dtype == DType::int4 ? width / 2 + 4 * block : width + 2 * block;
 }
 
-/// Whether `dtype` is one of the block-quantized row formats (int8, int4).
+/// Whether `dtype` is one of the block-quantized row formats (int8, int4, fp8_e4m3, fp8_e5m2).
 bool is_quantized(DType dtype) noexcept;
 
 /// Bytes of one quantized row of `width` values (width a multiple of kQuantBlock).

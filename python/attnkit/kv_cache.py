@@ -19,7 +19,7 @@ from ._args import _alibi_slopes, _float_arrays, _float_or_none, _type_name, _wi
 __all__ = ["KVCache", "attend"]
 
 _STORAGE_DTYPES = ("float32", "float16", "bfloat16")
-_QUANTIZED_DTYPES = ("int8", "int4")  # block-quantized storage, named by string only
+_QUANTIZED_DTYPES = ("int8", "int4", "fp8_e4m3", "fp8_e5m2")  # block-quantized storage, named by string only
 
 
 def _int(x, name):
@@ -33,7 +33,8 @@ def _int(x, name):
 
 def _storage_dtype(dtype, what="dtype"):
     """"float32", "float16" or "bfloat16" from a name, a numpy dtype or a torch dtype; or the
-    strings "int8" and "int4" (block-quantized storage: a numpy or torch int8 is not that)."""
+    strings "int8", "int4", "fp8_e4m3" and "fp8_e5m2" (block-quantized storage, a scale per block of
+    32 features: a numpy or torch int8 or float8 is not that)."""
     torch = sys.modules.get("torch")
     if isinstance(dtype, str):
         if dtype in _QUANTIZED_DTYPES:
@@ -49,7 +50,7 @@ def _storage_dtype(dtype, what="dtype"):
     if name not in _STORAGE_DTYPES:
         raise TypeError(
             f"{what}: the cache stores {', '.join(_STORAGE_DTYPES)} (or, quantized, the strings "
-            f'"int8" and "int4"); got {name}'
+            f'"int8", "int4", "fp8_e4m3" and "fp8_e5m2"); got {name}'
         )
     return name
 
@@ -97,9 +98,10 @@ class KVCache:
         in the decode loop.
 
     ``dtype`` is the storage: ``"float32"``, ``"float16"`` or ``"bfloat16"`` (or the numpy/torch
-    dtype). Appended keys and values, of any floating dtype, are rounded to it once. ``"int8"`` and
-    ``"int4"`` store them block-quantized (blocks of 32 features with float16 scales; the widths
-    must be multiples of 32): decoding then reads 1.9x or 3.2x fewer bytes than bfloat16, at the
+    dtype). Appended keys and values, of any floating dtype, are rounded to it once. ``"int8"``,
+    ``"int4"`` and the OCP 8-bit floats ``"fp8_e4m3"`` and ``"fp8_e5m2"`` store them block-quantized
+    (blocks of 32 features with float16 scales; the widths must be multiples of 32): decoding then
+    reads 1.9x (8 bits) or 3.2x (int4) fewer bytes than bfloat16, at the
     price of a quantisation error (docs/python.md lists it). ``key_dtype`` and ``value_dtype`` set the
     keys' and values' storage apart (e.g. int8 keys, int4 values); ``keys(seq)`` and ``values(seq)``
     of quantized storage give the stored values exactly, as float64.
@@ -162,7 +164,8 @@ class KVCache:
     max_sequence_length = property(lambda self: self._core.max_sequence_length, doc="Tokens one sequence may hold.")
     layout = property(lambda self: self._core.layout, doc='"contiguous" or "paged".')
     dtype = property(
-        lambda self: self._core.dtype, doc='Storage dtype: "float32", "float16", "bfloat16", "int8" or "int4".'
+        lambda self: self._core.dtype,
+        doc='Storage dtype: "float32", "float16", "bfloat16", "int8", "int4", "fp8_e4m3" or "fp8_e5m2".',
     )
     key_dtype = property(lambda self: self._core.key_dtype, doc="The keys' storage dtype (dtype unless given).")
     value_dtype = property(lambda self: self._core.value_dtype, doc="The values' storage dtype (dtype unless given).")

@@ -139,7 +139,8 @@ class MultiheadAttention(torch.nn.MultiheadAttention):
     def make_cache(self, max_sequence_length, *, max_sequences=1, dtype="float32", **options):
         """An ``attnkit.KVCache`` shaped for this module's ``forward_cached``: ``num_heads`` KV
         heads of ``head_dim`` features. ``dtype`` is its storage: ``"float32"``, ``"float16"``,
-        ``"bfloat16"``, or the quantized ``"int8"`` and ``"int4"`` (``head_dim`` a multiple of 32);
+        ``"bfloat16"``, or the quantized ``"int8"``, ``"int4"``, ``"fp8_e4m3"`` and ``"fp8_e5m2"``
+        (``head_dim`` a multiple of 32);
         ``options`` are KVCache's others (``layout``, ``block_size``, ``num_blocks``,
         ``key_dtype``, ``value_dtype``)."""
         return KVCache(self.num_heads, self.head_dim, max_sequence_length, max_sequences=max_sequences,
@@ -150,7 +151,7 @@ class MultiheadAttention(torch.nn.MultiheadAttention):
 
         ``x`` holds each sequence's t new tokens, [N, t, E] with ``batch_first`` (else [t, N, E]),
         or [t, E] with one sequence id. Their keys and values are projected and appended to
-        ``cache`` (``make_cache``, any storage dtype, int8 and int4 included), then each new token
+        ``cache`` (``make_cache``, any storage dtype, the quantized ones included), then each new token
         attends causally over its sequence's cached tokens, itself included: the output, shaped
         like ``x``, is ``forward(x, x, x, is_causal=True)``'s rows for those tokens computed over
         the whole sequence so far, without recomputing the earlier tokens' keys and values.

@@ -51,8 +51,11 @@ DType storage_dtype_of(const std::string& dtype, const char* name = "dtype") {
   if (dtype == "bfloat16") return DType::bf16;
   if (dtype == "int8") return DType::int8;  // block-quantized (attnkit/quantized.hpp)
   if (dtype == "int4") return DType::int4;
-  throw Error(ErrorCode::invalid_dtype,
-              std::string(name) + ": the cache stores float32, float16, bfloat16, int8 or int4, got \"" + dtype + "\"");
+  if (dtype == "fp8_e4m3") return DType::fp8_e4m3;
+  if (dtype == "fp8_e5m2") return DType::fp8_e5m2;
+  throw Error(ErrorCode::invalid_dtype, std::string(name) +
+                                            ": the cache stores float32, float16, bfloat16, int8, int4, fp8_e4m3 or fp8_e5m2, got \"" +
+                                            dtype + "\"");
 }
 
 const char* storage_dtype_name(DType dtype) {
@@ -61,6 +64,8 @@ const char* storage_dtype_name(DType dtype) {
     case DType::bf16: return "bfloat16";
     case DType::int8: return "int8";
     case DType::int4: return "int4";
+    case DType::fp8_e4m3: return "fp8_e4m3";
+    case DType::fp8_e5m2: return "fp8_e5m2";
     default: return "float32";
   }
 }

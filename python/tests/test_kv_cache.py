@@ -194,7 +194,11 @@ def test_decode_loop_matches_attention_on_the_full_keys(rng, layout, storage, qu
 
 
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))
-@pytest.mark.parametrize(("key_dtype", "value_dtype"), [("int8", "int8"), ("int4", "int4"), ("int8", "int4"), ("int4", "float16")])
+@pytest.mark.parametrize(
+    ("key_dtype", "value_dtype"),
+    [("int8", "int8"), ("int4", "int4"), ("int8", "int4"), ("int4", "float16"), ("fp8_e4m3", "fp8_e5m2"),
+     ("fp8_e5m2", "int8")],  # fmt: skip
+)
 def test_quantized_storage_holds_values_within_half_a_step_and_attends_over_them(rng, layout, key_dtype, value_dtype):
     Hkv, Hq, d, dv = 2, 6, 64, 32  # widths of whole blocks of 32 features
     cache = attnkit.KVCache(Hkv, d, 48, value_dim=dv, max_sequences=2, layout=layout, dtype=key_dtype,
@@ -213,6 +217,12 @@ def test_quantized_storage_holds_values_within_half_a_step_and_attends_over_them
             step = np.abs(blocks).max(axis=-1, keepdims=True) / 127
         elif dtype == "int4":
             step = np.ptp(blocks, axis=-1, keepdims=True) / 15
+        elif dtype.startswith("fp8"):  # the format's spacing at x / scale, the scale a power of two
+            e4m3 = dtype == "fp8_e4m3"
+            largest, mantissa_bits, smallest_normal = (448.0, 3, 2.0**-6) if e4m3 else (57344.0, 2, 2.0**-14)
+            scale = np.maximum(2.0 ** np.ceil(np.log2(np.abs(blocks).max(axis=-1, keepdims=True) / largest)), 2.0**-24)
+            binade = np.maximum(np.abs(blocks) / scale, smallest_normal)
+            step = 2.0 ** (np.floor(np.log2(binade)) - mantissa_bits) * scale
         else:  # f16's spacing: 2^-10 relative for normals, 2^-24 absolute below 2^-14 (subnormals)
             step = np.maximum(np.abs(blocks) * 2.0**-10, 2.0**-24)
         got = np.asarray(stored[:, :7], np.float64).reshape(blocks.shape)

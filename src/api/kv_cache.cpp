@@ -41,7 +41,7 @@ void check_config(const KVCacheConfig& c) {
         std::tuple{c.value_dtype ? "value_dtype" : "dtype", c.values_dtype(), value_dim, "value_dim"}}) {
     if (dtype != DType::f32 && dtype != DType::f16 && dtype != DType::bf16 && !is_quantized(dtype)) {
       fail(ErrorCode::invalid_dtype, std::string("KVCacheConfig.") + name + ": " + std::string(dtype_name(dtype)) +
-                                         "; the cache stores f32, f16, bf16, int8 or int4");
+                                         "; the cache stores f32, f16, bf16, int8, int4, fp8_e4m3 or fp8_e5m2");
     }
     if (is_quantized(dtype) && width % kQuantBlock != 0) {
       fail(ErrorCode::invalid_shape, std::string("KVCacheConfig.") + width_name + ": " + str(width) + " is not a multiple of " +

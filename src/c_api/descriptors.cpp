@@ -5,6 +5,7 @@
 #include <string>
 
 #include "attnkit/error.hpp"
+#include "attnkit/quantized.hpp"
 
 // The ABI (docs/c-api.md, "ABI rules"): on 64-bit targets these layouts are fixed within a major version;
 // a struct with struct_size only grows at its end.
@@ -53,8 +54,9 @@ View view_from(const char* name, const attnkit_tensor* tensor, Pointer data) {
     fail(ErrorCode::invalid_shape, std::string(name) + ": rank " + std::to_string(tensor->rank) +
                                        " is outside 0.." + std::to_string(ATTNKIT_MAX_RANK));
   }
-  if (dtype == DType::int8 || dtype == DType::int4) {
-    fail(ErrorCode::invalid_dtype, std::string(name) + ": int8 and int4 are KV cache storage formats, not element types");
+  if (is_quantized(dtype)) {
+    fail(ErrorCode::invalid_dtype, std::string(name) + ": " + std::string(dtype_name(dtype)) +
+                                       " is a KV cache storage format, not an element type");
   }
   return View(data, dtype, tensor->shape, tensor->strides, tensor->rank);
 }
@@ -72,9 +74,11 @@ DType dtype_from(const char* name, attnkit_dtype dtype) {
     case ATTNKIT_I64: return DType::i64;
     case ATTNKIT_INT8: return DType::int8;
     case ATTNKIT_INT4: return DType::int4;
+    case ATTNKIT_FP8_E4M3: return DType::fp8_e4m3;
+    case ATTNKIT_FP8_E5M2: return DType::fp8_e5m2;
   }
   fail(ErrorCode::invalid_dtype, std::string(name) + ": dtype " + std::to_string(dtype) +
-                                     " is not an attnkit_dtype (ATTNKIT_F64 = 0 ... ATTNKIT_INT4 = 8)");
+                                     " is not an attnkit_dtype (ATTNKIT_F64 = 0 ... ATTNKIT_FP8_E5M2 = 10)");
 }
 
 ConstTensorView input_view(const char* name, const attnkit_tensor* tensor) {

@@ -13,7 +13,7 @@ std::size_t dtype_size(DType dtype) noexcept {
     case DType::f64: case DType::i64: return 8;
     case DType::f32: case DType::i32: return 4;
     case DType::f16: case DType::bf16: return 2;
-    case DType::boolean: case DType::int8: case DType::int4: return 1;
+    case DType::boolean: case DType::int8: case DType::int4: case DType::fp8_e4m3: case DType::fp8_e5m2: return 1;
   }
   return 0;
 }
@@ -29,6 +29,8 @@ std::string_view dtype_name(DType dtype) noexcept {
     case DType::i64: return "i64";
     case DType::int8: return "int8";
     case DType::int4: return "int4";
+    case DType::fp8_e4m3: return "fp8_e4m3";
+    case DType::fp8_e5m2: return "fp8_e5m2";
   }
   return "unknown";
 }

@@ -1,4 +1,4 @@
-// The int8 and int4 row formats of attnkit/quantized.hpp: quantising on append, reading back for the
+// The int8, int4 and fp8 row formats of attnkit/quantized.hpp: quantising on append, reading back for the
 // reference and for the kernels' converted rows. Plain loops: a cache row is quantised once.
 #include "attnkit/quantized.hpp"
 
@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+
+#include "core/fp8.hpp"
 
 namespace attnkit {
 namespace {
@@ -73,6 +75,31 @@ void quantize_int4_block(const float* x, std::byte* codes, std::byte* scale_at) 
   store_u16(scale_at + 2, offset.bits);
 }
 
+// The smallest power of two s >= 2^-24 with largest / s within the format's largest value, so that
+// x / s is exact; NaN if the block is not finite or s passes float16's range.
+void quantize_fp8_block(DType dtype, const float* x, std::byte* codes, std::byte* scale_at) {
+  double largest = 0;
+  bool finite = true;
+  for (std::int64_t i = 0; i < kQuantBlock; ++i) {
+    finite = finite && std::isfinite(x[i]);
+    largest = std::max(largest, std::fabs(static_cast<double>(x[i])));
+  }
+  const double format_largest = detail::fp8_format(dtype).largest;
+  int exponent = -24;  // float16's smallest subnormal, 2^-24
+  if (finite && largest > format_largest * std::ldexp(1.0, exponent)) {
+    std::frexp(largest / format_largest, &exponent);  // a first guess, then exact comparisons
+    while (largest > format_largest * std::ldexp(1.0, exponent)) ++exponent;
+    while (exponent > -24 && largest <= format_largest * std::ldexp(1.0, exponent - 1)) --exponent;
+  }
+  const float16 scale = finite ? half_or_nan(std::ldexp(1.0, exponent)) : to_float16(std::numeric_limits<float>::quiet_NaN());
+  const double s = to_float(scale);
+  for (std::int64_t i = 0; i < kQuantBlock; ++i) {
+    const std::uint8_t code = std::isfinite(s) ? detail::fp8_nearest(dtype, x[i] / s) : 0;  // 0 when NaN
+    codes[i] = static_cast<std::byte>(code);
+  }
+  store_u16(scale_at, scale.bits);
+}
+
 // The exact stored value c of a row, in double.
 template <class T>
 void dequantize(const std::byte* row, std::int64_t width, DType dtype, std::int64_t c0, std::int64_t count, T* out) {
@@ -83,6 +110,10 @@ void dequantize(const std::byte* row, std::int64_t width, DType dtype, std::int6
     if (dtype == DType::int8) {
       const double scale = to_float(float16{load_u16(params)});
       value = std::isnan(scale) ? kNaN : static_cast<double>(static_cast<std::int8_t>(row[c])) * scale;
+    } else if (dtype == DType::fp8_e4m3 || dtype == DType::fp8_e5m2) {
+      // Exact in double and in float: 3 or 2 mantissa bits times a float16's 11.
+      const double scale = to_float(float16{load_u16(params)});
+      value = std::isnan(scale) ? kNaN : detail::fp8_value(dtype, static_cast<std::uint8_t>(row[c])) * scale;
     } else {
       const double scale = to_float(float16{load_u16(params)}), offset = to_float(float16{load_u16(params + 2)});
       const auto byte = static_cast<std::uint8_t>(row[block * (kQuantBlock / 2) + i % (kQuantBlock / 2)]);
@@ -95,7 +126,9 @@ void dequantize(const std::byte* row, std::int64_t width, DType dtype, std::int6
 
 }  // namespace
 
-bool is_quantized(DType dtype) noexcept { return dtype == DType::int8 || dtype == DType::int4; }
+bool is_quantized(DType dtype) noexcept {
+  return dtype == DType::int8 || dtype == DType::int4 || dtype == DType::fp8_e4m3 || dtype == DType::fp8_e5m2;
+}
 
 std::int64_t quantized_row_bytes(DType dtype, std::int64_t width) noexcept {
   // The record ends where a block past the last one would have its parameters.
@@ -109,6 +142,8 @@ void quantize_row(const float* in, std::int64_t width, DType dtype, std::byte* r
       quantize_int8_block(in + b * kQuantBlock, row + b * kQuantBlock, params);
     } else if (dtype == DType::int4) {
       quantize_int4_block(in + b * kQuantBlock, row + b * (kQuantBlock / 2), params);
+    } else if (dtype == DType::fp8_e4m3 || dtype == DType::fp8_e5m2) {
+      quantize_fp8_block(dtype, in + b * kQuantBlock, row + b * kQuantBlock, params);
     }
   }
 }

@@ -242,7 +242,7 @@ double load_as_double(const void* element, DType dtype) noexcept {
     case DType::boolean: return *static_cast<const unsigned char*>(element) != 0 ? 1.0 : 0.0;
     case DType::i32: { std::int32_t x; std::memcpy(&x, element, sizeof x); return x; }
     case DType::i64: { std::int64_t x; std::memcpy(&x, element, sizeof x); return static_cast<double>(x); }
-    case DType::int8: case DType::int4: return std::nan("");  // rows, not elements: read with dequantize_row
+    case DType::int8: case DType::int4: case DType::fp8_e4m3: case DType::fp8_e5m2: return std::nan("");  // rows, not elements: read with dequantize_row
   }
   return 0.0;
 }
@@ -256,7 +256,7 @@ void store_from_double(void* element, DType dtype, double value) noexcept {
     case DType::boolean: *static_cast<unsigned char*>(element) = value != 0.0 ? 1 : 0; return;
     case DType::i32: { const auto x = static_cast<std::int32_t>(value); std::memcpy(element, &x, sizeof x); return; }
     case DType::i64: { const auto x = static_cast<std::int64_t>(value); std::memcpy(element, &x, sizeof x); return; }
-    case DType::int8: case DType::int4: return;  // rows, not elements: written with quantize_row
+    case DType::int8: case DType::int4: case DType::fp8_e4m3: case DType::fp8_e5m2: return;  // rows, not elements: written with quantize_row
   }
 }
 

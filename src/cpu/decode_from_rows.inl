@@ -1,5 +1,5 @@
 // Decoding: the scores and the P·V sum of an item of a single tile, read from the key and value rows
-// where they are stored (f32, bf16, f16, int8, int4), without packing: with one tile there is no
+// where they are stored (f32, bf16, f16, int8, int4, fp8), without packing: with one tile there is no
 // reuse to pay for a copy. Included by flash_forward.inl inside the target's namespace; no include
 // guard on purpose.
 
@@ -99,7 +99,7 @@ __attribute__((always_inline)) inline void dot_with_rows(const typename Operands
   }
 }
 
-// The same partial sums from quantized key rows (int8 or int4, whole blocks): each key's block
+// The same partial sums from quantized key rows (int8, int4 or fp8, whole blocks): each key's block
 // parameters converted a group of blocks at a time, then each block's vectors in the order above.
 template <std::int64_t Rows, std::int64_t Keys, DType Stored>
 __attribute__((always_inline)) inline void dot_with_quantized_rows(const float* q, std::int64_t d_k, std::int64_t count,
@@ -127,7 +127,7 @@ __attribute__((always_inline)) inline void dot_with_quantized_rows(const float* 
 }
 
 // How decoding reads the key rows: in place (f32 of unit stride; bf16 and f16 rows of whole vectors,
-// widened in registers; int8 and int4 rows of whole blocks, dequantised in registers), or through a
+// widened in registers; quantized rows of whole blocks, dequantised in registers), or through a
 // float32 copy (any other layout). `dtype` is the rows' dtype as the dot products read them.
 struct KeyRowReads {
   bool in_place;
@@ -210,7 +210,7 @@ __attribute__((always_inline)) inline void key_dot_products(const ForwardWorkspa
   if constexpr (KeyPairs && Stored == DType::bf16) {
     dot_with_rows<Rows, Keys, Bf16PairRowOperands<>>(reinterpret_cast<const std::uint32_t*>(ws.q_bf16), ws.d_k / 2,
                                                      ws.d_k / 2, k, acc);
-  } else if constexpr (Stored == DType::int8 || Stored == DType::int4) {
+  } else if constexpr (kQuantizedRows<Stored>) {
     dot_with_quantized_rows<Rows, Keys, Stored>(ws.q, ws.d_k, vector_end, k, acc);
   } else {
     dot_with_rows<Rows, Keys, F32RowOperands<Stored>>(ws.q, ws.d_k, vector_end, k, acc);
@@ -256,7 +256,7 @@ void score_tile_from_key_rows(const ForwardPlan& plan, ForwardWorkspace& ws, con
     using Element = StoredElement<stored()>;
     // Key row j as the dot products read it; `slot` picks the converted copy's buffer.
     auto key_row = [&](std::int64_t j, std::int64_t slot) -> const Element* {
-      requests.before_key<stored() == DType::int8 || stored() == DType::int4>(j);
+      requests.before_key<kQuantizedRows<stored()>>(j);
       if (stored() != DType::f32 || reads.in_place) return reinterpret_cast<const Element*>(requests.key(j));
       float* row = ws.key_rows + slot * ws.d_k;
       const StoredRow at = stored_row(*plan.problem, item.batch, j0 + j);
@@ -283,8 +283,8 @@ void score_tile_from_key_rows(const ForwardPlan& plan, ForwardWorkspace& ws, con
 // The kinds of value rows decoding's P·V reads where they are stored, each a way through one step
 // of keys: the values of the step's keys for a tile row's kTileVectors vectors of columns, the
 // step's probability of a row, and their multiply-add into float32 accumulators.
-//   F32ValueRows<Stored>  one key per step; f32 rows, bf16 and f16 widened in registers, int8 and
-//                         int4 dequantised with their block parameters (converted once per call
+//   F32ValueRows<Stored>  one key per step; f32 rows, bf16 and f16 widened in registers, quantized
+//                         rows dequantised with their block parameters (converted once per call
 //                         into `params`, after acc's copy in the unused packed-value buffer);
 //   Bf16PairValueRows     two keys per step: the bf16 values of two rows paired along keys in
 //                         registers (pair_rows_32), p rounded to bf16 into pairs along keys, the
@@ -292,7 +292,7 @@ void score_tile_from_key_rows(const ForwardPlan& plan, ForwardWorkspace& ws, con
 template <DType Stored>
 struct F32ValueRows {
   using Row = const StoredElement<Stored>*;
-  static constexpr bool kQuantized = Stored == DType::int8 || Stored == DType::int4;
+  static constexpr bool kQuantized = kQuantizedRows<Stored>;
   float* params = nullptr;
   std::int64_t params_per_row = 0;
 

@@ -129,7 +129,7 @@ void pack_keys(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordina
 // the step's part of the block and notes in the caller's `Check` whether a value is NaN or ±inf (kept
 // by the caller, so that it stays in a register).
 //   F32ValueBlock       v[j][c] = V[j][c] as float32, a key per step; rows of unit stride are read
-//                       in place (f16, bf16, int8 and int4 widened in registers on the way);
+//                       in place (f16, bf16 and quantized rows widened in registers on the way);
 //   PairValueBlock      v[j/2][c] = (V[j][c], V[j + 1][c]), pairs of 16-bit values of the Format
 //                       along keys, two keys per step (the pair paths); rows of unit stride whose
 //                       d_v is whole tiles are read in place.

@@ -22,10 +22,11 @@ void load_row_f32(const ConstTensorView& t, std::int64_t b, std::int64_t h, std:
                   std::int64_t count) {
   if (is_quantized(t.dtype()) && t.stride(3) == 1 && count == t.size(3) && count % kLanes == 0) {
     const std::byte* row = t.at<std::byte>({b, h, i, 0});
-    if (t.dtype() == DType::int8) {
-      dequantize_row_into<DType::int8>(row, count, out);
-    } else {
-      dequantize_row_into<DType::int4>(row, count, out);
+    switch (t.dtype()) {
+      case DType::int8: dequantize_row_into<DType::int8>(row, count, out); break;
+      case DType::fp8_e4m3: dequantize_row_into<DType::fp8_e4m3>(row, count, out); break;
+      case DType::fp8_e5m2: dequantize_row_into<DType::fp8_e5m2>(row, count, out); break;
+      default: dequantize_row_into<DType::int4>(row, count, out); break;
     }
     return;
   }

@@ -1,11 +1,17 @@
-// Vectors of block-quantized rows (attnkit/quantized.hpp: a KV cache's int8 and int4 storage),
+// Vectors of block-quantized rows (attnkit/quantized.hpp: a KV cache's int8, int4 and fp8 storage),
 // dequantised in registers: decoding's dot products and the packing of key and value blocks read
 // them this way, never through a float copy of the row. Each lane is the stored value rounded once
-// to float32 (int8: code · scale, exact; int4: offset + code · scale in one fused multiply-add), as
-// dequantize_row gives it, so a kernel computes exactly what it would on that float row. Included
+// to float32 (int8 and fp8: code · scale, exact; int4: offset + code · scale in one fused
+// multiply-add), as dequantize_row gives it, so a kernel computes exactly what it would on that
+// float row. Included
 // inside the target's namespace (packing.inl, after the geometry); no include guard on purpose.
 
 static_assert(kQuantBlock % kLanes == 0 && kQuantBlock % 2 == 0, "a vector of a quantized row lies in one block");
+
+// The row formats read as blocks of codes with parameters, not as elements.
+template <DType Stored>
+inline constexpr bool kQuantizedRows =
+    Stored == DType::int8 || Stored == DType::int4 || Stored == DType::fp8_e4m3 || Stored == DType::fp8_e5m2;
 
 // The float16 at byte p of a row (the formats are little-endian, as every target is).
 inline float row_f16(const std::byte* p) {
@@ -21,16 +27,18 @@ inline float row_f16(const std::byte* p) {
 template <class I = Isa>
 constexpr bool int4_by_table = requires(typename I::Vec table, const void* p) { I::lookup_u4_low(table, p); };
 
-// What dequantises one block of a quantized row: value = code · scale (int8), or code · scale +
+// What dequantises one block of a quantized row: value = code · scale (int8, fp8), or code · scale +
 // offset (int4), each broadcast to every lane; with int4_by_table, int4's as a table, lane t holding
 // offset + t · scale (the same fused multiply-add, so the same float). Worked out once per block and
-// key, not per vector.
+// key, not per vector. E4M3's scale carries the 2^8 its codes are read without (load_e4m3_over_256):
+// exact, and (code / 2^8) · (scale · 2^8) is the same product as code · scale, so the same float.
 struct BlockScale {
   Vec scale, offset, table;
 };
 
 template <DType Stored, class I = Isa>
 BlockScale make_block_scale(float scale, float offset) {
+  if constexpr (Stored == DType::fp8_e4m3) scale *= 256.0f;
   BlockScale s{I::set1(scale), I::set1(offset), I::zero()};
   if constexpr (Stored == DType::int4 && int4_by_table<I>) {
     static_assert(I::kLanes == 16, "a table holds the 16 values of a 4-bit code");
@@ -41,15 +49,15 @@ BlockScale make_block_scale(float scale, float offset) {
 
 template <DType Stored>
 BlockScale block_scale(const std::byte* row, std::int64_t width, std::int64_t block) {
-  static_assert(Stored == DType::int8 || Stored == DType::int4);
+  static_assert(kQuantizedRows<Stored>);
   const std::byte* at = row + quantized_block_params_at(Stored, width, block);  // scale (, offset)
-  if constexpr (Stored == DType::int8) return make_block_scale<Stored>(row_f16(at), 0.0f);
-  else return make_block_scale<Stored>(row_f16(at), row_f16(at + 2));
+  if constexpr (Stored == DType::int4) return make_block_scale<Stored>(row_f16(at), row_f16(at + 2));
+  else return make_block_scale<Stored>(row_f16(at), 0.0f);
 }
 
-// Float16 parameters per block: int8 its scale, int4 its scale and offset.
+// Float16 parameters per block: int8 and fp8 its scale, int4 its scale and offset.
 template <DType Stored>
-inline constexpr std::int64_t kParamsPerBlock = Stored == DType::int8 ? 1 : 2;
+inline constexpr std::int64_t kParamsPerBlock = Stored == DType::int4 ? 2 : 1;
 
 // out[0 .. n) = the row's float16 block parameters as floats, from block `first` on (n parameters,
 // kParamsPerBlock per block): four at a time where the target converts them together, so that the
@@ -66,8 +74,8 @@ void block_params_to_float(const std::byte* row, std::int64_t width, std::int64_
 // The same block's BlockScale from its parameters as block_params_to_float gives them.
 template <DType Stored>
 BlockScale block_scale(const float* params) {
-  if constexpr (Stored == DType::int8) return make_block_scale<Stored>(params[0], 0.0f);
-  else return make_block_scale<Stored>(params[0], params[1]);
+  if constexpr (Stored == DType::int4) return make_block_scale<Stored>(params[0], params[1]);
+  else return make_block_scale<Stored>(params[0], 0.0f);
 }
 
 // Elements c .. c + kLanes of the row (c a multiple of kLanes, in the block `s` belongs to).
@@ -75,6 +83,10 @@ template <DType Stored, class I = Isa>
 Vec load_quantized(const std::byte* row, std::int64_t c, const BlockScale& s) {
   if constexpr (Stored == DType::int8) {
     return Isa::mul(Isa::load_i8(row + c), s.scale);
+  } else if constexpr (Stored == DType::fp8_e5m2) {
+    return Isa::mul(Isa::load_e5m2(row + c), s.scale);
+  } else if constexpr (Stored == DType::fp8_e4m3) {
+    return Isa::mul(Isa::load_e4m3_over_256(row + c), s.scale);
   } else {
     // Byte i of a block's kQuantBlock / 2 holds the codes of its values i (low nibble) and
     // i + kQuantBlock / 2 (high nibble).

@@ -24,7 +24,7 @@ constexpr std::int64_t kCacheLine = 64;
 
 // Bytes per element of the dtypes the fast kernels read (inline: decoding asks for every row).
 inline std::int64_t element_bytes(DType dtype) {
-  if (dtype == DType::f32) return 4;  // (int8 and int4 rows: 1, their strides count bytes)
+  if (dtype == DType::f32) return 4;  // (quantized rows: 1, their strides count bytes)
   return dtype == DType::bf16 || dtype == DType::f16 ? 2 : static_cast<std::int64_t>(dtype_size(dtype));
 }
 
@@ -42,7 +42,7 @@ class RowPrefetcher {
   // The same for the rows of a quantized dtype: records of any byte length, one after the other in
   // a block. The lines from the first that starts inside the row to the one holding its last byte:
   // a line the row shares with the row before it came with that row's request. (Asked for line by
-  // line from the row's start, int8 and int4 rows made up to twice as many requests as lines.)
+  // line from the row's start, quantized rows made up to twice as many requests as lines.)
   template <int Locality = 3>
   ATTNKIT_REQUEST void records(const char* row) const {
     const auto begin = reinterpret_cast<std::uintptr_t>(row);

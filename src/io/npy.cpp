@@ -89,7 +89,7 @@ std::string_view descr_of(DType dtype) {
     case DType::boolean: return "|b1";
     case DType::i32: return "<i4";
     case DType::i64: return "<i8";
-    case DType::int8: case DType::int4: break;  // row formats (write_source refuses them)
+    case DType::int8: case DType::int4: case DType::fp8_e4m3: case DType::fp8_e5m2: break;  // row formats (write_source refuses them)
   }
   return "?";
 }

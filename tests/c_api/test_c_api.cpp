@@ -233,7 +233,7 @@ TEST(CApiErrors, ForwardStatusesNameTheArgument) {
   expect_forward_failure({"rank 5", ATTNKIT_INVALID_SHAPE, "q: rank 5"}, [](T& q, T&, T&, T&, O&) { q.rank = 5; });
   expect_forward_failure({"a dtype that does not exist", ATTNKIT_INVALID_DTYPE, "v: dtype 42"},
                          [](T&, T&, T& v, T&, O&) { v.dtype = 42; });
-  expect_forward_failure({"int8 q", ATTNKIT_INVALID_DTYPE, "q: int8 and int4 are KV cache storage"},
+  expect_forward_failure({"int8 q", ATTNKIT_INVALID_DTYPE, "q: int8 is a KV cache storage format"},
                          [](T& q, T&, T&, T&, O&) { q.dtype = ATTNKIT_INT8; });
   expect_forward_failure({"q of f64 with f32 k", ATTNKIT_INVALID_DTYPE, "q"},
                          [](T& q, T&, T&, T&, O&) { q.dtype = ATTNKIT_F64; });
@@ -461,6 +461,13 @@ TEST(CApiKVCache, ErrorsNameTheArgument) {
   config.head_dim = 20;  // int4 storage needs multiples of 32
   EXPECT_EQ(attnkit_kv_cache_create(&config, &cache), ATTNKIT_INVALID_SHAPE);
   EXPECT_TRUE(contains(attnkit_last_error_message(), "32")) << attnkit_last_error_message();
+  config.dtype = ATTNKIT_FP8_E4M3;  // so does fp8 storage
+  EXPECT_EQ(attnkit_kv_cache_create(&config, &cache), ATTNKIT_INVALID_SHAPE);
+  EXPECT_TRUE(contains(attnkit_last_error_message(), "fp8_e4m3")) << attnkit_last_error_message();
+  config.dtype = 11;
+  EXPECT_EQ(attnkit_kv_cache_create(&config, &cache), ATTNKIT_INVALID_DTYPE);
+  EXPECT_TRUE(contains(attnkit_last_error_message(), "ATTNKIT_FP8_E5M2 = 10")) << attnkit_last_error_message();
+  config.dtype = ATTNKIT_FP8_E5M2;
   config.head_dim = 32;
   config.layout = 5;
   EXPECT_EQ(attnkit_kv_cache_create(&config, &cache), ATTNKIT_INVALID_ARGUMENT);

@@ -181,8 +181,9 @@ TEST(BenchCases, FullListCoversEveryShapeAndDtype) {
   sel.threads = {1, 2};
   const auto cases = attnkit::bench::select_cases(sel);
   // forward and backward: each 4 sizes × 2 dims × causal or not × 2 thread counts × 2 dtypes;
-  // decode: 2 sizes × 2 thread counts × 5 cache dtypes (f32, bf16, f16, and the quantized int8, int4)
-  EXPECT_EQ(cases.size(), std::size_t{2 * (4 * 2 * 2 * 2 * 2) + 2 * 2 * 5});
+  // decode: 2 sizes × 2 thread counts × 7 cache dtypes (f32, bf16, f16, and the quantized int8, int4,
+  // fp8_e4m3, fp8_e5m2)
+  EXPECT_EQ(cases.size(), std::size_t{2 * (4 * 2 * 2 * 2 * 2) + 2 * 2 * 7});
   std::map<std::string, int> names;
   for (const auto& c : cases) ++names[c.name];
   EXPECT_EQ(names["fwd_f32_n8192_d128_causal"], 2);  // once per thread count
@@ -191,6 +192,8 @@ TEST(BenchCases, FullListCoversEveryShapeAndDtype) {
   EXPECT_EQ(names["decode_f16_m32768_d128"], 2);
   EXPECT_EQ(names["decode_int8_m32768_d128"], 2);
   EXPECT_EQ(names["decode_int4_m4096_d128"], 2);
+  EXPECT_EQ(names["decode_fp8_e4m3_m32768_d128"], 2);
+  EXPECT_EQ(names["decode_fp8_e5m2_m4096_d128"], 2);
   int backward = 0;
   for (const auto& c : cases) {
     if (c.kind == attnkit::bench::CaseKind::backward) {
@@ -368,8 +371,9 @@ TEST(BenchBatchDecodeCases, MixedLengthsEveryCacheDtypeBf16First) {
   attnkit::bench::CaseSelection sel;
   sel.threads = {1, 2};
   const auto cases = attnkit::bench::select_batch_decode_cases(sel);
-  ASSERT_EQ(cases.size(), 10u);  // 5 cache dtypes × 2 thread counts
-  const std::vector<std::string> order = {"bf16", "bf16", "f32", "f32", "f16", "f16", "int8", "int8", "int4", "int4"};
+  ASSERT_EQ(cases.size(), 14u);  // 7 cache dtypes × 2 thread counts
+  const std::vector<std::string> order = {"bf16", "bf16", "f32",      "f32",      "f16",      "f16",      "int8",
+                                          "int8", "int4", "int4",     "fp8_e4m3", "fp8_e4m3", "fp8_e5m2", "fp8_e5m2"};
   for (std::size_t i = 0; i < cases.size(); ++i) {
     const auto& c = cases[i];
     EXPECT_EQ(c.name, "decode_batch_" + order[i] + "_b32_mixed_d128");
@@ -391,7 +395,7 @@ TEST(BenchBatchDecodeCases, MixedLengthsEveryCacheDtypeBf16First) {
   sel.sizes = {24, 640};
   sel.dims = {8};
   const auto small = attnkit::bench::select_batch_decode_cases(sel);
-  ASSERT_EQ(small.size(), 6u) << "no int8 or int4 at d = 8, not a whole block";
+  ASSERT_EQ(small.size(), 6u) << "no quantized cache at d = 8, not a whole block";
   EXPECT_EQ(small[0].name, "decode_batch_bf16_b32_upto640_d8");
   for (std::int64_t l : small[0].lengths) EXPECT_TRUE(l >= 10 && l <= 640) << l;
   sel.dims = {};
@@ -1265,7 +1269,7 @@ TEST(BenchCommand, BatchDecodeLinesCarryTheDocumentedKeys) {
                         "--filter", "decode_batch", "--json"});
   ASSERT_EQ(r.code, kOk) << r.err;
   const std::vector<JsonObject> lines = json_lines(r.out);
-  ASSERT_EQ(lines.size(), 11u) << r.out;  // ceilings, then 5 cache dtypes × 2 thread counts
+  ASSERT_EQ(lines.size(), 15u) << r.out;  // ceilings, then 7 cache dtypes × 2 thread counts
   const JsonObject& ceilings = lines.front();
   std::map<double, double> bf16_seconds;  // by threads
   for (std::size_t i = 1; i < lines.size(); ++i) {

@@ -1,4 +1,4 @@
-// The int8 and int4 row formats (attnkit/quantized.hpp): byte layout on hand-made rows, rounding to
+// The quantized row formats (attnkit/quantized.hpp): byte layout on hand-made rows, rounding to
 // nearest even, NaN and overflowing blocks, zero blocks, and the error bound on random rows.
 #include <gtest/gtest.h>
 
@@ -10,12 +10,15 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "support/quantisation.hpp"
 
 namespace attnkit {
 namespace {
+
+constexpr DType kQuantizedDtypes[] = {DType::int8, DType::int4, DType::fp8_e4m3, DType::fp8_e5m2};
 
 std::vector<std::byte> quantized(const std::vector<float>& x, DType dtype) {
   std::vector<std::byte> row(static_cast<std::size_t>(quantized_row_bytes(dtype, static_cast<std::int64_t>(x.size()))),
@@ -40,13 +43,89 @@ TEST(QuantizedRows, SizesAndWhichDtypesAreQuantized) {
   EXPECT_EQ(quantized_row_bytes(DType::int8, 128), 128 + 2 * 4);
   EXPECT_EQ(quantized_row_bytes(DType::int4, 128), 64 + 4 * 4);
   EXPECT_EQ(quantized_row_bytes(DType::int8, 32), 34);
-  EXPECT_TRUE(is_quantized(DType::int8));
-  EXPECT_TRUE(is_quantized(DType::int4));
+  EXPECT_EQ(quantized_row_bytes(DType::fp8_e4m3, 128), 128 + 2 * 4);
+  EXPECT_EQ(quantized_row_bytes(DType::fp8_e5m2, 64), 64 + 2 * 2);
+  for (DType d : kQuantizedDtypes) EXPECT_TRUE(is_quantized(d)) << dtype_name(d);
   for (DType d : {DType::f32, DType::f16, DType::bf16, DType::f64, DType::boolean, DType::i32, DType::i64}) {
     EXPECT_FALSE(is_quantized(d)) << dtype_name(d);
   }
   EXPECT_EQ(dtype_name(DType::int8), "int8");
   EXPECT_EQ(dtype_name(DType::int4), "int4");
+  EXPECT_EQ(dtype_name(DType::fp8_e4m3), "fp8_e4m3");
+  EXPECT_EQ(dtype_name(DType::fp8_e5m2), "fp8_e5m2");
+}
+
+// The OCP formats' codes, by their definition: E4M3 (bias 7, no infinities, NaN at S.1111.111) and
+// E5M2 (bias 15, IEEE-like). A block whose largest magnitude is the format's largest has scale 1, so
+// the stored codes are the values' own, and each reads back as written here.
+TEST(QuantizedRows, Fp8CodesAreTheOcpFormatsAndRoundToNearestEven) {
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  struct Code {
+    DType dtype;
+    std::uint8_t code;
+    double value;
+  };
+  const Code codes[] = {
+      {DType::fp8_e4m3, 0x00, 0.0},     {DType::fp8_e4m3, 0x01, 0x1p-9},  {DType::fp8_e4m3, 0x07, 7 * 0x1p-9},
+      {DType::fp8_e4m3, 0x08, 0x1p-6},  {DType::fp8_e4m3, 0x38, 1.0},     {DType::fp8_e4m3, 0x3C, 1.5},
+      {DType::fp8_e4m3, 0x7E, 448.0},   {DType::fp8_e4m3, 0x7F, nan},     {DType::fp8_e4m3, 0xFF, nan},
+      {DType::fp8_e4m3, 0xB8, -1.0},    {DType::fp8_e4m3, 0x78, 256.0},   {DType::fp8_e5m2, 0x01, 0x1p-16},
+      {DType::fp8_e5m2, 0x04, 0x1p-14}, {DType::fp8_e5m2, 0x3C, 1.0},     {DType::fp8_e5m2, 0x3E, 1.5},
+      {DType::fp8_e5m2, 0x7B, 57344.0}, {DType::fp8_e5m2, 0x7C, inf},     {DType::fp8_e5m2, 0xFC, -inf},
+      {DType::fp8_e5m2, 0x7D, nan},     {DType::fp8_e5m2, 0xC0, -2.0},
+  };
+  for (const Code& c : codes) {
+    SCOPED_TRACE(std::string(dtype_name(c.dtype)) + " code " + std::to_string(c.code));
+    // A row of the code, scale 1 (float16 0x3C00).
+    std::vector<std::byte> row(34, std::byte{c.code});
+    const std::uint16_t one = 0x3C00;
+    std::memcpy(row.data() + 32, &one, 2);
+    const std::vector<double> back = read_back(row, 32, c.dtype);
+    if (std::isnan(c.value)) EXPECT_TRUE(std::isnan(back[0])) << back[0];
+    else EXPECT_EQ(back[0], c.value);
+    float as_float = 0;
+    dequantize_row(row.data(), 32, c.dtype, 0, 1, &as_float);
+    if (std::isnan(c.value)) EXPECT_TRUE(std::isnan(as_float));
+    else EXPECT_EQ(as_float, static_cast<float>(c.value));
+  }
+  // Quantising: the largest magnitude is the format's largest, so scale 1 and the codes are the
+  // values' nearest, ties to the even code.
+  for (DType dtype : {DType::fp8_e4m3, DType::fp8_e5m2}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const bool e4m3 = dtype == DType::fp8_e4m3;
+    std::vector<float> x(32, 0.0f);
+    x[0] = e4m3 ? 448.0f : 57344.0f;
+    x[1] = e4m3 ? 1.0625f : 1.125f;   // halfway between 1 and the next code: to 1 (even)
+    x[2] = e4m3 ? 1.1875f : 1.375f;   // halfway between the first and second codes above 1: to the second (even)
+    x[3] = e4m3 ? 0x1.8p-9f : 0x1.8p-16f;  // halfway between the two smallest subnormals: to the second
+    x[4] = -1.0f;
+    x[5] = e4m3 ? 0x1p-10f : 0x1p-17f;  // half the smallest subnormal: a tie, to zero
+    const std::vector<std::byte> row = quantized(x, dtype);
+    EXPECT_EQ(u16_at(row, 32), to_float16(1.0f).bits) << "the scale";
+    const std::uint8_t want[] = {static_cast<std::uint8_t>(e4m3 ? 0x7E : 0x7B), static_cast<std::uint8_t>(e4m3 ? 0x38 : 0x3C),
+                                 static_cast<std::uint8_t>(e4m3 ? 0x3A : 0x3E), 0x02, static_cast<std::uint8_t>(e4m3 ? 0xB8 : 0xBC),
+                                 0x00};
+    for (std::size_t i = 0; i < std::size(want); ++i) EXPECT_EQ(static_cast<std::uint8_t>(row[i]), want[i]) << "code " << i;
+  }
+}
+
+// The scale is a power of two: the smallest that brings the block's largest magnitude within the
+// format's largest value, 2^-24 at least; x / scale is then exact.
+TEST(QuantizedRows, Fp8ScalesArePowersOfTwo) {
+  struct Case {
+    DType dtype;
+    float largest, scale;
+  };
+  for (const Case& c : {Case{DType::fp8_e4m3, 1.0f, 0x1p-8f}, Case{DType::fp8_e4m3, 448.0f, 1.0f}, Case{DType::fp8_e4m3, 449.0f, 2.0f},
+                        Case{DType::fp8_e4m3, 1e-9f, 0x1p-24f}, Case{DType::fp8_e5m2, 1.0f, 0x1p-15f},
+                        Case{DType::fp8_e5m2, 57345.0f, 2.0f}, Case{DType::fp8_e4m3, 0.0f, 0x1p-24f}}) {
+    SCOPED_TRACE(std::string(dtype_name(c.dtype)) + ", largest " + std::to_string(c.largest));
+    std::vector<float> x(32, 0.0f);
+    x[7] = -c.largest;
+    x[8] = c.largest / 3;
+    const std::vector<std::byte> row = quantized(x, c.dtype);
+    EXPECT_EQ(u16_at(row, 32), to_float16(c.scale).bits);
+  }
 }
 
 // A block whose largest magnitude is 127 has scale 1: the codes are the values rounded to nearest,
@@ -100,8 +179,8 @@ TEST(QuantizedRows, Int4LayoutAndTiesToEven) {
 
 TEST(QuantizedRows, NonFiniteAndOverflowingBlocksReadBackAsNaNAndOtherBlocksAreUntouched) {
   const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
-  for (DType dtype : {DType::int8, DType::int4})
-    for (float bad : {nan, inf, -inf, 1e7f, -3e9f}) {
+  for (DType dtype : kQuantizedDtypes)
+    for (float bad : {nan, inf, -inf, dtype == DType::fp8_e4m3 ? 2e7f : dtype == DType::fp8_e5m2 ? 4e9f : 1e7f, -3e9f}) {
       SCOPED_TRACE(std::string(dtype_name(dtype)) + " with " + std::to_string(bad));
       std::vector<float> x(96);
       for (int i = 0; i < 96; ++i) x[static_cast<std::size_t>(i)] = 0.1f * static_cast<float>(i % 13) - 0.4f;
@@ -120,7 +199,7 @@ TEST(QuantizedRows, NonFiniteAndOverflowingBlocksReadBackAsNaNAndOtherBlocksAreU
 
 // Zeros read back exactly; so does a constant block of int4 (scale 0, the value its offset).
 TEST(QuantizedRows, ZeroAndConstantBlocksReadBackExactly) {
-  for (DType dtype : {DType::int8, DType::int4}) {
+  for (DType dtype : kQuantizedDtypes) {
     std::vector<float> x(64, 0.0f);
     if (dtype == DType::int4)
       for (int i = 32; i < 64; ++i) x[static_cast<std::size_t>(i)] = -3.25f;  // exact in float16
@@ -135,7 +214,7 @@ TEST(QuantizedRows, ZeroAndConstantBlocksReadBackExactly) {
 TEST(QuantizedRows, EveryValueIsWithinHalfAStepAndFloatReadsRoundTheExactValue) {
   std::mt19937 rng(7);
   std::normal_distribution<float> normal;
-  for (DType dtype : {DType::int8, DType::int4})
+  for (DType dtype : kQuantizedDtypes)
     for (int trial = 0; trial < 200; ++trial) {
       const std::int64_t width = kQuantBlock * (1 + trial % 4);
       std::vector<float> x(static_cast<std::size_t>(width));
@@ -146,8 +225,8 @@ TEST(QuantizedRows, EveryValueIsWithinHalfAStepAndFloatReadsRoundTheExactValue) 
       dequantize_row(row.data(), width, dtype, 0, width, as_float.data());
       const std::vector<double> exact(x.begin(), x.end());
       for (std::int64_t b = 0; b < width / kQuantBlock; ++b) {
-        const double bound = testing::quantisation_bound(dtype, exact.data() + b * kQuantBlock);
         for (std::int64_t i = 0; i < kQuantBlock; ++i) {
+          const double bound = testing::quantisation_bound(dtype, exact.data() + b * kQuantBlock, i);
           const auto k = static_cast<std::size_t>(b * kQuantBlock + i);
           ASSERT_LE(std::fabs(back[k] - x[k]), bound) << dtype_name(dtype) << " trial " << trial << " value " << k;
           ASSERT_EQ(as_float[k], static_cast<float>(back[k]));

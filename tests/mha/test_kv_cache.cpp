@@ -662,12 +662,14 @@ TEST(AttendOptions, HalfPrecisionCacheAndQueries) {
     }
 }
 
-// int8 and int4 storage (attnkit/quantized.hpp), alone and mixed: the kernels against the float64
-// reference on the stored (dequantised) values, by the usual rule.
+// Quantized storage (attnkit/quantized.hpp: int8, int4, fp8), alone and mixed: the kernels against
+// the float64 reference on the stored (dequantised) values, by the usual rule.
 TEST(AttendOptions, QuantizedCaches) {
   ATTNKIT_TRACE_SEED();
   for (auto [keys, values] : {std::pair{DType::int8, DType::int8}, std::pair{DType::int4, DType::int4},
-                              std::pair{DType::int8, DType::int4}, std::pair{DType::int4, DType::bf16}})
+                              std::pair{DType::int8, DType::int4}, std::pair{DType::int4, DType::bf16},
+                              std::pair{DType::fp8_e4m3, DType::fp8_e4m3}, std::pair{DType::fp8_e5m2, DType::fp8_e5m2},
+                              std::pair{DType::fp8_e4m3, DType::int4}})
     for (DType q_dtype : {DType::f32, DType::f16}) {
       SCOPED_TRACE(std::string(dtype_name(keys)) + " keys, " + std::string(dtype_name(values)) + " values, q and out " +
                    std::string(dtype_name(q_dtype)));
@@ -681,7 +683,7 @@ TEST(AttendOptions, QuantizedCaches) {
 }
 
 // The quantisation's own error, pinned: a decode step (32 query heads over 8 KV heads, d = 128, 2048
-// cached tokens, a fixed seed) over int8 and int4 caches against the same step over an f32 cache, as
+// cached tokens, a fixed seed) over quantized caches against the same step over an f32 cache, as
 // the RMS of the output's difference relative to the RMS of the f32 cache's output. Keys and values
 // are normal; with outliers, 4 of the 128 key channels are 20 times larger, as real keys have. The
 // table in docs/kv-cache.md lists these figures; a quantiser that got worse (or a test that stopped measuring)
@@ -693,8 +695,14 @@ TEST(KVCacheQuantization, OutputErrorAgainstAnF32CacheIsAsDocumented) {
     DType storage;
     double documented;  // relative RMS error of the output
   };
-  const Row rows[] = {{"normal", DType::int8, 7.59e-3}, {"normal", DType::int4, 1.130e-1},
-                      {"outlier channels", DType::int8, 5.08e-2}, {"outlier channels", DType::int4, 5.02e-1}};
+  const Row rows[] = {{"normal", DType::int8, 7.59e-3},
+                      {"normal", DType::int4, 1.130e-1},
+                      {"normal", DType::fp8_e4m3, 3.89e-2},
+                      {"normal", DType::fp8_e5m2, 7.51e-2},
+                      {"outlier channels", DType::int8, 5.08e-2},
+                      {"outlier channels", DType::int4, 5.02e-1},
+                      {"outlier channels", DType::fp8_e4m3, 1.084e-1},
+                      {"outlier channels", DType::fp8_e5m2, 2.90e-1}};
   for (const Row& row : rows) {
     SCOPED_TRACE(std::string(row.keys) + " keys, " + std::string(dtype_name(row.storage)));
     std::mt19937 engine(2026);

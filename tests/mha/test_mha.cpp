@@ -1915,7 +1915,8 @@ TEST(MultiHeadAttentionDecode, QuantizedCachesHoldTheRowsAndStayCloseToAnF32Cach
   double exact_rms = 0;
   for (double x : exact) exact_rms += x * x;
   exact_rms = std::sqrt(exact_rms / static_cast<double>(exact.size()));
-  for (auto [storage, bound] : {std::pair{DType::int8, 0.02}, std::pair{DType::int4, 0.3}}) {
+  for (auto [storage, bound] : {std::pair{DType::int8, 0.02}, std::pair{DType::int4, 0.3}, std::pair{DType::fp8_e4m3, 0.06},
+                                std::pair{DType::fp8_e5m2, 0.12}}) {
     SCOPED_TRACE(dtype_name(storage));
     Vec got;
     const auto [kq, vq] = run(storage, got);
@@ -1924,8 +1925,8 @@ TEST(MultiHeadAttentionDecode, QuantizedCachesHoldTheRowsAndStayCloseToAnF32Cach
       const double* w = want->data<double>();
       ASSERT_EQ(stored->numel(), want->numel());
       for (int64_t b = 0; b < want->numel() / kQuantBlock; ++b) {  // blocks of 32 features of one row
-        const double bound = testing::quantisation_bound(storage, w + b * kQuantBlock);
         for (int64_t i = 0; i < kQuantBlock; ++i) {
+          const double bound = testing::quantisation_bound(storage, w + b * kQuantBlock, i);
           ASSERT_LE(std::fabs(s[b * kQuantBlock + i] - w[b * kQuantBlock + i]), bound) << "block " << b;
         }
       }

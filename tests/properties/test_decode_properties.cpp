@@ -8,7 +8,7 @@
 //     f16 and bf16 storage), then attend() with each sequence's last n tokens as queries, equal
 //     attnkit::forward on the cache's own keys and values with Causal::bottom_right, bitwise: the
 //     kernel reads the same numbers (converted to float32, or float64 for the reference) either way.
-//     The same for int8 and int4 storage (attnkit/quantized.hpp) against the stored values.
+//     The same for quantized storage (attnkit/quantized.hpp) against the stored values.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -144,7 +144,7 @@ std::vector<KVCache::SequenceId> fill_cache(KVCache& cache, const CacheProblem& 
 }
 
 // A sequence's cached keys (or values) as float64 [1, Hkv, length, d]: the stored numbers exactly
-// (keys() and values() give int8 and int4 storage's in float64).
+// (keys() and values() give quantized storage's in float64).
 Tensor cached_rows(const KVCache& cache, KVCache::SequenceId id, bool keys) {
   return Tensor::converted((keys ? cache.keys(id) : cache.values(id)).view().unsqueezed_to(4), DType::f64);
 }
@@ -227,8 +227,8 @@ TEST_P(Properties, DecodingThroughTheKVCacheEqualsTheBottomRightForward) {
   }
 }
 
-// The same with int8 and int4 storage (attnkit/quantized.hpp), for keys and values alike and mixed
-// with each other and with bf16: widths of whole blocks of 32 features, the rest as above.
+// The same with quantized storage (attnkit/quantized.hpp: int8, int4, fp8), for keys and values
+// alike and mixed with each other and with bf16: widths of whole blocks of 32 features, the rest as above.
 TEST_P(Properties, DecodingThroughAQuantizedKVCacheEqualsTheForwardOnItsStoredValues) {
   ATTNKIT_TRACE_SEED();
   const Variant& kernel = variant();
@@ -244,7 +244,8 @@ TEST_P(Properties, DecodingThroughAQuantizedKVCacheEqualsTheForwardOnItsStoredVa
     const KVCacheLayout layout = rng.uniform() < 0.5 ? KVCacheLayout::contiguous : KVCacheLayout::paged;
     for (auto [keys, values] : {std::pair{DType::int8, DType::int8}, std::pair{DType::int4, DType::int4},
                                 std::pair{DType::int8, DType::int4}, std::pair{DType::bf16, DType::int8},
-                                std::pair{DType::int4, DType::f16}}) {
+                                std::pair{DType::int4, DType::f16}, std::pair{DType::fp8_e4m3, DType::fp8_e5m2},
+                                std::pair{DType::fp8_e5m2, DType::fp8_e4m3}}) {
       expect_attend_equals_forward(kernel, p, layout, random_block_size(rng), keys, values, rng);
       if (::testing::Test::HasFailure()) return;
     }

@@ -66,8 +66,8 @@ case as ratios measured in the same run, since absolute times on a shared machin
 Cases: forward (fwd_*), batch 1, 8 heads, n = m in {512, 1024, 2048, 8192}, d in {64, 128}, causal
 and not, f32 and bf16; backward (bwd_*) on the same shapes, timing attnkit::backward alone (one
 forward call before it gives out and lse); decode, 1 query, 32 query heads over 8 KV heads,
-m in {4096, 32768}, d = 128, caches of f32, bf16 and f16 (attnkit::forward), and int8 and int4
-(quantized: a KVCache read by attnkit::attend; GB/s counts the rows' bytes). Module cases (mha_*): one
+m in {4096, 32768}, d = 128, caches of f32, bf16 and f16 (attnkit::forward), and int8, int4,
+fp8_e4m3 and fp8_e5m2 (quantized: a KVCache read by attnkit::attend; GB/s counts the rows' bytes). Module cases (mha_*): one
 MultiHeadAttention layer through forward_cached and a KVCache, as an inference engine runs it, with
 E = 4096, 32 heads over 8 KV heads, d = 128, f32 weights, no bias, RoPE (Llama-like):
   mha_prefill_f32_n2048_e4096                    2048 new tokens into an empty sequence
@@ -83,7 +83,7 @@ longest, masked by key_lengths and by a bool key-padding mask. Batched decoding 
 (decode_batch_*): one decode step of 32 sequences of mixed lengths (drawn from 512 to 32768 with a
 fixed seed, printed) in a paged cache (blocks of 16), one query token each, 32 query heads over 8 KV
 heads, d = 128, through one attnkit::attend call, for each cache dtype (bf16 first, f32, f16, int8,
-int4; bf16, f32 and f16 caches take queries of their dtype, int8 and int4 f32 queries), the caches
+int4, fp8_e4m3, fp8_e5m2; float caches take queries of their dtype, quantized ones f32 queries), the caches
 flushed before each step. Every case runs on 1 thread and on all. Last, the extra memory of one
 n = m = 65536, d = 64 call with the fast kernel.
 

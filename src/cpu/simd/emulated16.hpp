@@ -52,6 +52,12 @@ struct Emulated16Isa {
     const auto* bytes = static_cast<const std::uint8_t*>(p);
     return {lookup(table, _mm256_srli_epi32(codes_of(bytes), 4)), lookup(table, _mm256_srli_epi32(codes_of(bytes + 8), 4))};
   }
+  static Vec load_e5m2(const void* p) {
+    return {Avx2Isa::load_e5m2(p), Avx2Isa::load_e5m2(static_cast<const std::uint8_t*>(p) + 8)};
+  }
+  static Vec load_e4m3_over_256(const void* p) {
+    return {Avx2Isa::load_e4m3_over_256(p), Avx2Isa::load_e4m3_over_256(static_cast<const std::uint8_t*>(p) + 8)};
+  }
   static float f16_to_float(std::uint16_t bits) { return Avx2Isa::f16_to_float(bits); }
   static void f16x4_to_float(const void* p, float* out) { Avx2Isa::f16x4_to_float(p, out); }
   static void store(float* p, Vec v) {

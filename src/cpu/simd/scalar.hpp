@@ -44,6 +44,18 @@ struct ScalarIsa {
   static Vec load_i8(const void* p) { return static_cast<float>(*static_cast<const std::int8_t*>(p)); }
   static Vec load_u4_low(const void* p) { return static_cast<float>(*static_cast<const std::uint8_t*>(p) & 0xF); }
   static Vec load_u4_high(const void* p) { return static_cast<float>(*static_cast<const std::uint8_t*>(p) >> 4); }
+  // One code of an fp8 row (attnkit/quantized.hpp) as a float: an E5M2 code exactly (it is a
+  // float16's top byte); an E4M3 code divided by 2^8: its sign, exponent and mantissa moved into a
+  // float16's fields, whose exponent bias (15) is 8 more than E4M3's, and its NaN (S.1111.111) given
+  // float16's all-ones exponent. The scale the kernels multiply by carries the 2^8.
+  static Vec load_e5m2(const void* p) {
+    return f16_to_float(static_cast<std::uint16_t>(*static_cast<const std::uint8_t*>(p) << 8));
+  }
+  static Vec load_e4m3_over_256(const void* p) {
+    const unsigned code = *static_cast<const std::uint8_t*>(p), magnitude = code & 0x7Fu;
+    const unsigned nan = magnitude == 0x7Fu ? 0x7C00u : 0u;
+    return f16_to_float(static_cast<std::uint16_t>((magnitude << 7) | ((code & 0x80u) << 8) | nan));
+  }
   static float f16_to_float(std::uint16_t bits) { return to_float(float16{bits}); }
   static void f16x4_to_float(const void* p, float* out) {
     for (int i = 0; i < 4; ++i) {

@@ -13,7 +13,7 @@ constexpr std::int64_t kSequences = 32;
 constexpr std::int64_t kHeadDim = 128;
 constexpr std::uint32_t kLengthSeed = 54;  // fixed, so that every run times the same batch
 // bf16 first: the other dtypes' speed-ups are over its step.
-constexpr DType kCacheDTypes[] = {DType::bf16, DType::f32, DType::f16, DType::int8, DType::int4};
+constexpr DType kCacheDTypes[] = {DType::bf16, DType::f32, DType::f16, DType::int8, DType::int4, DType::fp8_e4m3, DType::fp8_e5m2};
 
 const LengthRange kMixed{"mixed", 512, 32768};
 const LengthRange kShort{"short", 64, 1024};  // --quick

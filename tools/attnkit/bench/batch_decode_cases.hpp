@@ -17,7 +17,7 @@ namespace attnkit::bench {
 struct BatchDecodeCase {
   std::string name;                   // e.g. "decode_batch_bf16_b32_mixed_d128"
   std::string group;                  // the name without the dtype: the cases that share the sequences
-  DType dtype = DType::f32;           // the cache's storage; the queries are f32 for int8 and int4
+  DType dtype = DType::f32;           // the cache's storage; the queries are f32 for quantized caches
   std::vector<std::int64_t> lengths;  // each sequence's tokens in the cache
   std::uint32_t seed = 0;             // the lengths' draw
   std::int64_t heads = 32;            // query heads
@@ -34,10 +34,10 @@ struct BatchDecodeCase {
 };
 
 // The cases in run order: per head dimension, the bf16 cache first on every thread count (the
-// others' speed-ups are over it), then f32, f16, int8, int4, each on every thread count (so that
+// others' speed-ups are over it), then f32, f16, int8, int4, fp8_e4m3, fp8_e5m2, each on every thread count (so that
 // one filled cache serves them all), filtered by name. The full run draws 32 lengths
 // from 512 to 32768 ("mixed"); --quick from 64 to 1024 ("short"); --sizes L from L/64 to L (the
-// largest L given; "uptoL"). d = 128, or each of --dims (int8 and int4 only for whole blocks of 32).
+// largest L given; "uptoL"). d = 128, or each of --dims (quantized caches only for whole blocks of 32).
 std::vector<BatchDecodeCase> select_batch_decode_cases(const CaseSelection& selection);
 
 }  // namespace attnkit::bench

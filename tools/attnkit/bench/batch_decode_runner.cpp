@@ -14,7 +14,7 @@ namespace attnkit::bench {
 namespace {
 
 // The queries' dtype: the cache's for float caches (bf16 queries over a bf16 cache, as engines
-// run them), f32 over int8 and int4.
+// run them), f32 over the quantized ones.
 DType query_dtype(DType cache) { return is_quantized(cache) ? DType::f32 : cache; }
 
 }  // namespace

@@ -45,7 +45,7 @@ AttentionOptions options_for(const BenchCase& c, Kernel kernel) {
 // The key of forward_timings_: one per forward case name and thread count.
 std::string timing_key(const BenchCase& c) { return c.name + " t" + std::to_string(c.threads); }
 
-// The target a case's calls run on: quantized decoding reads int8 or int4 K and V under the f32
+// The target a case's calls run on: quantized decoding reads quantized K and V under the f32
 // queries (time_quantized_decode); every other case has q, k and v in its dtype.
 std::optional<std::string> target_of_case(const BenchCase& c, Kernel resolved) {
   return target_of(resolved, is_quantized(c.dtype) ? DType::f32 : c.dtype, c.dtype, c.dtype,
@@ -83,7 +83,7 @@ const CaseRunner::Baselines& CaseRunner::baselines(const BenchCase& c, const Inp
   return cache_.emplace(key, std::move(b)).first->second;
 }
 
-// attnkit::attend over a contiguous KV cache holding K and V in a quantized dtype (int8, int4): the
+// attnkit::attend over a contiguous KV cache holding K and V in a quantized dtype (int8, int4, fp8): the
 // decode cases of those dtypes, as an engine runs them. One sequence per batch entry, its last key
 // the query's position, so every key is seen as in the plain decode cases.
 Timing CaseRunner::time_quantized_decode(const BenchCase& c, const Inputs& in) {

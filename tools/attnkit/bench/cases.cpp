@@ -29,9 +29,9 @@ const std::vector<std::int64_t> kDecodeDims = {128};
 constexpr DType kDTypes[] = {DType::f32, DType::bf16};
 // Decoding reads the cache where it is stored, in each of the dtypes a cache may hold (the decode
 // rate is a fraction of the memory bandwidth for each of them).
-// int8 and int4: a KV cache of that storage (attnkit/quantized.hpp), read by attnkit::attend (for
-// head dimensions of whole blocks of 32 only).
-constexpr DType kDecodeDTypes[] = {DType::f32, DType::bf16, DType::f16, DType::int8, DType::int4};
+// int8, int4, fp8_e4m3 and fp8_e5m2: a KV cache of that storage (attnkit/quantized.hpp), read by
+// attnkit::attend (for head dimensions of whole blocks of 32 only).
+constexpr DType kDecodeDTypes[] = {DType::f32, DType::bf16, DType::f16, DType::int8, DType::int4, DType::fp8_e4m3, DType::fp8_e5m2};
 constexpr double kCausalFlopFraction = 0.5;  // top-left causal with n = m computes about half the scores
 // The backward recomputes the scores (Q·Kᵀ) and forms dV = Pᵀ·dO, dP = dO·Vᵀ, dQ = dS·K and dK = dSᵀ·Q:
 // five n·m·d products against the forward's two, the 2.5× of docs/performance.md.

@@ -14,7 +14,7 @@
 
 namespace attnkit::bench {
 
-// q, k and v in their dtypes (a quantized cache's k and v are int8 or int4 under f32 queries).
+// q, k and v in their dtypes (a quantized cache's k and v are quantized rows under f32 queries).
 inline std::optional<std::string> target_of(Kernel resolved, DType q, DType k, DType v, Pass pass) {
   if (resolved != Kernel::fast) return std::nullopt;
   return std::string(target_name(call_target(active_target(), q, k, v, pass)));
