@@ -682,6 +682,53 @@ TEST(AttendOptions, QuantizedCaches) {
     }
 }
 
+// Codes the quantiser never writes but a saved or hand-made cache may hold: an fp8 NaN code (E4M3's
+// 0x7F and 0xFF, E5M2's 0x7D) read in place on every target is NaN, as the reference reads it. A NaN
+// key makes every score of the queries that see it NaN, so their whole rows; a NaN value feature
+// only that column of the rows that see it.
+TEST(AttendOptions, Fp8NaNCodesReadAsNaNOnEveryTarget) {
+  ATTNKIT_TRACE_SEED();
+  struct Code {
+    DType dtype;
+    std::uint8_t key_code, value_code;
+  };
+  for (const Code& c : {Code{DType::fp8_e4m3, 0x7F, 0xFF}, Code{DType::fp8_e5m2, 0x7D, 0xFF}}) {
+    Rng rng(12);
+    KVCache cache(make_config(KVCacheLayout::contiguous, 1, 64, 32, 2, 16, 8, 0, c.dtype));
+    const Id clean = cache.add_sequence(), spoiled = cache.add_sequence();
+    const Tensor k = random_tensor(rng, {1, 5, 64}, DType::f32), v = random_tensor(rng, {1, 5, 32}, DType::f32);
+    cache.append(clean, k.view(), v.view());
+    cache.append(spoiled, k.view(), v.view());
+    // Key 2 of the spoiled sequence: feature 40's code; value 3: feature 5's (records: codes first).
+    const KVCache::Storage storage = cache.storage();
+    const int64_t slot = 1;  // the second sequence's slot in the contiguous pools
+    auto* key_row = const_cast<std::byte*>(storage.keys.at<std::byte>({slot, 0, 2, 0}));
+    auto* value_row = const_cast<std::byte*>(storage.values.at<std::byte>({slot, 0, 3, 0}));
+    key_row[40] = std::byte{c.key_code};
+    value_row[5] = std::byte{c.value_code};
+    ASSERT_TRUE(std::isnan(cache.keys(spoiled).data<double>()[2 * 64 + 40])) << "the reference reads the code as NaN";
+    ASSERT_TRUE(std::isnan(cache.values(spoiled).data<double>()[3 * 32 + 5]));
+    const Tensor q = random_tensor(rng, {2, 2, 5, 64}, DType::f32);  // 5 queries: they see keys 0 .. i
+    for (Target t : supported_targets()) {
+      SCOPED_TRACE(std::string(dtype_name(c.dtype)) + " on " + target_name(t));
+      set_target(t);
+      Tensor out = poisoned(DType::f32, {2, 2, 5, 32});
+      const Id ids[] = {clean, spoiled};
+      attend(cache, ids, q.view(), out.view());
+      reset_target();
+      for (int64_t h = 0; h < 2; ++h)
+        for (int64_t i = 0; i < 5; ++i)
+          for (int64_t col = 0; col < 32; ++col) {
+            const float clean_x = out.data<float>()[((0 * 2 + h) * 5 + i) * 32 + col];
+            const float x = out.data<float>()[((1 * 2 + h) * 5 + i) * 32 + col];
+            ASSERT_TRUE(std::isfinite(clean_x)) << "h " << h << ", i " << i << ", c " << col;
+            const bool sees_key = i >= 2, sees_value = i >= 3;
+            EXPECT_EQ(std::isnan(x), sees_key || (sees_value && col == 5)) << "h " << h << ", query " << i << ", column " << col << ": " << x;
+          }
+    }
+  }
+}
+
 // The quantisation's own error, pinned: a decode step (32 query heads over 8 KV heads, d = 128, 2048
 // cached tokens, a fixed seed) over quantized caches against the same step over an f32 cache, as
 // the RMS of the output's difference relative to the RMS of the f32 cache's output. Keys and values

@@ -42,16 +42,18 @@ struct Avx2Isa {
     return _mm256_cvtepi32_ps(_mm256_srli_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64(static_cast<const __m128i*>(p))), 4));
   }
   // Eight codes of an fp8 row as floats: E5M2 codes exactly (each is a float16's top byte), E4M3
-  // codes divided by 2^8 (ScalarIsa::load_e4m3_over_256's fields, eight at a time).
+  // codes divided by 2^8 (ScalarIsa::load_e4m3_over_256's fields, eight at a time). For E4M3 each
+  // code is sign-extended to 16 bits and shifted left by 7, which puts its sign at bit 15, a copy of
+  // it at bit 14 (cleared), and its exponent and mantissa in a half's fields; the NaN code's
+  // magnitude (0x3F80 there) is then given an all-ones exponent.
   static Vec load_e5m2(const void* p) {
     return _mm256_cvtph_ps(_mm_unpacklo_epi8(_mm_setzero_si128(), _mm_loadl_epi64(static_cast<const __m128i*>(p))));
   }
   static Vec load_e4m3_over_256(const void* p) {
-    const __m128i codes = _mm_cvtepu8_epi16(_mm_loadl_epi64(static_cast<const __m128i*>(p)));
-    const __m128i magnitude = _mm_and_si128(codes, _mm_set1_epi16(0x7F));
-    const __m128i nan = _mm_and_si128(_mm_cmpeq_epi16(magnitude, _mm_set1_epi16(0x7F)), _mm_set1_epi16(0x7C00));
-    const __m128i sign = _mm_slli_epi16(_mm_and_si128(codes, _mm_set1_epi16(0x80)), 8);
-    return _mm256_cvtph_ps(_mm_or_si128(_mm_or_si128(_mm_slli_epi16(magnitude, 7), sign), nan));
+    const __m128i fields = _mm_slli_epi16(_mm_cvtepi8_epi16(_mm_loadl_epi64(static_cast<const __m128i*>(p))), 7);
+    const __m128i half = _mm_and_si128(fields, _mm_set1_epi16(static_cast<short>(0xBF80)));
+    const __m128i nan = _mm_cmpeq_epi16(_mm_and_si128(half, _mm_set1_epi16(0x7F80)), _mm_set1_epi16(0x3F80));
+    return _mm256_cvtph_ps(_mm_or_si128(half, _mm_and_si128(nan, _mm_set1_epi16(0x7C00))));
   }
   static float f16_to_float(std::uint16_t bits) { return _cvtsh_ss(bits); }
   // The 4 float16 at p (8 bytes, little-endian) as floats into out[0 .. 4): a quantized row's block

@@ -53,16 +53,16 @@ struct Avx512Isa {
     const __m512i bytes = _mm512_cvtepu8_epi32(_mm_loadu_si128(static_cast<const __m128i*>(p)));
     return _mm512_permutexvar_ps(_mm512_srli_epi32(bytes, 4), table);
   }
-  // Sixteen codes of an fp8 row as floats (avx2.hpp's, on 16 bytes).
+  // Sixteen codes of an fp8 row as floats (avx2.hpp's, on 16 bytes; the NaN code's exponent set
+  // under a mask).
   static Vec load_e5m2(const void* p) {
     return _mm512_cvtph_ps(_mm256_slli_epi16(_mm256_cvtepu8_epi16(_mm_loadu_si128(static_cast<const __m128i*>(p))), 8));
   }
   static Vec load_e4m3_over_256(const void* p) {
-    const __m256i codes = _mm256_cvtepu8_epi16(_mm_loadu_si128(static_cast<const __m128i*>(p)));
-    const __m256i magnitude = _mm256_and_si256(codes, _mm256_set1_epi16(0x7F));
-    const __m256i nan = _mm256_and_si256(_mm256_cmpeq_epi16(magnitude, _mm256_set1_epi16(0x7F)), _mm256_set1_epi16(0x7C00));
-    const __m256i sign = _mm256_slli_epi16(_mm256_and_si256(codes, _mm256_set1_epi16(0x80)), 8);
-    return _mm512_cvtph_ps(_mm256_or_si256(_mm256_or_si256(_mm256_slli_epi16(magnitude, 7), sign), nan));
+    const __m256i fields = _mm256_slli_epi16(_mm256_cvtepi8_epi16(_mm_loadu_si128(static_cast<const __m128i*>(p))), 7);
+    const __m256i half = _mm256_and_si256(fields, _mm256_set1_epi16(static_cast<short>(0xBF80)));
+    const __mmask16 nan = _mm256_cmpeq_epi16_mask(_mm256_and_si256(half, _mm256_set1_epi16(0x7F80)), _mm256_set1_epi16(0x3F80));
+    return _mm512_cvtph_ps(_mm256_or_si256(half, _mm256_maskz_mov_epi16(nan, _mm256_set1_epi16(0x7C00))));
   }
   static float f16_to_float(std::uint16_t bits) { return _cvtsh_ss(bits); }
   // As Avx2Isa::f16x4_to_float.
