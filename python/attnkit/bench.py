@@ -218,7 +218,7 @@ def default_cases():
     ``nn.MultiheadAttention`` training step; and a real model's forward (all-MiniLM-L6-v2)."""
     cases = []
     # Batch 1, 8 heads: the prefill shapes on which torch, OpenVINO, ONNX Runtime and ggml are compared.
-    for dtype, sizes in (("float32", (1024, 8192)), ("bfloat16", (1024,))):
+    for dtype, sizes in (("float32", (1024, 8192)), ("bfloat16", (1024, 8192))):
         short = {"float32": "f32", "bfloat16": "bf16"}[dtype]
         for n in sizes:
             for E in (64, 128):
@@ -233,6 +233,12 @@ def default_cases():
     for n, E, causal in ((1024, 64, False), (1024, 64, True), (2048, 128, True)):
         name = f"train_f32_L{n}_E{E}" + ("_causal" if causal else "")
         cases.append(Case(name, "training", "float32", 1, 16, 16, n, n, E, causal))
+    # bf16 training on the prefill shapes, where CPUs with AMX run both libraries' products on tiles.
+    for n in (1024, 8192):
+        for E in (64, 128):
+            for causal in (False, True):
+                name = f"train_bf16_L{n}_E{E}" + ("_causal" if causal else "")
+                cases.append(Case(name, "training", "bfloat16", 1, 8, 8, n, n, E, causal))
     cases.append(Case("mha_train_f32_L1024_W1024_H16_causal", "module_training", "float32", 2, 16, 16, 1024, 1024, 64, True))
     # A real model through Hugging Face transformers: 32 sentences of 128 tokens.
     cases.append(Case("model_minilm_f32_B32_L128", "model_forward", "float32", 32, 12, 12, 128, 128, 32))

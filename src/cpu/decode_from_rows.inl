@@ -14,16 +14,23 @@ constexpr std::int64_t decode_keys_per_step(std::int64_t rows) {
   if constexpr (Isa::kGeometry.registers >= 32) return std::clamp<std::int64_t>(kLanes / rows, 2, 8);
   return std::min<std::int64_t>(4, (8 + rows - 1) / rows);
 }
+// The live rows up to which a tile target decodes bf16 from the rows, on vectors, rather than on its
+// tiles: a single tile of a GQA group reads each key and value once for a few query rows, too little
+// work per byte to fill a tile, and on an Intel Xeon with AMX (Sapphire Rapids) the vector path's
+// pair products decoded 1.5x faster than the tiles (m = 32768, 4 rows; docs/tuning.md, "AMX"). Up to
+// AVX-512's 8 rows, whose accumulators fit the registers; larger groups keep the tiles.
+inline constexpr std::int64_t kTileTargetVectorDecodeRows = 8;
+constexpr std::int64_t kDecodeRows = Isa::kTiles ? kTileTargetVectorDecodeRows : kTileRows;
+
 // For every live row count, its accumulators, key vectors and query vector fit the registers.
 constexpr bool decode_steps_fit_registers() {
-  for (std::int64_t rows = 1; rows <= kTileRows; ++rows) {
+  for (std::int64_t rows = 1; rows <= kDecodeRows; ++rows) {
     const std::int64_t keys = decode_keys_per_step(rows);
     if (rows * keys + keys + 1 > Isa::kGeometry.registers) return false;
   }
   return true;
 }
-// (A tile target never decodes through these: its single tiles take the tiles or the packed path.)
-static_assert(Isa::kTiles || decode_steps_fit_registers(), "decode's score accumulators and operands fit the vector registers");
+static_assert(decode_steps_fit_registers(), "decode's score accumulators and operands fit the vector registers");
 
 // out[i] = Isa::reduce_add(v[i]) for i < Count, bit for bit: by the target's reduction tree over all
 // of them at once where it has one (Isa::reduce_add_each), else one vector at a time.

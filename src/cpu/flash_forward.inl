@@ -151,10 +151,13 @@ void stream_key_blocks(Path& path, const ItemStream& s) {
 // The item through its path (forward_paths.inl): several tiles are packed once per block, as bf16
 // pairs on the bf16-dot path; a single tile (decoding) reads the rows as stored, as pairs where the
 // keys are of unit stride, d_k is whole vectors of pairs and the values are read in place. On a tile
-// target, bf16 inputs (and f16 ones on a target with f16 tile products) take the tiles whatever the
-// item's size; calls of other dtypes run on the vector target's kernels (target.cpp's
+// target, bf16 inputs take the tiles but for such a decode tile of at most
+// kTileTargetVectorDecodeRows live rows, which takes the rows as pairs on vectors (vdpbf16ps, P
+// rounded to bf16 as on the tiles); f16 ones on a target with f16 tile products take the tiles
+// whatever the item's size. Calls of other dtypes run on the vector target's kernels (target.cpp's
 // kernel_target), so the packed float32 path here only serves a caller that asks for this target's
-// kernels by name.
+// kernels by name. The path depends on the item alone, so a packed sequence is computed as it would
+// be in a call of its own.
 template <class Format>
 void stream_tile_item(const ItemStream& s) {
   prepare_query_pairs<Format>(s.ws, tile_query_stride(s.ws.d_k));
@@ -167,7 +170,17 @@ void stream_tile_item(const ItemStream& s) {
 void stream_item(const ItemStream& s) {
   const detail::Problem& p = s.problem();
   const bool bf16_dot = uses_bf16_dot(p);
+  const bool decode_pairs = bf16_dot && s.ws.rows == kTileRows && value_rows_in_place(p, s.ws) && p.k.stride(3) == 1 &&
+                            s.ws.d_k % (2 * kLanes) == 0;
+  const std::int64_t live_rows = s.plan.group * s.item.queries;
   if constexpr (Isa::kTiles) {
+    if (decode_pairs && live_rows <= kDecodeRows) {
+      prepare_query_pairs(s.ws, 2 * pair_count(s.ws.d_k));
+      return with_live_rows<kDecodeRows>(live_rows, [&](auto rows) {
+        DecodeFromRows<rows(), true> path{s};
+        stream_key_blocks(path, s);
+      });
+    }
     if (bf16_dot) return stream_tile_item<Bf16Pairs<>>(s);
   }
   if constexpr (Isa::kTilesF16) {
@@ -185,9 +198,8 @@ void stream_item(const ItemStream& s) {
     return stream_key_blocks(path, s);
   }
   if constexpr (!Isa::kTiles) {
-    const bool decode_pairs = bf16_dot && value_rows_in_place(p, s.ws) && p.k.stride(3) == 1 && s.ws.d_k % (2 * kLanes) == 0;
     if (decode_pairs) prepare_query_pairs(s.ws, 2 * pair_count(s.ws.d_k));
-    with_live_rows(s.plan.group * s.item.queries, [&](auto rows) {
+    with_live_rows(live_rows, [&](auto rows) {
       if constexpr (Isa::kDotBf16) {
         if (decode_pairs) {
           DecodeFromRows<rows(), true> path{s};

@@ -130,13 +130,13 @@ void tile_a_b(const typename Operands::AElement* a, std::int64_t lda, const type
   }
 }
 
-// f(std::integral_constant<std::int64_t, rows>{}) for 1 <= rows <= kTileRows: a micro-kernel unrolled
+// f(std::integral_constant<std::int64_t, rows>{}) for 1 <= rows <= MaxRows: a micro-kernel unrolled
 // for the live rows of a decode tile (a GQA group of 4 on a 6-row tile computes 4 rows, not 6).
-template <class F>
+template <std::int64_t MaxRows = kTileRows, class F>
 void with_live_rows(std::int64_t rows, F&& f) {
   [&]<std::int64_t... R>(std::integer_sequence<std::int64_t, R...>) {
     (void)((rows == R + 1 ? (f(std::integral_constant<std::int64_t, R + 1>{}), true) : false) || ...);
-  }(std::make_integer_sequence<std::int64_t, kTileRows>{});
+  }(std::make_integer_sequence<std::int64_t, MaxRows>{});
 }
 
 // c[t][0 .. width) += Σ_r a[r][t] · b[r][·] for the kTileRows columns t of a and `depth` rows r:

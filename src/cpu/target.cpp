@@ -318,10 +318,11 @@ std::string default_target_reason() {
            "rate, so bf16 inputs are widened to f32 and multiplied with FMA; ATTNKIT_TARGET=avx512_bf16 "
            "forces the bf16 dot products)";
   } else if (best == Target::amx_fp16) {
-    why += " (bf16 attention, forward and backward, and f16 attention's forward on the AMX tiles; f16 backward, f32 "
-           "inputs and quantized caches on avx512)";
+    why += " (bf16 attention, forward and backward, and f16 attention's forward on the AMX tiles, bf16 decoding of up "
+           "to 8 rows a KV head on vectors; f16 backward, f32 inputs and quantized caches on avx512)";
   } else if (best == Target::amx_bf16) {
-    why += " (bf16 attention, forward and backward, on the AMX tiles; f32 and f16 inputs and quantized caches on avx512)";
+    why += " (bf16 attention, forward and backward, on the AMX tiles, decoding of up to 8 rows a KV head on vectors; f32 "
+           "and f16 inputs and quantized caches on avx512)";
   } else if (best == Target::avx512_bf16) {
     why += " (bf16 inputs' products with vdpbf16ps, which this CPU runs at least at the f32 FMA rate)";
   }

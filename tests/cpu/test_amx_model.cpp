@@ -522,5 +522,53 @@ TEST(AmxKernels, Fp16TileTargetsRunBf16CallsAsTheBf16TileTargets) {
   }
 }
 
+// A decode step of a GQA group of at most 8 query rows reads K and V as bf16 pairs on vectors, not
+// on the tiles (too little work per key to fill them): its bits are those of the bf16-dot vector
+// target (avx512_bf16, or its stand-in for the stand-ins), one or several key blocks, with a window
+// and with dropout. A larger group takes the tiles and meets the accuracy rule there (the tile cases
+// above decode groups of 1 and 2 against the rule too).
+TEST(AmxKernels, DecodeOfUpToEightRowsRunsAsTheBf16DotVectorTarget) {
+  std::vector<std::pair<Target, Target>> pairs;
+  for (Target t : tile_targets_here()) {
+    const std::string name = target_name(t);
+    const std::optional<Target> vectors = target_from_name(name.ends_with("_emulated") ? "avx512_bf16_emulated" : "avx512_bf16");
+    if (vectors && runs_here(*vectors)) pairs.emplace_back(t, *vectors);
+  }
+  if (pairs.empty()) GTEST_SKIP() << "no tile target runs here beside its bf16-dot vector target";
+  ATTNKIT_TRACE_SEED();
+  testing::Rng rng(61);
+  struct Case {
+    std::int64_t H, Hkv, n, m, d;
+    AttentionOptions options;
+  };
+  AttentionOptions window, dropout;
+  window.window.left = 300;
+  dropout.dropout_p = 0.2;
+  dropout.seed = 4;
+  for (const Case& c : {Case{4, 1, 1, 300, 64, {}}, Case{8, 2, 1, 1100, 128, window}, Case{2, 2, 1, 700, 32, dropout},
+                        Case{8, 4, 2, 513, 64, {}}, Case{8, 1, 1, 2500, 128, {}}}) {
+    SCOPED_TRACE("H " + std::to_string(c.H) + " over " + std::to_string(c.Hkv) + ", n " + std::to_string(c.n) + ", m " +
+                 std::to_string(c.m) + ", d " + std::to_string(c.d));
+    const Tensor q = testing::random_tensor(rng, {2, c.H, c.n, c.d}, DType::bf16);
+    const Tensor k = testing::random_tensor(rng, {2, c.Hkv, c.m, c.d}, DType::bf16);
+    const Tensor v = testing::random_tensor(rng, {2, c.Hkv, c.m, c.d}, DType::bf16);
+    AttentionOptions options = c.options;
+    options.kernel = Kernel::fast;
+    options.causal = Causal::bottom_right;
+    auto run = [&](Target t) {
+      set_target(t);
+      testing::ForwardResult r = testing::run_forward(q, k, v, options, DType::bf16);
+      reset_target();
+      return r;
+    };
+    for (const auto& [tiles, vectors] : pairs) {
+      SCOPED_TRACE(std::string(target_name(tiles)) + " against " + target_name(vectors));
+      const testing::ForwardResult a = run(tiles), b = run(vectors);
+      EXPECT_EQ(std::memcmp(a.out.raw(), b.out.raw(), a.out.nbytes()), 0) << "out differs";
+      EXPECT_EQ(std::memcmp(a.lse.raw(), b.lse.raw(), a.lse.nbytes()), 0) << "lse differs";
+    }
+  }
+}
+
 }  // namespace
 }  // namespace attnkit
