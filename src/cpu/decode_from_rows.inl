@@ -17,7 +17,7 @@ constexpr std::int64_t decode_keys_per_step(std::int64_t rows) {
 // The live rows up to which a tile target decodes bf16 from the rows, on vectors, rather than on its
 // tiles: a single tile of a GQA group reads each key and value once for a few query rows, too little
 // work per byte to fill a tile, and on an Intel Xeon with AMX (Sapphire Rapids) the vector path's
-// pair products decoded 1.5x faster than the tiles (m = 32768, 4 rows; docs/tuning.md, "AMX"). Up to
+// pair products decoded 1.5x faster than the tiles (m = 32768, 4 rows; docs/tuning.md, "AMX tiles"). Up to
 // AVX-512's 8 rows, whose accumulators fit the registers; larger groups keep the tiles.
 inline constexpr std::int64_t kTileTargetVectorDecodeRows = 8;
 constexpr std::int64_t kDecodeRows = Isa::kTiles ? kTileTargetVectorDecodeRows : kTileRows;

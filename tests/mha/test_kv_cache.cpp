@@ -682,6 +682,45 @@ TEST(AttendOptions, QuantizedCaches) {
     }
 }
 
+// Every fp8 code, widened in registers on every target, is its OCP value: 8 sequences of one token
+// whose value records hold the 256 codes (scale 1) are attended by one query each, whose output is
+// then its one value row (weight 1, up to the rounding of p · v / p), compared with the reference's
+// reading of the records: a code read as a neighbour would be 1/16 off or more.
+TEST(AttendOptions, EveryFp8CodeReadsAsItsValueOnEveryTarget) {
+  ATTNKIT_TRACE_SEED();
+  for (DType dtype : {DType::fp8_e4m3, DType::fp8_e5m2}) {
+    Rng rng(13);
+    KVCache cache(make_config(KVCacheLayout::contiguous, 1, 32, 32, 8, 1, 8, 0, dtype));
+    std::vector<Id> ids;
+    for (int s = 0; s < 8; ++s) {
+      ids.push_back(cache.add_sequence());
+      cache.append(ids.back(), random_tensor(rng, {1, 1, 32}, DType::f32).view(), random_tensor(rng, {1, 1, 32}, DType::f32).view());
+      auto* record = const_cast<std::byte*>(cache.storage().values.at<std::byte>({s, 0, 0, 0}));
+      for (int c = 0; c < 32; ++c) record[c] = static_cast<std::byte>(32 * s + c);
+      const std::uint16_t one = 0x3C00;  // the block's scale: 1.0 in float16
+      std::memcpy(record + 32, &one, sizeof one);
+    }
+    const Tensor q = random_tensor(rng, {8, 1, 1, 32}, DType::f32);
+    for (Target t : supported_targets()) {
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + " on " + target_name(t));
+      set_target(t);
+      Tensor out = poisoned(DType::f32, {8, 1, 1, 32});
+      attend(cache, ids, q.view(), out.view());
+      reset_target();
+      for (int s = 0; s < 8; ++s) {
+        const Tensor want = cache.values(ids[static_cast<std::size_t>(s)]);  // [1, 1, 32], exact
+        for (int c = 0; c < 32; ++c) {
+          const double w = want.data<double>()[c];
+          const float got = out.data<float>()[s * 32 + c];
+          if (std::isnan(w)) EXPECT_TRUE(std::isnan(got)) << "code " << 32 * s + c << ": " << got;
+          else if (std::isinf(w)) EXPECT_EQ(got, w) << "code " << 32 * s + c;
+          else EXPECT_NEAR(got, w, 1e-6 * std::fabs(w)) << "code " << 32 * s + c;  // p · v / p, rounded
+        }
+      }
+    }
+  }
+}
+
 // Codes the quantiser never writes but a saved or hand-made cache may hold: an fp8 NaN code (E4M3's
 // 0x7F and 0xFF, E5M2's 0x7D) read in place on every target is NaN, as the reference reads it. A NaN
 // key makes every score of the queries that see it NaN, so their whole rows; a NaN value feature
