@@ -404,9 +404,10 @@ struct TileProducts {
       rows[x] = x < b.padded_rows / 2 ? reinterpret_cast<const float*>(row_pairs + x * kBackwardKeyBlock) : b.ws.zero_row;
     pack_panels(rows, kBlockRowPairs, b.cols, reinterpret_cast<float*>(out));
   }
-  // The block's `pairs` rows of pairs (ld apart) into kBlockRowPairs rows, zero past them.
+  // The block's `pairs` rows of pairs (ld apart) into kBlockRowPairs rows, zero past them. With
+  // d_v = 0 there are no dO pairs (`from` is null), and memcpy may not be handed null even for 0 bytes.
   static void copy_row_pairs(const std::uint32_t* from, std::int64_t ld, std::int64_t pairs, std::uint32_t* out) {
-    std::memcpy(out, from, static_cast<std::size_t>(pairs * ld) * sizeof(std::uint32_t));
+    if (pairs * ld > 0) std::memcpy(out, from, static_cast<std::size_t>(pairs * ld) * sizeof(std::uint32_t));
     std::fill(out + pairs * ld, out + kBlockRowPairs * ld, std::uint32_t{0});
   }
 };

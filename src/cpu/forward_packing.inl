@@ -36,7 +36,7 @@ void load_row_bf16(const ConstTensorView& t, std::int64_t b, std::int64_t h, std
                    std::int64_t padded, std::uint16_t* out) {
   const auto* row = static_cast<const std::uint16_t*>(t.data()) + b * t.stride(0) + h * t.stride(1) + i * t.stride(2);
   if (t.stride(3) == 1) {
-    std::memcpy(out, row, static_cast<std::size_t>(count) * sizeof(std::uint16_t));
+    if (count > 0) std::memcpy(out, row, static_cast<std::size_t>(count) * sizeof(std::uint16_t));  // never null for 0
   } else {
     for (std::int64_t c = 0; c < count; ++c) out[c] = row[c * t.stride(3)];
   }
