@@ -11,7 +11,7 @@
 //
 //   for each key block K_j, V_j that some row can see:
 //     pack K_j and V_j once for every tile (packed paths)       path.pack
-//     for each register tile of kTileRows rows:
+//     for each register tile of kTileRows rows (the tile path's products take two at once):
 //       scores = q_tile · K_jᵀ · scale                          path.scores
 //       scores = bias(scores), −inf where masked                apply_bias_and_mask
 //       m_new = max(m, row_max(scores)),  p = exp(scores − m_new),
@@ -30,6 +30,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <type_traits>
 #include <utility>
 
@@ -111,10 +112,85 @@ bool tile_scores_are_logits(const ItemStream& s, const KeyBlock& block, const Ti
   return true;
 }
 
-// One key block through every register tile of the item.
+// A path whose products can take two tiles at once (PackedTiles).
+template <class Path>
+constexpr bool kTakesTilePairs = requires(Path& path, NothingBetweenChunks& between) {
+  path.pair_scores(std::int64_t{}, std::int64_t{}, between);
+};
+
+// The scores and pairs of the second tile of a pair lie one tile on in the workspace. The masks, the
+// softmax and dropout work on the tile at the start of ws.scores and ws.p_pairs, so they run on the
+// second tile with the two pointers moved to it for the time being.
+class SecondTileOfPair {
+ public:
+  explicit SecondTileOfPair(ForwardWorkspace& ws) : ws_(ws) {
+    ws_.scores += kTileRows * kKeyBlock;
+    ws_.p_pairs += kTileRows * (kKeyBlock / 2);
+  }
+  ~SecondTileOfPair() {
+    ws_.scores -= kTileRows * kKeyBlock;
+    ws_.p_pairs -= kTileRows * (kKeyBlock / 2);
+  }
+  SecondTileOfPair(const SecondTileOfPair&) = delete;
+  SecondTileOfPair& operator=(const SecondTileOfPair&) = delete;
+
+ private:
+  ForwardWorkspace& ws_;
+};
+
+// The tile's rounded probabilities of keys [from, to) set to zero: the keys of the pair's other tile
+// past this one's columns, which the pair's P·V reads.
+void clear_pairs_past(ForwardWorkspace& ws, std::int64_t from, std::int64_t to) {
+  for (std::int64_t r = 0; r < kTileRows; ++r) {
+    std::uint32_t* pairs = ws.p_pairs + r * (kKeyBlock / 2);
+    std::fill(pairs + from / 2, pairs + to / 2, std::uint32_t{0});
+  }
+}
+
+// The tiles at `row` and `row` + kTileRows through the block with their products taken together;
+// false, with nothing done, when either sees no key of the block, and the tiles go one at a time.
+// The masks and the softmax run on each tile as on a single one; the products span the wider of the
+// two, whose extra scores the other tile never reads and whose extra probabilities it sets to zero.
+template <class Path>
+bool stream_tile_pair(Path& path, const ItemStream& s, const KeyBlock& block, const NextBlockRequests& next,
+                      std::int64_t row, float* alpha) {
+  Tile tiles[2];
+  for (std::int64_t half = 0; half < 2; ++half) {
+    const std::int64_t at = row + half * kTileRows;
+    const std::int64_t width = seen_width(s.ws.row_info + at, kTileRows, s.keys, block.j0, block.width);
+    if (width == 0) return false;
+    tiles[half] = {at, width, round_up(width, Path::kColumnPad)};
+  }
+  const std::int64_t cols = std::max(tiles[0].cols, tiles[1].cols);
+  SpreadRowPrefetch first = next.share(row, cols), second = next.share(row + kTileRows, cols);
+  auto between = [&] {
+    first();
+    second();
+  };
+  path.pair_scores(row, cols, between);
+  for (std::int64_t half = 0; half < 2; ++half) {
+    std::optional<SecondTileOfPair> moved;
+    if (half == 1) moved.emplace(s.ws);
+    const Tile& tile = tiles[half];
+    if (!tile_scores_are_logits(s, block, tile)) apply_bias_and_mask(s, block, tile);
+    path.probabilities(block, tile, alpha + half * kTileRows);
+    clear_pairs_past(s.ws, tile.cols, cols);
+  }
+  path.pair_accumulate(row, cols, alpha, between);
+  return true;
+}
+
+// One key block through every register tile of the item, two at a time where the path takes pairs.
+// alpha has room for two tiles' rescale factors.
 template <class Path>
 void stream_tiles(Path& path, const ItemStream& s, const KeyBlock& block, const NextBlockRequests& next, float* alpha) {
   for (std::int64_t row = 0; row < s.ws.rows; row += kTileRows) {
+    if constexpr (kTakesTilePairs<Path>) {
+      if (row + 2 * kTileRows <= s.ws.rows && stream_tile_pair(path, s, block, next, row, alpha)) {
+        row += kTileRows;
+        continue;
+      }
+    }
     const std::int64_t width = seen_width(s.ws.row_info + row, kTileRows, s.keys, block.j0, block.width);
     const Tile tile{row, width, round_up(width, Path::kColumnPad)};
     SpreadRowPrefetch between = next.share(row, tile.cols);
@@ -133,7 +209,7 @@ void stream_tiles(Path& path, const ItemStream& s, const KeyBlock& block, const 
 template <class Path>
 void stream_key_blocks(Path& path, const ItemStream& s) {
   const std::int64_t size = forward_key_block(Isa::kGeometry, !Path::kPacked, s.plan.short_decode_blocks);
-  float alpha[kTileRows];
+  float alpha[2 * kTileRows];
   for (std::int64_t j0 = s.keys.begin + (s.first_seen - s.keys.begin) / size * size; j0 <= s.last_seen; j0 += size) {
     const std::int64_t width = std::min(size, s.last_seen + 1 - j0);
     const KeyBlock block{j0, width, round_up(width, kTileCols)};

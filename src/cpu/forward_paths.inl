@@ -8,6 +8,7 @@
 //   void probabilities(block, tile, alpha) the online softmax of the logits and dropout, into what
 //                                          accumulate reads; alpha is the old accumulator's rescale
 //   void accumulate(block, tile, alpha, between)   acc = alpha · acc + P·V
+// and PackedTiles also pair_scores and pair_accumulate, the products of two tiles at once.
 //
 // `between` runs between a product's column chunks (the next block's row requests). The paths:
 //   PackedF32             several tiles: K as panels, V as rows of float32, packed once per block;
@@ -232,6 +233,17 @@ struct PackedTiles {
   template <class Between>
   void accumulate(const KeyBlock&, const Tile& t, const float* alpha, Between& between) {
     accumulate_pv_tiles<I, Format>(s.ws, t.row, t.cols, alpha, between);
+  }
+  // The products of two tiles at once (stream_tile_pair): the scores of rows [row, row + 2·kTileRows)
+  // over `cols` keys into ws.scores' two tiles, and their P·V from ws.p_pairs' two tiles, each key
+  // and value tile feeding both (tile_products.inl).
+  template <class Between>
+  void pair_scores(std::int64_t row, std::int64_t cols, Between& between) {
+    score_tile_tiles<I, Format, 2>(s.ws, row, cols, s.problem().f32.scale, between);
+  }
+  template <class Between>
+  void pair_accumulate(std::int64_t row, std::int64_t cols, const float* alpha, Between& between) {
+    accumulate_pv_tiles<I, Format, 2>(s.ws, row, cols, alpha, between);
   }
 };
 

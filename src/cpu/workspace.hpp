@@ -84,7 +84,8 @@ struct ForwardWorkspace {
   // they are sized for the largest.
   float* k_t = nullptr;        // [key block / tile width][d_k][tile width]  current key block, in panels
   float* v = nullptr;          // [key block][d_v]       current value block
-  float* scores = nullptr;     // [tile rows][key block] logits, then probabilities, of one tile
+  float* scores = nullptr;     // [2 · tile rows][key block] logits, then probabilities, of one tile (two on
+                               // the tile path, whose products take pairs of tiles)
   float* acc = nullptr;        // [rows][d_v]            running Σ p·v
   float* row_max = nullptr;    // [rows]                 running max of the logits
   float* row_sum = nullptr;    // [rows]                 running Σ p
@@ -97,11 +98,11 @@ struct ForwardWorkspace {
   // because its accumulator overflowed; then p = e^(s − max − headroom) keeps Σ p·v finite.
   float headroom = 0;
   // The bf16-dot path (targets with vdpbf16ps; bf16 q, k, v) keeps bf16 bits in pairs: q_bf16 holds
-  // the queries as bf16 rows of even length (d_k rounded up), p_pairs one tile's rounded
+  // the queries as bf16 rows of even length (d_k rounded up), p_pairs one tile's (two on the tile path) rounded
   // probabilities, bf16_rows two value rows converted for interleaving (and, as d_v floats, the one
   // value row pack_values converts). The key panels and value pairs reuse k_t and v.
   std::uint16_t* q_bf16 = nullptr;    // [rows][d_k rounded up to even, or to kTileDepth on tile targets]
-  std::uint32_t* p_pairs = nullptr;   // [tile rows][key block / 2]
+  std::uint32_t* p_pairs = nullptr;   // [2 · tile rows][key block / 2]
   std::uint16_t* bf16_rows = nullptr; // [2][d_v]
 
   // Lays the arrays out for these sizes, growing the buffer if needed.
@@ -126,8 +127,8 @@ struct ForwardWorkspace {
   }
 
  private:
-  // The arrays in layout order. q_bf16 and p_pairs are given room for rows·(d_k + kTileDepth) and
-  // tile rows·key block 4-byte elements, twice what they hold. k_t, key_rows and zero_row have
+  // The arrays in layout order. q_bf16 is given room for rows·(d_k + kTileDepth) values, twice what
+  // it holds. k_t, key_rows and zero_row have
   // kTileDepth more per key than d_k floats: the tile kernels pad d_k to whole tile rows of bf16 values.
   template <class Arena>
   static void lay_out(Arena& arena, ForwardWorkspace& ws, typename Arena::Count rows, typename Arena::Count d_k,
@@ -137,7 +138,7 @@ struct ForwardWorkspace {
     ws.q = arena.template take<float>(rows * d_k);
     ws.k_t = arena.template take<float>((d_k + kTileDepth) * block);
     ws.v = arena.template take<float>(block * d_v);
-    ws.scores = arena.template take<float>(tile_rows * block);
+    ws.scores = arena.template take<float>(2 * tile_rows * block);
     ws.acc = arena.template take<float>(rows * d_v);
     ws.row_max = arena.template take<float>(rows);
     ws.row_sum = arena.template take<float>(rows);
