@@ -49,7 +49,9 @@ constexpr std::int64_t quantized_block_params_at(DType dtype, std::int64_t width
 }
 
 /// Whether `dtype` is one of the block-quantized row formats (int8, int4, fp8_e4m3, fp8_e5m2).
-bool is_quantized(DType dtype) noexcept;
+constexpr bool is_quantized(DType dtype) noexcept {
+  return dtype == DType::int8 || dtype == DType::int4 || dtype == DType::fp8_e4m3 || dtype == DType::fp8_e5m2;
+}
 
 /// Bytes of one quantized row of `width` values (width a multiple of kQuantBlock).
 std::int64_t quantized_row_bytes(DType dtype, std::int64_t width) noexcept;

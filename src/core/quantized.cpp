@@ -85,12 +85,8 @@ void quantize_fp8_block(DType dtype, const float* x, std::byte* codes, std::byte
     largest = std::max(largest, std::fabs(static_cast<double>(x[i])));
   }
   const double format_largest = detail::fp8_format(dtype).largest;
-  int exponent = -24;  // float16's smallest subnormal, 2^-24
-  if (finite && largest > format_largest * std::ldexp(1.0, exponent)) {
-    std::frexp(largest / format_largest, &exponent);  // a first guess, then exact comparisons
-    while (largest > format_largest * std::ldexp(1.0, exponent)) ++exponent;
-    while (exponent > -24 && largest <= format_largest * std::ldexp(1.0, exponent - 1)) --exponent;
-  }
+  int exponent = -24;  // float16's smallest subnormal, 2^-24; then up to the smallest that holds the block
+  while (finite && largest > format_largest * std::ldexp(1.0, exponent)) ++exponent;
   const float16 scale = finite ? half_or_nan(std::ldexp(1.0, exponent)) : to_float16(std::numeric_limits<float>::quiet_NaN());
   const double s = to_float(scale);
   for (std::int64_t i = 0; i < kQuantBlock; ++i) {
@@ -106,29 +102,26 @@ void dequantize(const std::byte* row, std::int64_t width, DType dtype, std::int6
   for (std::int64_t k = 0; k < count; ++k) {
     const std::int64_t c = c0 + k, block = c / kQuantBlock, i = c % kQuantBlock;
     const std::byte* params = row + quantized_block_params_at(dtype, width, block);
+    const double scale = to_float(float16{load_u16(params)});  // every format's first parameter
     double value;
-    if (dtype == DType::int8) {
-      const double scale = to_float(float16{load_u16(params)});
-      value = std::isnan(scale) ? kNaN : static_cast<double>(static_cast<std::int8_t>(row[c])) * scale;
+    if (std::isnan(scale)) {  // a block that held a non-finite value
+      value = kNaN;
+    } else if (dtype == DType::int8) {
+      value = static_cast<double>(static_cast<std::int8_t>(row[c])) * scale;
     } else if (dtype == DType::fp8_e4m3 || dtype == DType::fp8_e5m2) {
       // Exact in double and in float: 3 or 2 mantissa bits times a float16's 11.
-      const double scale = to_float(float16{load_u16(params)});
-      value = std::isnan(scale) ? kNaN : detail::fp8_value(dtype, static_cast<std::uint8_t>(row[c])) * scale;
+      value = detail::fp8_value(dtype, static_cast<std::uint8_t>(row[c])) * scale;
     } else {
-      const double scale = to_float(float16{load_u16(params)}), offset = to_float(float16{load_u16(params + 2)});
+      const double offset = to_float(float16{load_u16(params + 2)});
       const auto byte = static_cast<std::uint8_t>(row[block * (kQuantBlock / 2) + i % (kQuantBlock / 2)]);
       const int code = i < kQuantBlock / 2 ? (byte & 0xF) : (byte >> 4);
-      value = std::isnan(scale) ? kNaN : offset + code * scale;  // exact in double: 4 × 11 bits plus an f16
+      value = offset + code * scale;  // exact in double: 4 × 11 bits plus an f16
     }
     out[k] = static_cast<T>(value);
   }
 }
 
 }  // namespace
-
-bool is_quantized(DType dtype) noexcept {
-  return dtype == DType::int8 || dtype == DType::int4 || dtype == DType::fp8_e4m3 || dtype == DType::fp8_e5m2;
-}
 
 std::int64_t quantized_row_bytes(DType dtype, std::int64_t width) noexcept {
   // The record ends where a block past the last one would have its parameters.

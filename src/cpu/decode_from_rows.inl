@@ -217,7 +217,7 @@ __attribute__((always_inline)) inline void key_dot_products(const ForwardWorkspa
   if constexpr (KeyPairs && Stored == DType::bf16) {
     dot_with_rows<Rows, Keys, Bf16PairRowOperands<>>(reinterpret_cast<const std::uint32_t*>(ws.q_bf16), ws.d_k / 2,
                                                      ws.d_k / 2, k, acc);
-  } else if constexpr (kQuantizedRows<Stored>) {
+  } else if constexpr (is_quantized(Stored)) {
     dot_with_quantized_rows<Rows, Keys, Stored>(ws.q, ws.d_k, vector_end, k, acc);
   } else {
     dot_with_rows<Rows, Keys, F32RowOperands<Stored>>(ws.q, ws.d_k, vector_end, k, acc);
@@ -263,7 +263,7 @@ void score_tile_from_key_rows(const ForwardPlan& plan, ForwardWorkspace& ws, con
     using Element = StoredElement<stored()>;
     // Key row j as the dot products read it; `slot` picks the converted copy's buffer.
     auto key_row = [&](std::int64_t j, std::int64_t slot) -> const Element* {
-      requests.before_key<kQuantizedRows<stored()>>(j);
+      requests.before_key<is_quantized(stored())>(j);
       if (stored() != DType::f32 || reads.in_place) return reinterpret_cast<const Element*>(requests.key(j));
       float* row = ws.key_rows + slot * ws.d_k;
       const StoredRow at = stored_row(*plan.problem, item.batch, j0 + j);
@@ -299,7 +299,7 @@ void score_tile_from_key_rows(const ForwardPlan& plan, ForwardWorkspace& ws, con
 template <DType Stored>
 struct F32ValueRows {
   using Row = const StoredElement<Stored>*;
-  static constexpr bool kQuantized = kQuantizedRows<Stored>;
+  static constexpr bool kQuantized = is_quantized(Stored);
   float* params = nullptr;
   std::int64_t params_per_row = 0;
 

@@ -249,43 +249,39 @@ void stream_item(const ItemStream& s) {
   const bool decode_pairs = bf16_dot && s.ws.rows == kTileRows && value_rows_in_place(p, s.ws) && p.k.stride(3) == 1 &&
                             s.ws.d_k % (2 * kLanes) == 0;
   const std::int64_t live_rows = s.plan.group * s.item.queries;
-  if constexpr (Isa::kTiles) {
-    if (decode_pairs && live_rows <= kDecodeRows) {
-      prepare_query_pairs(s.ws, 2 * pair_count(s.ws.d_k));
-      return with_live_rows<kDecodeRows>(live_rows, [&](auto rows) {
-        DecodeFromRows<rows(), true> path{s};
-        stream_key_blocks(path, s);
-      });
-    }
-    if (bf16_dot) return stream_tile_item<Bf16Pairs<>>(s);
-  }
-  if constexpr (Isa::kTilesF16) {
-    if (uses_f16_tiles(p)) return stream_tile_item<F16Pairs<>>(s);
-  }
-  if (Isa::kTiles || s.ws.rows != kTileRows) {
-    if constexpr (Isa::kDotBf16 && !Isa::kTiles) {
-      if (bf16_dot) {
-        prepare_query_pairs(s.ws, 2 * pair_count(s.ws.d_k));
-        PackedPairs<> path{s};
-        return stream_key_blocks(path, s);
-      }
-    }
-    PackedF32 path{s};
-    return stream_key_blocks(path, s);
-  }
-  if constexpr (!Isa::kTiles) {
+  // A vector target decodes every single tile from the rows; a tile target only pair decodes of at
+  // most kDecodeRows live rows (its f32 rows would not fit the registers of a 16-row tile).
+  const bool decode = Isa::kTiles ? decode_pairs && live_rows <= kDecodeRows : s.ws.rows == kTileRows;
+  if (decode) {
     if (decode_pairs) prepare_query_pairs(s.ws, 2 * pair_count(s.ws.d_k));
-    with_live_rows(live_rows, [&](auto rows) {
+    return with_live_rows<kDecodeRows>(live_rows, [&](auto rows) {
       if constexpr (Isa::kDotBf16) {
         if (decode_pairs) {
           DecodeFromRows<rows(), true> path{s};
           return stream_key_blocks(path, s);
         }
       }
-      DecodeFromRows<rows()> path{s};
-      stream_key_blocks(path, s);
+      if constexpr (!Isa::kTiles) {
+        DecodeFromRows<rows()> path{s};
+        stream_key_blocks(path, s);
+      }
     });
   }
+  if constexpr (Isa::kTiles) {
+    if (bf16_dot) return stream_tile_item<Bf16Pairs<>>(s);
+  }
+  if constexpr (Isa::kTilesF16) {
+    if (uses_f16_tiles(p)) return stream_tile_item<F16Pairs<>>(s);
+  }
+  if constexpr (Isa::kDotBf16 && !Isa::kTiles) {
+    if (bf16_dot) {
+      prepare_query_pairs(s.ws, 2 * pair_count(s.ws.d_k));
+      PackedPairs<> path{s};
+      return stream_key_blocks(path, s);
+    }
+  }
+  PackedF32 path{s};
+  stream_key_blocks(path, s);
 }
 
 void run_item(const ForwardPlan& plan, std::int64_t item_index, std::int64_t split) {

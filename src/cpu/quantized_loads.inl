@@ -3,15 +3,11 @@
 // them this way, never through a float copy of the row. Each lane is the stored value rounded once
 // to float32 (int8 and fp8: code · scale, exact; int4: offset + code · scale in one fused
 // multiply-add), as dequantize_row gives it, so a kernel computes exactly what it would on that
-// float row. Included
-// inside the target's namespace (packing.inl, after the geometry); no include guard on purpose.
+// float row. Included inside the target's namespace (packing.inl, after the geometry); no include
+// guard on purpose.
 
 static_assert(kQuantBlock % kLanes == 0 && kQuantBlock % 2 == 0, "a vector of a quantized row lies in one block");
 
-// The row formats read as blocks of codes with parameters, not as elements.
-template <DType Stored>
-inline constexpr bool kQuantizedRows =
-    Stored == DType::int8 || Stored == DType::int4 || Stored == DType::fp8_e4m3 || Stored == DType::fp8_e5m2;
 
 // The float16 at byte p of a row (the formats are little-endian, as every target is).
 inline float row_f16(const std::byte* p) {
@@ -49,7 +45,7 @@ BlockScale make_block_scale(float scale, float offset) {
 
 template <DType Stored>
 BlockScale block_scale(const std::byte* row, std::int64_t width, std::int64_t block) {
-  static_assert(kQuantizedRows<Stored>);
+  static_assert(is_quantized(Stored));
   const std::byte* at = row + quantized_block_params_at(Stored, width, block);  // scale (, offset)
   if constexpr (Stored == DType::int4) return make_block_scale<Stored>(row_f16(at), row_f16(at + 2));
   else return make_block_scale<Stored>(row_f16(at), 0.0f);

@@ -5,7 +5,7 @@
 // Rows the kernels read where they are stored: f32, bf16 and f16 widened in registers, and the
 // quantized rows of a KV cache (quantized_loads.inl), addressed by their first byte.
 template <DType Stored>
-using StoredElement = std::conditional_t<Stored == DType::f32, float, std::conditional_t<kQuantizedRows<Stored>, std::byte, std::uint16_t>>;
+using StoredElement = std::conditional_t<Stored == DType::f32, float, std::conditional_t<is_quantized(Stored), std::byte, std::uint16_t>>;
 
 // kLanes elements of a float row, as floats.
 template <DType Stored>
@@ -19,7 +19,7 @@ Vec load_stored(const StoredElement<Stored>* x) {
 // at x + c, for quantized rows dequantised from the row's record.
 template <DType Stored>
 Vec load_row_vector(const StoredElement<Stored>* row, std::int64_t width, std::int64_t c) {
-  if constexpr (kQuantizedRows<Stored>) return load_quantized<Stored>(row, width, c);
+  if constexpr (is_quantized(Stored)) return load_quantized<Stored>(row, width, c);
   else return load_stored<Stored>(row + c);
 }
 
