@@ -149,8 +149,9 @@ void clear_pairs_past(ForwardWorkspace& ws, std::int64_t from, std::int64_t to) 
 
 // The tiles at `row` and `row` + kTileRows through the block with their products taken together;
 // false, with nothing done, when either sees no key of the block, and the tiles go one at a time.
-// The masks and the softmax run on each tile as on a single one; the products span the wider of the
-// two, whose extra scores the other tile never reads and whose extra probabilities it sets to zero.
+// The scale, masks and softmax run on each tile as on a single one (pair_probabilities); the products
+// span the wider of the two, whose extra scores the other tile never reads and whose extra
+// probabilities it sets to zero.
 template <class Path>
 bool stream_tile_pair(Path& path, const ItemStream& s, const KeyBlock& block, const NextBlockRequests& next,
                       std::int64_t row, float* alpha) {
@@ -172,8 +173,7 @@ bool stream_tile_pair(Path& path, const ItemStream& s, const KeyBlock& block, co
     std::optional<SecondTileOfPair> moved;
     if (half == 1) moved.emplace(s.ws);
     const Tile& tile = tiles[half];
-    if (!tile_scores_are_logits(s, block, tile)) apply_bias_and_mask(s, block, tile);
-    path.probabilities(block, tile, alpha + half * kTileRows);
+    path.pair_probabilities(block, tile, alpha + half * kTileRows, tile_scores_are_logits(s, block, tile));
     clear_pairs_past(s.ws, tile.cols, cols);
   }
   path.pair_accumulate(row, cols, alpha, between);

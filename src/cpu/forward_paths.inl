@@ -8,7 +8,7 @@
 //   void probabilities(block, tile, alpha) the online softmax of the logits and dropout, into what
 //                                          accumulate reads; alpha is the old accumulator's rescale
 //   void accumulate(block, tile, alpha, between)   acc = alpha · acc + P·V
-// and PackedTiles also pair_scores and pair_accumulate, the products of two tiles at once.
+// and PackedTiles also pair_scores, pair_probabilities and pair_accumulate, for two tiles at once.
 //
 // `between` runs between a product's column chunks (the next block's row requests). The paths:
 //   PackedF32             several tiles: K as panels, V as rows of float32, packed once per block;
@@ -234,12 +234,21 @@ struct PackedTiles {
   void accumulate(const KeyBlock&, const Tile& t, const float* alpha, Between& between) {
     accumulate_pv_tiles<I, Format>(s.ws, t.row, t.cols, alpha, between);
   }
-  // The products of two tiles at once (stream_tile_pair): the scores of rows [row, row + 2·kTileRows)
-  // over `cols` keys into ws.scores' two tiles, and their P·V from ws.p_pairs' two tiles, each key
-  // and value tile feeding both (tile_products.inl).
+  // Two tiles at once (stream_tile_pair): the dot products of rows [row, row + 2·kTileRows) over
+  // `cols` keys into ws.scores' two tiles, not yet scaled; then, per tile, the scale, bias and mask
+  // and the softmax (the scale in the softmax's first pass where the scores are the logits, without
+  // dropout); then their P·V from ws.p_pairs' two tiles. Each key and value tile feeds both tiles'
+  // products (tile_products.inl).
   template <class Between>
   void pair_scores(std::int64_t row, std::int64_t cols, Between& between) {
-    score_tile_tiles<I, Format, 2>(s.ws, row, cols, s.problem().f32.scale, between);
+    score_tile_tiles<I, Format, 2>(s.ws, row, cols, 1.0f, between);
+  }
+  void pair_probabilities(const KeyBlock& b, const Tile& t, float* alpha, bool scores_are_logits) {
+    const float scale = s.problem().f32.scale;
+    if (scores_are_logits && !s.dropout()) return online_softmax_into_pairs<Format>(s.ws, t.row, t.cols, alpha, scale);
+    scale_scores(s.ws, t.cols, scale);
+    if (!scores_are_logits) apply_bias_and_mask(s, b, t);
+    probabilities(b, t, alpha);
   }
   template <class Between>
   void pair_accumulate(std::int64_t row, std::int64_t cols, const float* alpha, Between& between) {

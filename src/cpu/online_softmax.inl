@@ -24,12 +24,24 @@ void rescale_factors(const float* old_max, const float* new_max, float* alpha) {
 }
 
 // For each row of the tile, the block's max merged into the row's running max (new_max) and the
-// rescale factor alpha of the old partial: the first half of the online softmax.
-void merge_block_max(const ForwardWorkspace& ws, std::int64_t tile, std::int64_t cols, float* new_max, float* alpha) {
+// rescale factor alpha of the old partial: the first half of the online softmax. With a `scale`
+// other than 1, the scores are dot products still to be multiplied by it, which this pass does in
+// place (the tile path's, whose scale pass would read the scores once more).
+void merge_block_max(const ForwardWorkspace& ws, std::int64_t tile, std::int64_t cols, float* new_max, float* alpha,
+                     float scale = 1.0f) {
+  const Vec scale_v = Isa::set1(scale);
   for (std::int64_t r = 0; r < kTileRows; ++r) {
-    const float* s = ws.scores + r * kKeyBlock;
+    float* s = ws.scores + r * kKeyBlock;
     Vec block_max = Isa::set1(kMinusInf);
-    for (std::int64_t c0 = 0; c0 < cols; c0 += kLanes) block_max = Isa::max(block_max, Isa::load(s + c0));
+    if (scale != 1.0f) {
+      for (std::int64_t c0 = 0; c0 < cols; c0 += kLanes) {
+        const Vec x = Isa::mul(Isa::load(s + c0), scale_v);
+        Isa::store(s + c0, x);
+        block_max = Isa::max(block_max, x);
+      }
+    } else {
+      for (std::int64_t c0 = 0; c0 < cols; c0 += kLanes) block_max = Isa::max(block_max, Isa::load(s + c0));
+    }
     // (+ headroom: 0 but in a redone item, see run_item; −inf + headroom stays −inf)
     const float old_max = ws.row_max[tile + r], candidate = Isa::reduce_max(block_max) + ws.headroom;
     // A NaN score makes the row NaN. The vector max may keep or drop it (it returns its second
@@ -85,14 +97,16 @@ void online_softmax(ForwardWorkspace& ws, std::int64_t tile, std::int64_t cols, 
 }
 
 // The same with p rounded to the pairs' format (bf16, or f16 on the f16 tile path) straight into the
-// pairs P·V reads (round_tile_into_pairs), never stored as floats and read back to be rounded: used
+// pairs P·V reads (round_tile_into_pairs), never stored as floats and read back to be rounded (and
+// the scores multiplied by `scale` first, as merge_block_max says): used
 // on the pair paths without dropout; on the bf16-dot path it
 // measured 1.01–1.03× at d = 64 on an AVX-512 Zen 5. See docs/tuning.md, "The online softmax and its
 // exp".
 template <class Format = Bf16Pairs<>>
-void online_softmax_into_pairs(ForwardWorkspace& ws, std::int64_t tile, std::int64_t cols, float* alpha) {
+void online_softmax_into_pairs(ForwardWorkspace& ws, std::int64_t tile, std::int64_t cols, float* alpha,
+                               float scale = 1.0f) {
   float new_max[kTileRows];
-  merge_block_max(ws, tile, cols, new_max, alpha);
+  merge_block_max(ws, tile, cols, new_max, alpha, scale);
   exponentiate_rows(ws, tile, cols, new_max, alpha, [&](std::int64_t r, std::int64_t c0, Vec low, Vec high) {
     Format::round_into_pairs(low, high, ws.p_pairs + r * (kKeyBlock / 2) + c0 / 2);
   });
@@ -115,6 +129,15 @@ void apply_dropout(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoor
         p[j + t] = keep ? p[j + t] * keep_scale : 0.0f;
       }
     }
+  }
+}
+
+// The tile's first `cols` scores of each row multiplied by `scale`, in place: dot products made logits.
+void scale_scores(ForwardWorkspace& ws, std::int64_t cols, float scale) {
+  const Vec scale_v = Isa::set1(scale);
+  for (std::int64_t r = 0; r < kTileRows; ++r) {
+    float* s = ws.scores + r * kKeyBlock;
+    for (std::int64_t c0 = 0; c0 < cols; c0 += kLanes) Isa::store(s + c0, Isa::mul(Isa::load(s + c0), scale_v));
   }
 }
 
