@@ -27,7 +27,7 @@ void rescale_factors(const float* old_max, const float* new_max, float* alpha) {
 // rescale factor alpha of the old partial: the first half of the online softmax. With a `scale`
 // other than 1, the scores are dot products still to be multiplied by it, which this pass does in
 // place (the tile path's, whose scale pass would read the scores once more).
-void merge_block_max(const ForwardWorkspace& ws, std::int64_t tile, std::int64_t cols, float* new_max, float* alpha,
+void merge_block_max(ForwardWorkspace& ws, std::int64_t tile, std::int64_t cols, float* new_max, float* alpha,
                      float scale = 1.0f) {
   const Vec scale_v = Isa::set1(scale);
   for (std::int64_t r = 0; r < kTileRows; ++r) {

@@ -8,7 +8,6 @@
 
 static_assert(kQuantBlock % kLanes == 0 && kQuantBlock % 2 == 0, "a vector of a quantized row lies in one block");
 
-
 // The float16 at byte p of a row (the formats are little-endian, as every target is).
 inline float row_f16(const std::byte* p) {
   std::uint16_t bits;

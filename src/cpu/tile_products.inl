@@ -11,9 +11,10 @@
 // (flash_backward.inl's TileProducts). Four tiles of sums are live at a time, over one or two row
 // tiles (RowTiles): 16 rows × 64 columns from one A tile and four B tiles loaded in turn into two
 // registers, or 32 rows × 32 columns from two A tiles and two B tiles (2 × 2), where each B tile
-// feeds two products. The B operand (the key or value block) streams from L2, which delivers about
-// one tile per product: two products per B tile keep the tiles at their rate rather than at half of it
-// (docs/tuning.md, "AMX tiles"). Tile registers: sums 0–3, A 4 and 5, B 6 and 7.
+// feeds two products. The B operand (the key or value block) streams from L2, which takes about 1.5
+// products' time to deliver a tile: with two products per B tile the products keep their rate, with
+// one they ran at two thirds of it (docs/tuning.md, "AMX tiles"). Tile registers: sums 0–3, A 4 and
+// 5, B 6 and 7.
 // Included by flash_forward.inl inside the target's namespace; no include guard on purpose.
 
 inline constexpr std::int64_t kSumColumns = 16;  // floats per row of a tile of sums
