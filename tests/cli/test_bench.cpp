@@ -180,13 +180,15 @@ TEST(BenchCases, FullListCoversEveryShapeAndDtype) {
   attnkit::bench::CaseSelection sel;
   sel.threads = {1, 2};
   const auto cases = attnkit::bench::select_cases(sel);
-  // forward and backward: each 4 sizes × 2 dims × causal or not × 2 thread counts × 2 dtypes;
-  // decode: 2 sizes × 2 thread counts × 7 cache dtypes (f32, bf16, f16, and the quantized int8, int4,
-  // fp8_e4m3, fp8_e5m2)
-  EXPECT_EQ(cases.size(), std::size_t{2 * (4 * 2 * 2 * 2 * 2) + 2 * 2 * 7});
+  // forward: 4 sizes × 2 dims × causal or not × 2 thread counts × 3 dtypes (f32, bf16, f16);
+  // backward: the same in 2 dtypes (f32, bf16); decode: 2 sizes × 2 thread counts × 7 cache dtypes
+  // (f32, bf16, f16, and the quantized int8, int4, fp8_e4m3, fp8_e5m2)
+  EXPECT_EQ(cases.size(), std::size_t{4 * 2 * 2 * 2 * 3 + 4 * 2 * 2 * 2 * 2 + 2 * 2 * 7});
   std::map<std::string, int> names;
   for (const auto& c : cases) ++names[c.name];
   EXPECT_EQ(names["fwd_f32_n8192_d128_causal"], 2);  // once per thread count
+  EXPECT_EQ(names["fwd_f16_n1024_d64"], 2);
+  EXPECT_EQ(names["bwd_f16_n1024_d64"], 0);
   EXPECT_EQ(names["bwd_bf16_n512_d64"], 2);
   EXPECT_EQ(names["decode_bf16_m32768_d128"], 2);
   EXPECT_EQ(names["decode_f16_m32768_d128"], 2);

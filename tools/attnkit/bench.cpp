@@ -64,8 +64,9 @@ case as ratios measured in the same run, since absolute times on a shared machin
   - two f32 forward baselines on the same shapes and threads: a naive kernel (scores materialised,
     plain loops) and the hand-written OpenBLAS composition sgemm(Q·Kᵀ) -> softmax -> sgemm(P·V).
 Cases: forward (fwd_*), batch 1, 8 heads, n = m in {512, 1024, 2048, 8192}, d in {64, 128}, causal
-and not, f32 and bf16; backward (bwd_*) on the same shapes, timing attnkit::backward alone (one
-forward call before it gives out and lse); decode, 1 query, 32 query heads over 8 KV heads,
+and not, f32, bf16 and f16 (f16 not in --quick); backward (bwd_*) on the same shapes in f32 and
+bf16, timing attnkit::backward alone (one forward call before it gives out and lse); decode, 1
+query, 32 query heads over 8 KV heads,
 m in {4096, 32768}, d = 128, caches of f32, bf16 and f16 (attnkit::forward), and int8, int4,
 fp8_e4m3 and fp8_e5m2 (quantized: a KVCache read by attnkit::attend; GB/s counts the rows' bytes). Module cases (mha_*): one
 MultiHeadAttention layer through forward_cached and a KVCache, as an inference engine runs it, with
@@ -95,7 +96,7 @@ faster of plain loads and loads with lines requested 2 KiB ahead: decoding only 
 may read slower than a copy moves bytes; the caches are flushed before each decode call), vs fwd (backward:
 its GFLOP/s over the forward's on the same case and threads, measured in this run; the forward is
 timed for it when --filter left it out), vs naive and vs BLAS (speed-up over each baseline; bf16
-cases against the f32 baselines; "-" for the backward, the baselines are forward-only), kernel
+and f16 cases against the f32 baselines; "-" for the backward, the baselines are forward-only), kernel
 and target (the kernel attnkit ran and the SIMD target the call ran on, e.g. avx2; "-" for the
 reference; amx_bf16 runs only bf16 forwards on its tiles, so its other rows name avx512).
 
