@@ -246,7 +246,7 @@ struct PackedTiles {
   void pair_probabilities(const KeyBlock& b, const Tile& t, float* alpha, bool scores_are_logits) {
     const float scale = s.problem().f32.scale;
     if (scores_are_logits && !s.dropout()) return online_softmax_into_pairs<Format>(s.ws, t.row, t.cols, alpha, scale);
-    scale_scores(s.ws, t.cols, scale);
+    scale_rows(s.ws.scores, kKeyBlock, kTileRows, t.cols, scale);
     if (!scores_are_logits) apply_bias_and_mask(s, b, t);
     probabilities(b, t, alpha);
   }

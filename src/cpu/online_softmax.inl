@@ -132,12 +132,13 @@ void apply_dropout(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoor
   }
 }
 
-// The tile's first `cols` scores of each row multiplied by `scale`, in place: dot products made logits.
-void scale_scores(ForwardWorkspace& ws, std::int64_t cols, float scale) {
+// x[r][0 .. cols) ← scale · x[r][·] for `rows` rows ld apart (cols a multiple of kLanes): dot
+// products made logits, in place.
+void scale_rows(float* x, std::int64_t ld, std::int64_t rows, std::int64_t cols, float scale) {
   const Vec scale_v = Isa::set1(scale);
-  for (std::int64_t r = 0; r < kTileRows; ++r) {
-    float* s = ws.scores + r * kKeyBlock;
-    for (std::int64_t c0 = 0; c0 < cols; c0 += kLanes) Isa::store(s + c0, Isa::mul(Isa::load(s + c0), scale_v));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    float* row = x + r * ld;
+    for (std::int64_t c0 = 0; c0 < cols; c0 += kLanes) Isa::store(row + c0, Isa::mul(Isa::load(row + c0), scale_v));
   }
 }
 

@@ -91,7 +91,6 @@ void tiles_a_bt(const std::uint16_t* a, std::int64_t a_stride, const std::uint32
                 std::int64_t cols, float scale, float* c, std::int64_t ldc, Between&& between = {}) {
   using Tiles = typename I::Tiles;
   static_assert(RowTiles == 1 || RowTiles == 2);
-  const Vec scale_v = Isa::set1(scale);
   const std::int64_t a_bytes = a_stride * static_cast<std::int64_t>(sizeof(std::uint16_t));
   const std::int64_t c_bytes = ldc * static_cast<std::int64_t>(sizeof(float));
   for_each_sum_chunk<kSumTiles / RowTiles>(cols, [&]<int Cols>(std::int64_t c0, std::integral_constant<int, Cols>) {
@@ -116,12 +115,7 @@ void tiles_a_bt(const std::uint16_t* a, std::int64_t a_stride, const std::uint32
   // The scale multiplies the finished dot products, as on every target (flash_forward.inl). One pass
   // after the last chunk: a vector load right after a tile store of its row waits for the store,
   // which, chunk by chunk, cost a third of the product's time.
-  if (scale != 1.0f) {
-    for (std::int64_t r = 0; r < RowTiles * kTileMaxRows; ++r) {
-      float* row = c + r * ldc;
-      for (std::int64_t x = 0; x < cols; x += kLanes) Isa::store(row + x, Isa::mul(Isa::load(row + x), scale_v));
-    }
-  }
+  if (scale != 1.0f) scale_rows(c, ldc, RowTiles * kTileMaxRows, cols, scale);
 }
 
 // c[r][0 .. width) += Σ_j a[r][j] · b[j][·] for 16 · RowTiles rows r over `depth` values of j (a
