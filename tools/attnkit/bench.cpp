@@ -66,9 +66,9 @@ case as ratios measured in the same run, since absolute times on a shared machin
 Cases: forward (fwd_*), batch 1, 8 heads, n = m in {512, 1024, 2048, 8192}, d in {64, 128}, causal
 and not, f32, bf16 and f16 (f16 not in --quick); backward (bwd_*) on the same shapes in f32 and
 bf16, timing attnkit::backward alone (one forward call before it gives out and lse); decode, 1
-query, 32 query heads over 8 KV heads,
-m in {4096, 32768}, d = 128, caches of f32, bf16 and f16 (attnkit::forward), and int8, int4,
-fp8_e4m3 and fp8_e5m2 (quantized: a KVCache read by attnkit::attend; GB/s counts the rows' bytes). Module cases (mha_*): one
+query, 32 query heads over 8 KV heads, m in {4096, 32768}, d = 128, caches of f32, bf16 and f16
+(attnkit::forward), and int8, int4, fp8_e4m3 and fp8_e5m2 (quantized: a KVCache read by
+attnkit::attend; GB/s counts the rows' bytes). Module cases (mha_*): one
 MultiHeadAttention layer through forward_cached and a KVCache, as an inference engine runs it, with
 E = 4096, 32 heads over 8 KV heads, d = 128, f32 weights, no bias, RoPE (Llama-like):
   mha_prefill_f32_n2048_e4096                    2048 new tokens into an empty sequence

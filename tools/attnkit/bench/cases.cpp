@@ -27,10 +27,10 @@ const std::vector<std::int64_t> kDecodeSizes = {4096, 32768};
 const std::vector<std::int64_t> kQuickDecodeSizes = {4096};
 const std::vector<std::int64_t> kDecodeDims = {128};
 
-constexpr DType kDTypes[] = {DType::f32, DType::bf16};
-// The forward in f16 too, outside --quick: on the f16 tiles where the CPU has AMX-FP16, elsewhere
-// widened on the vectors, where it should keep the f32 rate.
-constexpr DType kForwardDTypes[] = {DType::f32, DType::bf16, DType::f16};
+// Forward and backward in f32 and bf16; the forward in f16 too (the last), outside --quick: on the
+// f16 tiles where the CPU has AMX-FP16, elsewhere widened on the vectors, where it should keep the
+// f32 rate.
+constexpr DType kPrefillDTypes[] = {DType::f32, DType::bf16, DType::f16};
 // Decoding reads the cache where it is stored, in each of the dtypes a cache may hold (the decode
 // rate is a fraction of the memory bandwidth for each of them).
 // int8, int4, fp8_e4m3 and fp8_e5m2: a KV cache of that storage (attnkit/quantized.hpp), read by
@@ -68,12 +68,13 @@ AttentionShape prefill_shape(std::int64_t n, std::int64_t d, bool causal) {
 
 // Forward or backward cases on the forward shapes.
 void add_prefill_cases(std::vector<BenchCase>& cases, const CaseSelection& sel, CaseKind kind) {
+  const bool with_f16 = kind == CaseKind::forward && !sel.quick;
+  const std::span<const DType> dtypes = std::span(kPrefillDTypes).first(with_f16 ? 3 : 2);
   for (std::int64_t n : pick(sel.sizes, kQuickForwardSizes, kForwardSizes, sel.quick)) {
     for (std::int64_t d : pick(sel.dims, kQuickForwardDims, kForwardDims, sel.quick)) {
       for (bool causal : {false, true}) {
         for (int threads : sel.threads) {
-          const bool with_f16 = kind == CaseKind::forward && !sel.quick;
-          for (DType dtype : with_f16 ? std::span<const DType>(kForwardDTypes) : std::span<const DType>(kDTypes)) {
+          for (DType dtype : dtypes) {
             const AttentionShape shape = prefill_shape(n, d, causal);
             add_if_selected(cases, sel, {prefill_name(kind, dtype, shape), kind, dtype, shape, threads});
           }
