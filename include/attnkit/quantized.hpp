@@ -53,6 +53,12 @@ constexpr bool is_quantized(DType dtype) noexcept {
   return dtype == DType::int8 || dtype == DType::int4 || dtype == DType::fp8_e4m3 || dtype == DType::fp8_e5m2;
 }
 
+/// Tokens per group of keys quantised per channel (KeyQuantization::per_channel of a KV cache).
+inline constexpr std::int64_t kChannelGroup = 32;
+
+/// Whether `dtype` can be quantised per channel over groups of tokens (int8 and int4).
+constexpr bool has_channel_groups(DType dtype) noexcept { return dtype == DType::int8 || dtype == DType::int4; }
+
 /// Bytes of one quantized row of `width` values (width a multiple of kQuantBlock).
 std::int64_t quantized_row_bytes(DType dtype, std::int64_t width) noexcept;
 
@@ -65,5 +71,27 @@ void dequantize_row(const std::byte* row, std::int64_t width, DType dtype, std::
 /// The same in double: the stored values exactly (the float64 reference reads rows this way).
 void dequantize_row(const std::byte* row, std::int64_t width, DType dtype, std::int64_t c0, std::int64_t count,
                     double* out) noexcept;
+
+/// Quantises kChannelGroup rows of `width` values per channel (int8 or int4), as KIVI does for keys:
+/// in[r · width + c] is value c of row r, and rows[r] the record row r is written to (the same
+/// quantized_row_bytes(dtype, width) bytes as a row's). Each channel c has its own parameters over
+/// the group, found the way quantize_row finds a block's over 32 features (int8: scale = max|x| /
+/// 127; int4: offset = the minimum, scale = (max − offset) / 15; float16, codes rounded to nearest,
+/// ties to even; NaN parameters for a channel that holds NaN or ±inf). The codes lie where a row
+/// record has them; the parameter bytes of the 32 records together hold the group's parameters:
+/// row r's parameter bytes are those of channels r · width/32 … (r + 1) · width/32 − 1, channel c's
+/// at quantized_block_params_at(dtype, width, c mod width/32) of record c / (width/32).
+void quantize_channel_group(const float* in, std::int64_t width, DType dtype, std::byte* const* rows) noexcept;
+
+/// The group's per-channel parameters as floats: scale[c], and for int4 offset[c] (else untouched).
+void channel_group_params(const std::byte* const* rows, std::int64_t width, DType dtype, float* scale,
+                          float* offset) noexcept;
+
+/// Values c0 .. c0 + count of row r of a group quantised per channel (rows[0 .. kChannelGroup) its
+/// records): as float32 (each the exact value rounded once) or, in double, exactly.
+void dequantize_channel_group_row(const std::byte* const* rows, std::int64_t r, std::int64_t width, DType dtype,
+                                  std::int64_t c0, std::int64_t count, float* out) noexcept;
+void dequantize_channel_group_row(const std::byte* const* rows, std::int64_t r, std::int64_t width, DType dtype,
+                                  std::int64_t c0, std::int64_t count, double* out) noexcept;
 
 }  // namespace attnkit

@@ -1,5 +1,6 @@
-// The int8, int4 and fp8 row formats of attnkit/quantized.hpp: quantising on append, reading back for the
-// reference and for the kernels' converted rows. Plain loops: a cache row is quantised once.
+// The int8, int4 and fp8 row formats of attnkit/quantized.hpp, and int8 and int4 groups of rows
+// quantised per channel: quantising on append, reading back for the reference and for the kernels'
+// converted rows. Plain loops: a cache row is quantised once.
 #include "attnkit/quantized.hpp"
 
 #include <algorithm>
@@ -13,6 +14,7 @@ namespace attnkit {
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+static_assert(kChannelGroup == kQuantBlock, "a channel's group is quantised as a row's block is");
 
 std::uint16_t load_u16(const std::byte* p) {
   std::uint16_t x;
@@ -30,46 +32,62 @@ float16 half_or_nan(double x) {
 // Nearest integer, ties to even (the default rounding mode; std::nearbyint honours it).
 double nearest_even(double x) { return std::nearbyint(x); }
 
-void quantize_int8_block(const float* x, std::byte* codes, std::byte* scale_at) {
+// int8's float16 scale of values x[0 .. kQuantBlock), every stride-th: max|x| / 127, NaN if one is
+// not finite or the scale overflows.
+float16 int8_scale(const float* x, std::int64_t stride) {
   double largest = 0;
   bool finite = true;
   for (std::int64_t i = 0; i < kQuantBlock; ++i) {
-    finite = finite && std::isfinite(x[i]);
-    largest = std::max(largest, std::fabs(static_cast<double>(x[i])));
+    finite = finite && std::isfinite(x[i * stride]);
+    largest = std::max(largest, std::fabs(static_cast<double>(x[i * stride])));
   }
-  const float16 scale = finite ? half_or_nan(largest / 127) : to_float16(std::numeric_limits<float>::quiet_NaN());
-  const double s = to_float(scale);
-  for (std::int64_t i = 0; i < kQuantBlock; ++i) {
-    const double code = s > 0 ? std::clamp(nearest_even(x[i] / s), -127.0, 127.0) : 0.0;  // 0 when s is 0 or NaN
-    codes[i] = static_cast<std::byte>(static_cast<std::int8_t>(code));
-  }
-  store_u16(scale_at, scale.bits);
+  return finite ? half_or_nan(largest / 127) : to_float16(std::numeric_limits<float>::quiet_NaN());
+}
+std::byte int8_code(float x, double s) {
+  const double code = s > 0 ? std::clamp(nearest_even(x / s), -127.0, 127.0) : 0.0;  // 0 when s is 0 or NaN
+  return static_cast<std::byte>(static_cast<std::int8_t>(code));
 }
 
-void quantize_int4_block(const float* x, std::byte* codes, std::byte* scale_at) {
+// int4's float16 scale and offset of values x[0 .. kQuantBlock), every stride-th: offset the
+// minimum, scale (max − offset) / 15; NaN if one is not finite or either overflows.
+void int4_params(const float* x, std::int64_t stride, float16& scale, float16& offset) {
   double low = 0, high = 0;
   bool finite = true;
   for (std::int64_t i = 0; i < kQuantBlock; ++i) {
-    finite = finite && std::isfinite(x[i]);
-    low = i == 0 ? x[i] : std::min(low, static_cast<double>(x[i]));
-    high = i == 0 ? x[i] : std::max(high, static_cast<double>(x[i]));
+    const double v = x[i * stride];
+    finite = finite && std::isfinite(v);
+    low = i == 0 ? v : std::min(low, v);
+    high = i == 0 ? v : std::max(high, v);
   }
   const float16 nan = to_float16(std::numeric_limits<float>::quiet_NaN());
-  float16 scale = nan, offset = nan;
+  scale = nan, offset = nan;
   if (finite) {
     offset = half_or_nan(low);
     // From the rounded offset, so that the largest value still maps into 0 … 15.
     scale = half_or_nan((high - to_float(offset)) / 15);
     if (!std::isfinite(to_float(offset))) scale = nan;
   }
+}
+std::uint8_t int4_code(float x, double s, double o) {
+  return static_cast<std::uint8_t>(s > 0 ? std::clamp(nearest_even((x - o) / s), 0.0, 15.0) : 0.0);
+}
+// Byte of a row record holding feature c's 4-bit code, and whether in its high nibble: byte i of a
+// block's kQuantBlock / 2 holds the codes of its values i (low) and i + kQuantBlock / 2 (high).
+std::int64_t int4_byte(std::int64_t c) { return c / kQuantBlock * (kQuantBlock / 2) + c % (kQuantBlock / 2); }
+bool int4_high(std::int64_t c) { return c % kQuantBlock >= kQuantBlock / 2; }
+
+void quantize_int8_block(const float* x, std::byte* codes, std::byte* scale_at) {
+  const float16 scale = int8_scale(x, 1);
+  for (std::int64_t i = 0; i < kQuantBlock; ++i) codes[i] = int8_code(x[i], to_float(scale));
+  store_u16(scale_at, scale.bits);
+}
+
+void quantize_int4_block(const float* x, std::byte* codes, std::byte* scale_at) {
+  float16 scale, offset;
+  int4_params(x, 1, scale, offset);
   const double s = to_float(scale), o = to_float(offset);
-  std::uint8_t nibbles[kQuantBlock];
-  for (std::int64_t i = 0; i < kQuantBlock; ++i) {
-    const double code = s > 0 ? std::clamp(nearest_even((x[i] - o) / s), 0.0, 15.0) : 0.0;
-    nibbles[i] = static_cast<std::uint8_t>(code);
-  }
   for (std::int64_t i = 0; i < kQuantBlock / 2; ++i) {
-    codes[i] = static_cast<std::byte>(nibbles[i] | (nibbles[i + kQuantBlock / 2] << 4));
+    codes[i] = static_cast<std::byte>(int4_code(x[i], s, o) | (int4_code(x[i + kQuantBlock / 2], s, o) << 4));
   }
   store_u16(scale_at, scale.bits);
   store_u16(scale_at + 2, offset.bits);
@@ -96,11 +114,17 @@ void quantize_fp8_block(DType dtype, const float* x, std::byte* codes, std::byte
   store_u16(scale_at, scale.bits);
 }
 
+// Feature c's 4-bit code in a row record.
+int int4_code_at(const std::byte* row, std::int64_t c) {
+  const auto byte = static_cast<std::uint8_t>(row[int4_byte(c)]);
+  return int4_high(c) ? byte >> 4 : byte & 0xF;
+}
+
 // The exact stored value c of a row, in double.
 template <class T>
 void dequantize(const std::byte* row, std::int64_t width, DType dtype, std::int64_t c0, std::int64_t count, T* out) {
   for (std::int64_t k = 0; k < count; ++k) {
-    const std::int64_t c = c0 + k, block = c / kQuantBlock, i = c % kQuantBlock;
+    const std::int64_t c = c0 + k, block = c / kQuantBlock;
     const std::byte* params = row + quantized_block_params_at(dtype, width, block);
     const double scale = to_float(float16{load_u16(params)});  // every format's first parameter
     double value;
@@ -113,9 +137,34 @@ void dequantize(const std::byte* row, std::int64_t width, DType dtype, std::int6
       value = detail::fp8_value(dtype, static_cast<std::uint8_t>(row[c])) * scale;
     } else {
       const double offset = to_float(float16{load_u16(params + 2)});
-      const auto byte = static_cast<std::uint8_t>(row[block * (kQuantBlock / 2) + i % (kQuantBlock / 2)]);
-      const int code = i < kQuantBlock / 2 ? (byte & 0xF) : (byte >> 4);
-      value = offset + code * scale;  // exact in double: 4 × 11 bits plus an f16
+      value = offset + int4_code_at(row, c) * scale;  // exact in double: 4 × 11 bits plus an f16
+    }
+    out[k] = static_cast<T>(value);
+  }
+}
+
+// Where channel c's parameters lie in a group quantised per channel: record c / per_row, at its
+// parameter entry c mod per_row (quantize_channel_group).
+template <class Byte>
+Byte* channel_params_at(Byte* const* rows, std::int64_t width, DType dtype, std::int64_t c) {
+  const std::int64_t per_row = width / kQuantBlock;
+  return rows[c / per_row] + quantized_block_params_at(dtype, width, c % per_row);
+}
+
+template <class T>
+void dequantize_channels(const std::byte* const* rows, std::int64_t r, std::int64_t width, DType dtype, std::int64_t c0,
+                         std::int64_t count, T* out) {
+  for (std::int64_t k = 0; k < count; ++k) {
+    const std::int64_t c = c0 + k;
+    const std::byte* params = channel_params_at(rows, width, dtype, c);
+    const double scale = to_float(float16{load_u16(params)});
+    double value;
+    if (std::isnan(scale)) {
+      value = kNaN;
+    } else if (dtype == DType::int8) {
+      value = static_cast<double>(static_cast<std::int8_t>(rows[r][c])) * scale;
+    } else {
+      value = to_float(float16{load_u16(params + 2)}) + int4_code_at(rows[r], c) * scale;
     }
     out[k] = static_cast<T>(value);
   }
@@ -149,6 +198,48 @@ void dequantize_row(const std::byte* row, std::int64_t width, DType dtype, std::
 void dequantize_row(const std::byte* row, std::int64_t width, DType dtype, std::int64_t c0, std::int64_t count,
                     double* out) noexcept {
   dequantize(row, width, dtype, c0, count, out);
+}
+
+void quantize_channel_group(const float* in, std::int64_t width, DType dtype, std::byte* const* rows) noexcept {
+  if (!has_channel_groups(dtype)) return;
+  if (dtype == DType::int4)  // nibbles are or-ed in below
+    for (std::int64_t r = 0; r < kChannelGroup; ++r) std::memset(rows[r], 0, static_cast<std::size_t>(width / 2));
+  for (std::int64_t c = 0; c < width; ++c) {
+    const float* channel = in + c;  // its kChannelGroup values, `width` apart
+    std::byte* params = channel_params_at(rows, width, dtype, c);
+    if (dtype == DType::int8) {
+      const float16 scale = int8_scale(channel, width);
+      for (std::int64_t r = 0; r < kChannelGroup; ++r) rows[r][c] = int8_code(channel[r * width], to_float(scale));
+      store_u16(params, scale.bits);
+    } else {
+      float16 scale, offset;
+      int4_params(channel, width, scale, offset);
+      for (std::int64_t r = 0; r < kChannelGroup; ++r) {
+        const std::uint8_t code = int4_code(channel[r * width], to_float(scale), to_float(offset));
+        rows[r][int4_byte(c)] |= static_cast<std::byte>(int4_high(c) ? code << 4 : code);
+      }
+      store_u16(params, scale.bits);
+      store_u16(params + 2, offset.bits);
+    }
+  }
+}
+
+void channel_group_params(const std::byte* const* rows, std::int64_t width, DType dtype, float* scale, float* offset) noexcept {
+  for (std::int64_t c = 0; c < width; ++c) {
+    const std::byte* params = channel_params_at(rows, width, dtype, c);
+    scale[c] = to_float(float16{load_u16(params)});
+    if (dtype == DType::int4) offset[c] = to_float(float16{load_u16(params + 2)});
+  }
+}
+
+void dequantize_channel_group_row(const std::byte* const* rows, std::int64_t r, std::int64_t width, DType dtype,
+                                  std::int64_t c0, std::int64_t count, float* out) noexcept {
+  dequantize_channels(rows, r, width, dtype, c0, count, out);
+}
+
+void dequantize_channel_group_row(const std::byte* const* rows, std::int64_t r, std::int64_t width, DType dtype,
+                                  std::int64_t c0, std::int64_t count, double* out) noexcept {
+  dequantize_channels(rows, r, width, dtype, c0, count, out);
 }
 
 }  // namespace attnkit

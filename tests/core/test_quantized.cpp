@@ -239,6 +239,142 @@ TEST(QuantizedRows, EveryValueIsWithinHalfAStepAndFloatReadsRoundTheExactValue) 
     }
 }
 
+// ---- groups of rows quantised per channel (quantize_channel_group) ----
+
+// kChannelGroup records of `width` values from x[r · width + c], each record's bytes prefilled with
+// 0xEE so that a byte the quantiser forgets shows.
+struct ChannelGroup {
+  std::vector<std::vector<std::byte>> records;
+  std::vector<std::byte*> rows;
+  ChannelGroup(const std::vector<float>& x, std::int64_t width, DType dtype) {
+    for (std::int64_t r = 0; r < kChannelGroup; ++r)
+      records.emplace_back(static_cast<std::size_t>(quantized_row_bytes(dtype, width)), std::byte{0xEE});
+    for (auto& record : records) rows.push_back(record.data());
+    quantize_channel_group(x.data(), width, dtype, rows.data());
+  }
+  const std::byte* const* view() const { return rows.data(); }
+  std::vector<double> row(std::int64_t r, std::int64_t width, DType dtype) const {
+    std::vector<double> out(static_cast<std::size_t>(width));
+    dequantize_channel_group_row(view(), r, width, dtype, 0, width, out.data());
+    return out;
+  }
+};
+
+// Channel c's parameters lie in record c / (width/32), at its parameter entry c mod (width/32); the
+// codes where a row record has them. Channel 37 of width 64 (entry 1 of record 18) holds r · 0.5 −
+// 3 over the group's rows: int8 scale 12.5 / 127, int4 offset −3 and scale 15.5 / 15.
+TEST(ChannelGroups, LayoutOfParametersAndCodes) {
+  const std::int64_t width = 64;
+  std::vector<float> x(static_cast<std::size_t>(kChannelGroup * width), 0.0f);
+  for (std::int64_t r = 0; r < kChannelGroup; ++r) x[static_cast<std::size_t>(r * width + 37)] = 0.5f * static_cast<float>(r) - 3.0f;
+  for (DType dtype : {DType::int8, DType::int4}) {
+    SCOPED_TRACE(std::string(dtype_name(dtype)));
+    const ChannelGroup group(x, width, dtype);
+    const std::vector<std::byte>& holder = group.records[18];
+    const std::size_t at = static_cast<std::size_t>(quantized_block_params_at(dtype, width, 1));
+    if (dtype == DType::int8) {
+      const float16 scale = to_float16(static_cast<float>(12.5 / 127));
+      EXPECT_EQ(u16_at(holder, at), scale.bits);
+      for (std::int64_t r = 0; r < kChannelGroup; ++r) {
+        const double value = 0.5 * static_cast<double>(r) - 3.0;
+        EXPECT_EQ(static_cast<std::int8_t>(group.records[static_cast<std::size_t>(r)][37]),
+                  static_cast<std::int8_t>(std::nearbyint(value / to_float(scale))))
+            << "row " << r;
+      }
+    } else {
+      EXPECT_EQ(u16_at(holder, at + 2), to_float16(-3.0f).bits) << "offset";
+      EXPECT_EQ(u16_at(holder, at), to_float16(15.5f / 15).bits) << "scale";
+      for (std::int64_t r = 0; r < kChannelGroup; ++r) {
+        // feature 37 is value 5 of block 1, the low nibble of the block's byte 5: byte 16 + 5
+        const auto byte = static_cast<std::uint8_t>(group.records[static_cast<std::size_t>(r)][21]);
+        const double step = to_float(to_float16(15.5f / 15));
+        EXPECT_EQ(byte & 0xF, static_cast<int>(std::nearbyint((0.5 * static_cast<double>(r) - 3.0 + 3.0) / step))) << "row " << r;
+        EXPECT_EQ(byte >> 4, 0) << "feature 53 of row " << r << " is 0, the channel's offset";
+      }
+    }
+    // The other channels are all zeros: scale 0, and read back exactly.
+    for (std::int64_t r = 0; r < kChannelGroup; ++r) {
+      const std::vector<double> back = group.row(r, width, dtype);
+      for (std::int64_t c = 0; c < width; ++c) {
+        if (c != 37) {
+          ASSERT_EQ(back[static_cast<std::size_t>(c)], 0.0) << "row " << r << ", channel " << c;
+        }
+      }
+    }
+  }
+}
+
+// On random groups whose channels differ in size by 20× (as keys' do), every value is within half a
+// step of its channel over the group, whatever the other channels hold; the float32 read-back is
+// the exact value rounded once; a part of a row reads as the whole does.
+TEST(ChannelGroups, EveryValueIsWithinHalfItsChannelsStepAndFloatReadsRoundTheExactValue) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal;
+  for (DType dtype : {DType::int8, DType::int4})
+    for (int trial = 0; trial < 40; ++trial) {
+      const std::int64_t width = kQuantBlock * (1 + trial % 4);
+      std::vector<float> x(static_cast<std::size_t>(kChannelGroup * width));
+      for (std::size_t i = 0; i < x.size(); ++i) {
+        const std::int64_t c = static_cast<std::int64_t>(i) % width;
+        x[i] = normal(rng) * (c % 17 == 3 ? 20.0f : 1.0f) + (c % 5 == 1 ? 3.0f : 0.0f);
+      }
+      const ChannelGroup group(x, width, dtype);
+      for (std::int64_t c = 0; c < width; ++c) {
+        std::vector<double> channel(static_cast<std::size_t>(kChannelGroup));
+        for (std::int64_t r = 0; r < kChannelGroup; ++r) channel[static_cast<std::size_t>(r)] = x[static_cast<std::size_t>(r * width + c)];
+        for (std::int64_t r = 0; r < kChannelGroup; ++r) {
+          double back = 0;
+          float as_float = 0;
+          dequantize_channel_group_row(group.view(), r, width, dtype, c, 1, &back);
+          dequantize_channel_group_row(group.view(), r, width, dtype, c, 1, &as_float);
+          ASSERT_LE(std::fabs(back - channel[static_cast<std::size_t>(r)]), testing::quantisation_bound(dtype, channel.data(), r))
+              << dtype_name(dtype) << " trial " << trial << " row " << r << " channel " << c;
+          ASSERT_EQ(as_float, static_cast<float>(back));
+          ASSERT_EQ(group.row(r, width, dtype)[static_cast<std::size_t>(c)], back);
+        }
+      }
+      std::vector<float> scale(static_cast<std::size_t>(width)), offset(static_cast<std::size_t>(width), -1.0f);
+      channel_group_params(group.view(), width, dtype, scale.data(), offset.data());
+      for (std::int64_t c = 0; c < width; ++c) {  // value = offset + code · scale, from the parameters read
+        const auto k = static_cast<std::size_t>(c);
+        const double back = group.row(3, width, dtype)[k];
+        if (dtype == DType::int8) {
+          EXPECT_EQ(back, static_cast<std::int8_t>(group.records[3][k]) * static_cast<double>(scale[k]));
+          EXPECT_EQ(offset[k], -1.0f) << "int8 has no offsets";
+        } else {
+          EXPECT_EQ(std::fmod(back - offset[k], static_cast<double>(scale[k])), 0.0) << "channel " << c;
+        }
+      }
+    }
+}
+
+// A channel holding NaN or ±inf reads back as NaN in every row of the group; the other channels are
+// as they would be without it.
+TEST(ChannelGroups, ANonFiniteChannelReadsBackAsNaNAndTheOthersAreUntouched) {
+  const float bads[] = {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(), -3e9f};
+  for (DType dtype : {DType::int8, DType::int4})
+    for (float bad : bads) {
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + " with " + std::to_string(bad));
+      const std::int64_t width = 64;
+      std::vector<float> x(static_cast<std::size_t>(kChannelGroup * width));
+      for (std::size_t i = 0; i < x.size(); ++i) x[i] = 0.1f * static_cast<float>(i % 13) - 0.4f;
+      const ChannelGroup clean(x, width, dtype);
+      x[static_cast<std::size_t>(9 * width + 40)] = bad;  // channel 40, row 9
+      const ChannelGroup group(x, width, dtype);
+      for (std::int64_t r = 0; r < kChannelGroup; ++r) {
+        const std::vector<double> got = group.row(r, width, dtype), want = clean.row(r, width, dtype);
+        for (std::int64_t c = 0; c < width; ++c) {
+          const auto k = static_cast<std::size_t>(c);
+          if (c == 40) {
+            EXPECT_TRUE(std::isnan(got[k])) << "row " << r;
+          } else {
+            EXPECT_EQ(got[k], want[k]) << "row " << r << ", channel " << c;
+          }
+        }
+      }
+    }
+}
+
 TEST(QuantizedRows, QuantizedDtypesAreNotElementTypes) {
   // As q (or any tensor attention reads), in a file, or converted: a clear error naming the argument.
   std::vector<std::int8_t> bytes(4 * 32);
