@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "attnkit/options.hpp"
+#include "attnkit/quantized.hpp"
 #include "attnkit/tensor.hpp"
 
 namespace attnkit {
@@ -35,6 +36,16 @@ enum class KVCacheLayout : std::uint8_t { contiguous, paged };
 /// Each sequence owns a slot of max_sequence_length rows, reserved at creation.
 /// \var KVCacheLayout::paged
 /// Sequences take blocks of block_size tokens from one shared pool as they grow.
+
+/// How an int8 or int4 cache quantises its keys.
+enum class KeyQuantization : std::uint8_t { per_token, per_channel };
+/// \var KeyQuantization::per_token
+/// Each key row on its own, a scale (and int4 offset) per block of 32 features, as values are.
+/// \var KeyQuantization::per_channel
+/// Each feature (channel) over a group of kChannelGroup = 32 consecutive tokens, as KIVI does: keys
+/// have channels much larger than the rest, which per-token blocks let set every block's step. A
+/// sequence's last, incomplete group is stored per token until its 32nd token arrives, then the whole
+/// group is quantised per channel from the float32 keys the cache keeps for it (docs/kv-cache.md).
 
 /// The shape, capacity and storage of a KVCache, fixed when it is made.
 struct KVCacheConfig {
@@ -52,6 +63,9 @@ struct KVCacheConfig {
   DType dtype = DType::f32;
   std::optional<DType> key_dtype = std::nullopt;    ///< the keys' storage, if not dtype (e.g. int8 keys, int4 values)
   std::optional<DType> value_dtype = std::nullopt;  ///< the values' storage, if not dtype
+  /// int8 and int4 keys: per token (as values) or per channel over groups of 32 tokens. Per channel
+  /// needs a paged block_size that is a multiple of 32, so that a group lies in one block.
+  KeyQuantization key_quantization = KeyQuantization::per_token;
 
   /// The keys' storage dtype: key_dtype if set, else dtype.
   DType keys_dtype() const { return key_dtype.value_or(dtype); }
@@ -111,6 +125,10 @@ class KVCache {
     ///@}
     std::int64_t block_size = 0;           ///< tokens per block (contiguous: a whole slot)
     std::int64_t blocks_per_sequence = 0;  ///< entries in each row of the block table
+    /// Keys quantised per channel: tokens per group (kChannelGroup); a sequence's rows before its
+    /// length rounded down to a multiple of it are in groups (quantize_channel_group), the rest are
+    /// per-token records. 0: every key row is a per-token record.
+    std::int64_t key_channel_group = 0;
   };
   /// Views of the key and value storage, for the kernels.
   Storage storage() const;
@@ -126,6 +144,7 @@ class KVCache {
   const Sequence& find(SequenceId sequence, const char* what) const;
   Sequence& find(SequenceId sequence, const char* what);
   std::int64_t blocks_for(std::int64_t tokens) const;
+  std::int64_t key_channel_group() const { return pending_keys_.empty() ? 0 : kChannelGroup; }
 
   KVCacheConfig config_;
   std::int64_t blocks_ = 0, block_size_ = 0, blocks_per_sequence_ = 0;
@@ -134,6 +153,9 @@ class KVCache {
   std::vector<std::int64_t> free_list_;  // blocks (or slots) not in use, taken from the back
   std::vector<std::int64_t> tables_;     // [max_sequences, blocks_per_sequence]; −1 where no block is held
   std::vector<std::int64_t> free_rows_;  // table rows not in use
+  // Keys quantised per channel: [max_sequences][Hkv][kChannelGroup][d_k], per table row the float32
+  // keys of the sequence's incomplete group, quantised together when it fills.
+  std::vector<float> pending_keys_;
   SequenceId next_id_ = 0;
 };
 

@@ -43,7 +43,7 @@ void attend_sequences(const KVCache& cache, std::span<const KVCache::SequenceId>
   // Paged block sizes are powers of two (the cache checks); a contiguous slot is the sequence's only
   // block, so any shift past its length maps every key into it.
   const int shift = storage.blocks_per_sequence == 1 ? 62 : std::countr_zero(static_cast<std::uint64_t>(storage.block_size));
-  const detail::CachedKeys cached{table.data(), storage.blocks_per_sequence, shift, lengths.data()};
+  const detail::CachedKeys cached{table.data(), storage.blocks_per_sequence, shift, lengths.data(), storage.key_channel_group};
   const std::int64_t m = lengths.empty() ? 0 : *std::max_element(lengths.begin(), lengths.end());
   detail::ForwardOutputs outputs;
   const detail::Problem problem =

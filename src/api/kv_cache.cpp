@@ -50,6 +50,19 @@ void check_config(const KVCacheConfig& c) {
                                          " features has its own scale");
     }
   }
+  if (c.key_quantization != KeyQuantization::per_token && c.key_quantization != KeyQuantization::per_channel) {
+    fail(ErrorCode::invalid_argument, "KVCacheConfig.key_quantization: not a KeyQuantization value");
+  }
+  if (c.key_quantization == KeyQuantization::per_channel) {
+    if (!has_channel_groups(c.keys_dtype())) {
+      fail(ErrorCode::invalid_argument, std::string("KVCacheConfig.key_quantization: per_channel quantises int8 or int4 keys, but ") +
+                                            (c.key_dtype ? "key_dtype" : "dtype") + " is " + std::string(dtype_name(c.keys_dtype())));
+    }
+    if (c.layout == KVCacheLayout::paged && c.block_size % kChannelGroup != 0) {
+      fail(ErrorCode::invalid_argument, "KVCacheConfig.block_size: " + str(c.block_size) + " with per_channel keys; it must be a multiple of " +
+                                            str(kChannelGroup) + ", the tokens of a key group, so that a group lies in one block");
+    }
+  }
   if (c.layout != KVCacheLayout::contiguous && c.layout != KVCacheLayout::paged) {
     fail(ErrorCode::invalid_argument, "KVCacheConfig.layout: not a KVCacheLayout value");
   }
@@ -111,8 +124,12 @@ KVCache::KVCache(const KVCacheConfig& config) : config_(config) {
   const std::int64_t key_bytes = detail::checked_product({blocks_, c.num_kv_heads, block_size_, key_row}, "the key pool's byte size");
   const std::int64_t value_bytes = detail::checked_product({blocks_, c.num_kv_heads, block_size_, value_row}, "the value pool's byte size");
   const std::int64_t table_bytes = detail::checked_product({c.max_sequences, blocks_per_sequence_, 8}, "the block table's byte size");
+  const bool grouped_keys = c.key_quantization == KeyQuantization::per_channel;
+  const std::int64_t pending_bytes =
+      grouped_keys ? detail::checked_product({c.max_sequences, c.num_kv_heads, kChannelGroup, c.head_dim, 4}, "the key groups' byte size") : 0;
   // Both pools and the tables at once, before either pool is allocated.
-  detail::require_memory(detail::ByteCount::of(key_bytes) + detail::ByteCount::of(value_bytes) + detail::ByteCount::of(table_bytes), [&] {
+  detail::require_memory(detail::ByteCount::of(key_bytes) + detail::ByteCount::of(value_bytes) + detail::ByteCount::of(table_bytes) +
+                             detail::ByteCount::of(pending_bytes), [&] {
     const std::string keys(dtype_name(c.keys_dtype())), values(dtype_name(c.values_dtype()));
     return "KVCache of " + str(blocks_) + " blocks × " + str(c.num_kv_heads) + " KV heads × " + str(block_size_) + " tokens × " +
            (keys == values ? "(" + str(c.head_dim) + " + " + str(c.value_dim) + ") " + keys
@@ -126,6 +143,7 @@ KVCache::KVCache(const KVCacheConfig& config) : config_(config) {
     alive_.reserve(static_cast<std::size_t>(c.max_sequences));
     free_list_.reserve(static_cast<std::size_t>(blocks_));
     free_rows_.reserve(static_cast<std::size_t>(c.max_sequences));
+    pending_keys_.assign(static_cast<std::size_t>(pending_bytes / 4), 0.0f);
   } catch (const std::exception&) {  // bad_alloc, or length_error past the vector's limit
     fail(ErrorCode::out_of_memory, "KVCacheConfig: cannot allocate the block tables of " + str(c.max_sequences) + " sequences × " +
                                        str(blocks_per_sequence_) + " blocks");
@@ -237,13 +255,18 @@ void KVCache::append(std::span<const SequenceId> sequences, ConstTensorView keys
     const std::span<std::int64_t> table = table_row(tables_, s.table_row, blocks_per_sequence_);
     if (paged) detail::take_blocks(g, table, s.length, t, free_list_);
     detail::write_rows(keys, values, b, table, block_size_, s.length, key_pool, value_pool);
+    if (!pending_keys_.empty()) {
+      float* pending = pending_keys_.data() + s.table_row * config_.num_kv_heads * kChannelGroup * config_.head_dim;
+      detail::group_keys(keys, b, table, block_size_, s.length, key_pool, pending);
+    }
     s.length += t;
   }
 }
 
 Tensor KVCache::keys(SequenceId sequence) const {
   const Sequence& s = find(sequence, "keys");
-  return detail::gather(detail::pool(keys_, config_.head_dim), table_row(tables_, s.table_row, blocks_per_sequence_), block_size_, s.length);
+  return detail::gather(detail::pool(keys_, config_.head_dim), table_row(tables_, s.table_row, blocks_per_sequence_), block_size_, s.length,
+                        key_channel_group());
 }
 
 Tensor KVCache::values(SequenceId sequence) const {
@@ -252,7 +275,8 @@ Tensor KVCache::values(SequenceId sequence) const {
 }
 
 KVCache::Storage KVCache::storage() const {
-  return Storage{detail::pool(keys_, config_.head_dim), detail::pool(values_, config_.value_dim), block_size_, blocks_per_sequence_};
+  return Storage{detail::pool(keys_, config_.head_dim), detail::pool(values_, config_.value_dim), block_size_, blocks_per_sequence_,
+                 key_channel_group()};
 }
 
 std::span<const std::int64_t> KVCache::block_table(SequenceId sequence) const {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -38,6 +39,9 @@ struct CachedKeys {
   std::int64_t blocks_per_sequence = 0;
   int block_shift = 0;
   const std::int64_t* lengths = nullptr;
+  // Keys quantised per channel (attnkit/quantized.hpp, quantize_channel_group): tokens per group; an
+  // entry's keys before its length rounded down to a multiple of it are in groups. 0: none are.
+  std::int64_t key_channel_group = 0;
 };
 
 // A packed variable-length batch (attnkit/varlen.hpp): sequence b's queries are rows
@@ -148,6 +152,22 @@ inline StoredRow stored_row(const Problem& p, std::int64_t batch, std::int64_t j
   if (p.cached == nullptr) return {batch, j};
   const CachedKeys& c = *p.cached;
   return {c.block_table[batch * c.blocks_per_sequence + (j >> c.block_shift)], j & ((std::int64_t{1} << c.block_shift) - 1)};
+}
+
+// The keys of entry b stored in groups quantised per channel: keys [0, grouped_keys) (a multiple of
+// the group), 0 unless the KV cache quantises its keys so.
+inline std::int64_t grouped_keys(const Problem& p, std::int64_t batch) {
+  if (p.cached == nullptr || p.cached->key_channel_group == 0) return 0;
+  return p.cached->lengths[batch] / p.cached->key_channel_group * p.cached->key_channel_group;
+}
+
+// rows[i] = the record of key j0 + i of entry b and KV head g, for the group's keys from j0 (a
+// multiple of the group); every row of a group lies in one block (a paged cache's block size is a
+// multiple of the group).
+inline void channel_group_rows(const Problem& p, std::int64_t batch, std::int64_t g, std::int64_t j0, const std::byte** rows) {
+  const StoredRow first = stored_row(p, batch, j0);
+  const std::byte* row = p.k.at<std::byte>({first.outer, g, first.row, 0});
+  for (std::int64_t i = 0; i < p.cached->key_channel_group; ++i) rows[i] = row + i * p.k.stride(2);
 }
 
 // Where query row i of batch entry b is stored in q, out, lse, d_out and dq: index [b, ·, i], or its

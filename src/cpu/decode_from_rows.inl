@@ -133,6 +133,28 @@ __attribute__((always_inline)) inline void dot_with_quantized_rows(const float* 
   }
 }
 
+// The same partial sums from key rows of one group quantised per channel: the group's scale (and
+// offset) vectors loaded once per column vector for all Keys keys, the vectors in the order above.
+template <std::int64_t Rows, std::int64_t Keys, DType Stored>
+__attribute__((always_inline)) inline void dot_with_channel_group_rows(const float* q, std::int64_t d_k,
+                                                                       const std::byte* const* k, const float* scale,
+                                                                       const float* offset, Vec (&acc)[Keys][Rows]) {
+  for (auto& key : acc)
+    for (Vec& a : key) a = Isa::zero();
+  // The records' last lines, which the codes may not reach (the parameter bytes lie there): asked
+  // for first, as reading a per-token record's parameters does. Without it, int8 keys per channel
+  // decoded from memory at 0.85x the per-token step on a Zen 4 (docs/tuning.md).
+  for (std::int64_t t = 0; t < Keys; ++t) __builtin_prefetch(k[t] + quantized_row_bytes(Stored, d_k) - 1);
+  for (std::int64_t c = 0; c < d_k; c += kLanes) {
+    Vec kc[Keys];
+    for (std::int64_t t = 0; t < Keys; ++t) kc[t] = load_channel_quantized<Stored>(k[t], c, scale, offset);
+    for (std::int64_t r = 0; r < Rows; ++r) {
+      const Vec qr = Isa::load(q + r * d_k + c);
+      for (std::int64_t t = 0; t < Keys; ++t) acc[t][r] = Isa::fma(qr, kc[t], acc[t][r]);
+    }
+  }
+}
+
 // How decoding reads the key rows: in place (f32 of unit stride; bf16 and f16 rows of whole vectors,
 // widened in registers; quantized rows of whole blocks, dequantised in registers), or through a
 // float32 copy (any other layout). `dtype` is the rows' dtype as the dot products read them.
@@ -253,7 +275,7 @@ __attribute__((always_inline)) inline void store_key_scores(ForwardWorkspace& ws
 // vectors of pairs), the products are bf16 dot products with the queries' pairs (ws.q_bf16).
 template <std::int64_t Rows, bool KeyPairs = false>
 void score_tile_from_key_rows(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordinates& item,
-                              std::int64_t j0, std::int64_t width, std::int64_t cols, float scale,
+                              std::int64_t j0, std::int64_t width, std::int64_t cols, float scale_of_scores,
                               std::int64_t ahead_end) {
   constexpr std::int64_t kKeys = decode_keys_per_step(Rows);
   const KeyRowReads reads = key_row_reads(*plan.problem, ws);
@@ -278,9 +300,44 @@ void score_tile_from_key_rows(const ForwardPlan& plan, ForwardWorkspace& ws, con
       for (std::int64_t t = 0; t < Keys; ++t) k[t] = key_row(j + t, t);
       Vec acc[Keys][Rows];
       key_dot_products<Rows, Keys, KeyPairs, stored()>(ws, vector_end, k, acc);
-      store_key_scores<Rows, Keys, stored()>(ws, j, vector_end, k, acc, scale);
+      store_key_scores<Rows, Keys, stored()>(ws, j, vector_end, k, acc, scale_of_scores);
     };
     std::int64_t j = 0;
+    if constexpr (has_channel_groups(stored())) {
+      // Keys in groups quantised per channel, a group's run at a time: its parameters converted
+      // once, then its keys a step at a time as below.
+      const float* scale = ws.channel_params;
+      const float* offset = ws.channel_params + ws.d_k;
+      auto score_grouped_keys = [&]<std::int64_t Keys>(std::int64_t j, std::integral_constant<std::int64_t, Keys>)
+                                    __attribute__((always_inline)) {
+        const std::byte* k[Keys];
+        for (std::int64_t t = 0; t < Keys; ++t) k[t] = key_row(j + t, t);
+        Vec acc[Keys][Rows];
+        dot_with_channel_group_rows<Rows, Keys, stored()>(ws.q, ws.d_k, k, scale, offset, acc);
+        store_key_scores<Rows, Keys, stored()>(ws, j, vector_end, k, acc, scale_of_scores);
+      };
+      const std::int64_t grouped = std::clamp<std::int64_t>(grouped_keys(*plan.problem, item.batch) - j0, 0, width);
+      while (j < grouped) {
+        const std::int64_t first = (j0 + j) - (j0 + j) % kChannelGroup;  // the group's first key
+        const std::int64_t run_end = std::min(grouped, first + kChannelGroup - j0);
+        const std::byte* rows[kChannelGroup];
+        channel_group_rows(*plan.problem, item.batch, item.kv_head, first, rows);
+        channel_group_params_to_float<stored()>(rows, ws.d_k, ws.channel_params, ws.channel_params + ws.d_k,
+                                                ws.channel_params + 2 * ws.d_k);
+        // A group's parameters are read all at once when it starts, up to 31 rows ahead of the rows'
+        // requests: those of the group after next are asked for while this one is scored, a row's
+        // with each key (all at once, or one group ahead, measured no faster).
+        const bool next_group = first + 3 * kChannelGroup <= grouped_keys(*plan.problem, item.batch);
+        if (next_group) channel_group_rows(*plan.problem, item.batch, item.kv_head, first + 2 * kChannelGroup, rows);
+        const std::int64_t params_at = quantized_block_params_at(stored(), ws.d_k, 0);
+        for (; j + kKeys <= run_end; j += kKeys) {
+          if (next_group)
+            for (std::int64_t t = 0; t < kKeys; ++t) __builtin_prefetch(rows[(j0 + j + t) % kChannelGroup] + params_at);
+          score_grouped_keys(j, std::integral_constant<std::int64_t, kKeys>{});
+        }
+        for (; j < run_end; ++j) score_grouped_keys(j, std::integral_constant<std::int64_t, 1>{});
+      }
+    }
     for (; j + kKeys <= width; j += kKeys) score_keys(j, std::integral_constant<std::int64_t, kKeys>{});
     for (; j < width; ++j) score_keys(j, std::integral_constant<std::int64_t, 1>{});
   });

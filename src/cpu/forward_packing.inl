@@ -99,6 +99,25 @@ struct TilePairKeyPanels : PairKeyPanels {
   }
 };
 
+// Key j of an entry whose keys lie in groups quantised per channel (j < grouped_keys), dequantised
+// into `buffer`: the group's parameters are converted into ws.channel_params when the group is not
+// the one `loaded` names (its first key; −1: none yet).
+template <DType Stored>
+const float* channel_grouped_key(const detail::Problem& p, ForwardWorkspace& ws, const ItemCoordinates& item, std::int64_t j,
+                                 std::int64_t& loaded, float* buffer) {
+  const std::int64_t first = j - j % kChannelGroup;
+  const std::byte* rows[kChannelGroup];
+  channel_group_rows(p, item.batch, item.kv_head, first, rows);
+  float* scale = ws.channel_params;
+  float* offset = ws.channel_params + ws.d_k;
+  if (loaded != first) {
+    channel_group_params_to_float<Stored>(rows, ws.d_k, scale, offset, ws.channel_params + 2 * ws.d_k);
+    loaded = first;
+  }
+  for (std::int64_t c = 0; c < ws.d_k; c += kLanes) Isa::store(buffer + c, load_channel_quantized<Stored>(rows[j - first], c, scale, offset));
+  return buffer;
+}
+
 // Packs K[b, g, j0 .. j0 + width) into key panels of the given kind, zero-padded to `cols` keys:
 // kLanes × kLanes transposes in registers, reading rows in place where the kind allows and others
 // through a converted copy.
@@ -108,6 +127,9 @@ void pack_keys(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordina
   const ConstTensorView& keys = plan.problem->k;
   const bool in_place = Panels::in_place(keys, ws.d_k);
   const std::int64_t depth = Panels::depth(ws.d_k);
+  // Keys of a KV cache quantised per channel (float32 panels only: such keys are int8 or int4).
+  const std::int64_t grouped = grouped_keys(*plan.problem, item.batch);
+  std::int64_t loaded_group = -1;
   for (std::int64_t p0 = 0; p0 < cols; p0 += kTileCols) {
     const float* rows[kTileCols];
     for (std::int64_t t = 0; t < kTileCols; ++t) {
@@ -116,9 +138,15 @@ void pack_keys(const ForwardPlan& plan, ForwardWorkspace& ws, const ItemCoordina
         rows[t] = ws.zero_row;
         continue;
       }
+      float* buffer = ws.key_rows + t * (ws.d_k + kTileDepth);
+      if (j0 + j < grouped) {
+        rows[t] = keys.dtype() == DType::int8
+                      ? channel_grouped_key<DType::int8>(*plan.problem, ws, item, j0 + j, loaded_group, buffer)
+                      : channel_grouped_key<DType::int4>(*plan.problem, ws, item, j0 + j, loaded_group, buffer);
+        continue;
+      }
       const StoredRow at = stored_row(*plan.problem, item.batch, j0 + j);
-      rows[t] = in_place ? Panels::row(keys, at, item.kv_head)
-                         : Panels::converted(keys, at, item.kv_head, ws.d_k, ws.key_rows + t * (ws.d_k + kTileDepth));
+      rows[t] = in_place ? Panels::row(keys, at, item.kv_head) : Panels::converted(keys, at, item.kv_head, ws.d_k, buffer);
     }
     pack_panels(rows, kTileCols, depth, ws.k_t + p0 * depth);
   }

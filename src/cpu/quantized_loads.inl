@@ -107,3 +107,37 @@ template <DType Stored>
 void dequantize_row_into(const std::byte* row, std::int64_t width, float* out) {
   for (std::int64_t c = 0; c < width; c += kLanes) Isa::store(out + c, load_quantized<Stored>(row, width, c));
 }
+
+// Keys quantised per channel over a group of kChannelGroup tokens (quantize_channel_group): the
+// group's float16 parameters converted once into float arrays, scale[c] and (int4) offset[c], which
+// every key of the group then reads a vector at a time. `pairs` is room for 2 · width floats.
+template <DType Stored>
+void channel_group_params_to_float(const std::byte* const* rows, std::int64_t width, float* scale, float* offset,
+                                   float* pairs) {
+  static_assert(has_channel_groups(Stored));
+  const std::int64_t per_row = width / kQuantBlock;  // channels whose parameters a record holds
+  if constexpr (Stored == DType::int8) {
+    for (std::int64_t r = 0; r < kChannelGroup; ++r) block_params_to_float<Stored>(rows[r], width, 0, per_row, scale + r * per_row);
+  } else {
+    for (std::int64_t r = 0; r < kChannelGroup; ++r)
+      block_params_to_float<Stored>(rows[r], width, 0, 2 * per_row, pairs + 2 * r * per_row);
+    for (std::int64_t c = 0; c < width; ++c) scale[c] = pairs[2 * c], offset[c] = pairs[2 * c + 1];
+  }
+}
+
+// Elements c .. c + kLanes of a key row of such a group (c a multiple of kLanes): code · scale[c]
+// (int8) or code · scale[c] + offset[c] in one fused multiply-add (int4), the stored value rounded
+// once to float32 as dequantize_channel_group_row gives it.
+template <DType Stored>
+Vec load_channel_quantized(const std::byte* row, std::int64_t c, const float* scale, const float* offset) {
+  if constexpr (Stored == DType::int8) {
+    return Isa::mul(Isa::load_i8(row + c), Isa::load(scale + c));
+  } else {
+    static_assert(Stored == DType::int4);
+    constexpr std::int64_t kHalf = kQuantBlock / 2;
+    const std::int64_t lane = c % kQuantBlock;
+    const std::byte* codes = row + c / kQuantBlock * kHalf;
+    const Vec code = lane < kHalf ? Isa::load_u4_low(codes + lane) : Isa::load_u4_high(codes + lane - kHalf);
+    return Isa::fma(code, Isa::load(scale + c), Isa::load(offset + c));
+  }
+}

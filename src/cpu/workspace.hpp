@@ -92,6 +92,7 @@ struct ForwardWorkspace {
   float* mask_row = nullptr;   // [key block]            one row of a mask, converted
   float* key_rows = nullptr;   // [tile width][d_k]      key rows converted to f32 for packing
   float* zero_row = nullptr;   // [d_k]                  zeros: the padding keys of the last panel
+  float* channel_params = nullptr;  // [4][d_k]        a key group's per-channel scales, offsets, and pairs as read
   std::uint8_t* seen = nullptr;  // [tile rows][key block] visible keys, for blocks with non-finite v
   RowInfo* row_info = nullptr;   // [rows]
   // Added to every running max (core/softmax_partial.hpp's headroom): 0, except when a row is redone
@@ -145,6 +146,7 @@ struct ForwardWorkspace {
     ws.mask_row = arena.template take<float>(block);
     ws.key_rows = arena.template take<float>(tile_cols * (d_k + kTileDepth));
     ws.zero_row = arena.template take<float>(d_k + kTileDepth);
+    ws.channel_params = arena.template take<float>(4 * d_k);
     ws.q_bf16 = arena.template take<std::uint16_t>(2 * rows * (d_k + kTileDepth));
     ws.p_pairs = arena.template take<std::uint32_t>(tile_rows * block);
     ws.bf16_rows = arena.template take<std::uint16_t>(2 * d_v);

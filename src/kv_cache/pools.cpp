@@ -68,15 +68,43 @@ void write_rows(ConstTensorView keys, ConstTensorView values, std::int64_t b, st
   }
 }
 
-Tensor gather(ConstTensorView pool, std::span<const std::int64_t> table, std::int64_t block_size, std::int64_t length) {
+void group_keys(ConstTensorView keys, std::int64_t b, std::span<const std::int64_t> table, std::int64_t block_size,
+                std::int64_t length, TensorView key_pool, float* pending) {
+  const std::int64_t t = keys.size(2), heads = keys.size(1), width = keys.size(3);
+  for (std::int64_t token = 0; token < t; ++token) {
+    const std::int64_t position = length + token, r = position % kChannelGroup;
+    for (std::int64_t g = 0; g < heads; ++g) {
+      float* group = pending + g * kChannelGroup * width;
+      load_row(keys, b, g, token, group + r * width, width);
+      if (r + 1 < kChannelGroup) continue;
+      std::byte* rows[kChannelGroup];
+      for (std::int64_t i = 0; i < kChannelGroup; ++i) {
+        const std::int64_t at = position - r + i;
+        rows[i] = key_pool.at<std::byte>({table[static_cast<std::size_t>(at / block_size)], g, at % block_size, 0});
+      }
+      quantize_channel_group(group, width, key_pool.dtype(), rows);
+    }
+  }
+}
+
+Tensor gather(ConstTensorView pool, std::span<const std::int64_t> table, std::int64_t block_size, std::int64_t length,
+              std::int64_t channel_group) {
   const std::int64_t heads = pool.size(1), width = pool.size(3);
   auto block_of = [&](std::int64_t j) { return table[static_cast<std::size_t>(j / block_size)]; };
+  auto row_of = [&](std::int64_t g, std::int64_t j) { return pool.at<std::byte>({block_of(j), g, j % block_size, 0}); };
   if (is_quantized(pool.dtype())) {  // the stored values exactly, in float64 (int4's need more than 24 bits)
     Tensor out(DType::f64, {heads, length, width});
+    const std::int64_t grouped = channel_group > 0 ? length / channel_group * channel_group : 0;
     for (std::int64_t g = 0; g < heads; ++g)
       for (std::int64_t j = 0; j < length; ++j) {
-        const std::byte* row = pool.at<std::byte>({block_of(j), g, j % block_size, 0});
-        dequantize_row(row, width, pool.dtype(), 0, width, out.data<double>() + (g * length + j) * width);
+        double* into = out.data<double>() + (g * length + j) * width;
+        if (j >= grouped) {
+          dequantize_row(row_of(g, j), width, pool.dtype(), 0, width, into);
+          continue;
+        }
+        const std::byte* rows[kChannelGroup];
+        for (std::int64_t i = 0; i < kChannelGroup; ++i) rows[i] = row_of(g, j - j % kChannelGroup + i);
+        dequantize_channel_group_row(rows, j % kChannelGroup, width, pool.dtype(), 0, width, into);
       }
     return out;
   }

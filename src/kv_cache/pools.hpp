@@ -25,8 +25,18 @@ ConstTensorView pool(const Tensor& storage, std::int64_t width);
 void write_rows(ConstTensorView keys, ConstTensorView values, std::int64_t b, std::span<const std::int64_t> table,
                 std::int64_t block_size, std::int64_t length, TensorView key_pool, TensorView value_pool);
 
+// Keys quantised per channel (attnkit/quantized.hpp, quantize_channel_group): keeps entry b's new
+// keys [B, Hkv, t, d_k], rounded once to float32, in `pending` ([Hkv][kChannelGroup][d_k]: the
+// sequence's incomplete group, rows after the `length` it held) and quantises each group that fills
+// into its rows of the key pool, which write_rows has written as per-token records.
+void group_keys(ConstTensorView keys, std::int64_t b, std::span<const std::int64_t> table, std::int64_t block_size,
+                std::int64_t length, TensorView key_pool, float* pending);
+
 // A sequence's first `length` rows of a pool [blocks, Hkv, block_size, d], as [Hkv, length, d]: in
-// the pool's dtype, or for int8 and int4 the stored values exactly, as f64.
-Tensor gather(ConstTensorView pool, std::span<const std::int64_t> table, std::int64_t block_size, std::int64_t length);
+// the pool's dtype, or for the quantized formats the stored values exactly, as f64; with
+// `channel_group`, rows before `length` rounded down to a multiple of it read as groups quantised
+// per channel.
+Tensor gather(ConstTensorView pool, std::span<const std::int64_t> table, std::int64_t block_size, std::int64_t length,
+              std::int64_t channel_group = 0);
 
 }  // namespace attnkit::detail

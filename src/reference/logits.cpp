@@ -46,6 +46,13 @@ Matrix gather_keys(const Problem& p, ConstTensorView t, std::int64_t b, std::int
   Matrix m(p.sizes.m, t.size(3));
   for (std::int64_t j = 0; j < p.key_count(b); ++j) {
     const StoredRow at = stored_row(p, b, j);  // t[b, g, j], or its row of a KV cache's block
+    // A key in a group quantised per channel (a KV cache's key pool, never its value pool).
+    if (j < grouped_keys(p, b) && t.data() == p.k.data()) {
+      const std::byte* rows[kChannelGroup];
+      channel_group_rows(p, b, g, j - j % kChannelGroup, rows);
+      dequantize_channel_group_row(rows, j % kChannelGroup, m.cols, t.dtype(), 0, m.cols, &m(j, 0));
+      continue;
+    }
     if (is_quantized(t.dtype())) {  // a quantized cache's row record: its stored values exactly
       dequantize_row(element(t, at.outer, g, at.row, 0), m.cols, t.dtype(), 0, m.cols, &m(j, 0));
       continue;

@@ -540,6 +540,16 @@ TEST(KVCacheValidation, BadConfigsRaiseTheRightCodeWithoutHugeAllocations) {
       {"int4 values of 40 features",
        [](KVCacheConfig& c) { c.head_dim = 64, c.value_dim = 40, c.value_dtype = DType::int4; }, {ErrorCode::invalid_shape},
        "value_dim: 40 is not a multiple of 32"},
+      {"per-channel f32 keys", [](KVCacheConfig& c) { c.key_quantization = KeyQuantization::per_channel; }, arg,
+       "key_quantization: per_channel quantises int8 or int4 keys, but dtype is f32"},
+      {"per-channel fp8 keys",
+       [](KVCacheConfig& c) { c.head_dim = 32, c.key_dtype = DType::fp8_e4m3, c.key_quantization = KeyQuantization::per_channel; },
+       arg, "key_dtype is fp8_e4m3"},
+      {"per-channel keys in blocks of 16",
+       [](KVCacheConfig& c) { c.head_dim = 32, c.key_dtype = DType::int4, c.key_quantization = KeyQuantization::per_channel; },
+       arg, "block_size: 16 with per_channel keys; it must be a multiple of 32"},
+      {"not a key quantization", [](KVCacheConfig& c) { c.key_quantization = static_cast<KeyQuantization>(5); }, arg,
+       "key_quantization"},
       {"huge length, default pool", [](KVCacheConfig& c) { c.max_sequence_length = kHuge; }, overflow, "KVCacheConfig"},
       {"huge sequence count", [](KVCacheConfig& c) { c.max_sequences = kHuge; }, overflow, "KVCacheConfig"},
       {"huge head_dim", [](KVCacheConfig& c) { c.head_dim = kHuge; }, overflow, "KVCacheConfig"},
@@ -682,6 +692,83 @@ TEST(AttendOptions, QuantizedCaches) {
     }
 }
 
+// Keys quantised per channel (KeyQuantization::per_channel), with every value storage and both
+// layouts: sequences of lengths within, at and past group boundaries, appended in chunks of random
+// size across them, against the oracle on the stored values; windows, ALiBi and softcap too.
+TEST(AttendOptions, KeysQuantisedPerChannel) {
+  ATTNKIT_TRACE_SEED();
+  const std::vector<int64_t> lengths = {0, 31, 32, 33, 130, 1100};
+  for (auto [keys, values] : {std::pair{DType::int8, DType::int8}, std::pair{DType::int4, DType::int4},
+                              std::pair{DType::int4, DType::int8}, std::pair{DType::int8, DType::bf16}})
+    for (auto [layout, block_size] : {std::pair{KVCacheLayout::contiguous, 0}, std::pair{KVCacheLayout::paged, 32},
+                                      std::pair{KVCacheLayout::paged, 256}}) {
+      SCOPED_TRACE(std::string(dtype_name(keys)) + " keys per channel, " + std::string(dtype_name(values)) + " values, " +
+                   layout_name(layout) + " " + std::to_string(block_size));
+      Rng rng(21);
+      KVCacheConfig config = make_config(layout, 2, 64, 32, 7, 1100, block_size, 0, keys);
+      config.value_dtype = values;
+      config.key_quantization = KeyQuantization::per_channel;
+      KVCache cache(config);
+      EXPECT_EQ(cache.storage().key_channel_group, kChannelGroup);
+      const std::vector<Id> ids = fill(cache, lengths, rng);
+      for (int64_t n : {1, 5}) expect_accurate(cache, ids, random_tensor(rng, {6, 6, n, 64}, n == 1 ? DType::f32 : DType::f16));
+      CachedAttentionOptions options;
+      options.window = {40, 0}, options.alibi_slopes = kSlopes, options.softcap = 3;
+      expect_accurate(cache, ids, random_tensor(rng, {6, 6, 1, 64}, DType::f32), options);
+    }
+}
+
+// keys() of a cache quantising keys per channel: each complete group of 32 tokens is the group the
+// format makes of the keys appended (quantize_channel_group on them, rounded to float32), the rest
+// per-token records (quantize_row), after every append of a random run over group boundaries;
+// values stay per token.
+TEST(KVCacheQuantization, KeysPerChannelAreTheGroupsOfWhatWasAppended) {
+  ATTNKIT_TRACE_SEED();
+  constexpr int64_t kHkv = 2, kD = 64;
+  for (DType keys : {DType::int8, DType::int4})
+    for_each_layout([&](KVCacheLayout layout) {
+      SCOPED_TRACE(std::string(dtype_name(keys)));
+      Rng rng(5);
+      KVCacheConfig config = make_config(layout, kHkv, kD, 32, 2, 200, 64, 0, keys);
+      config.key_quantization = KeyQuantization::per_channel;
+      KVCache cache(config);
+      const Id id = cache.add_sequence();
+      Tensor appended(DType::f32, {kHkv, 200, kD});  // everything appended so far
+      int64_t length = 0;
+      while (length < 200) {
+        const int64_t t = std::min<int64_t>(200 - length, rng.integer(1, 45));
+        const Tensor k = random_tensor(rng, {kHkv, t, kD}, DType::f64), v = random_tensor(rng, {kHkv, t, 32}, DType::f32);
+        cache.append(id, k.view(), v.view());
+        for (int64_t g = 0; g < kHkv; ++g)
+          for (int64_t i = 0; i < t; ++i)
+            for (int64_t c = 0; c < kD; ++c)
+              appended.data<float>()[(g * 200 + length + i) * kD + c] = static_cast<float>(k.data<double>()[(g * t + i) * kD + c]);
+        length += t;
+        const Tensor stored = cache.keys(id);
+        ASSERT_EQ(stored.dtype(), DType::f64);
+        const int64_t grouped = length / kChannelGroup * kChannelGroup;
+        std::vector<std::vector<std::byte>> records(kChannelGroup, std::vector<std::byte>(static_cast<std::size_t>(quantized_row_bytes(keys, kD))));
+        std::vector<std::byte*> rows;
+        for (auto& r : records) rows.push_back(r.data());
+        for (int64_t g = 0; g < kHkv; ++g)
+          for (int64_t j = 0; j < length; ++j) {
+            std::vector<double> want(kD);
+            const float* x = appended.data<float>() + (g * 200 + j) * kD;
+            if (j < grouped) {
+              quantize_channel_group(x - (j % kChannelGroup) * kD, kD, keys, rows.data());
+              dequantize_channel_group_row(rows.data(), j % kChannelGroup, kD, keys, 0, kD, want.data());
+            } else {
+              quantize_row(x, kD, keys, records[0].data());
+              dequantize_row(records[0].data(), kD, keys, 0, kD, want.data());
+            }
+            for (int64_t c = 0; c < kD; ++c)
+              ASSERT_EQ(stored.data<double>()[(g * length + j) * kD + c], want[at(c)])
+                  << "length " << length << ", head " << g << ", key " << j << ", channel " << c;
+          }
+      }
+    });
+}
+
 // Every fp8 code, widened in registers on every target, is its OCP value: 8 sequences of one token
 // whose value records hold the 256 codes (scale 1) are attended by one query each, whose output is
 // then its one value row (weight 1, up to the rounding of p · v / p), compared with the reference's
@@ -771,8 +858,8 @@ TEST(AttendOptions, Fp8NaNCodesReadAsNaNOnEveryTarget) {
 // The quantisation's own error, pinned: a decode step (32 query heads over 8 KV heads, d = 128, 2048
 // cached tokens, a fixed seed) over quantized caches against the same step over an f32 cache, as
 // the RMS of the output's difference relative to the RMS of the f32 cache's output. Keys and values
-// are normal; with outliers, 4 of the 128 key channels are 20 times larger, as real keys have. The
-// table in docs/kv-cache.md lists these figures; a quantiser that got worse (or a test that stopped measuring)
+// are normal; with outliers, 4 of the 128 key channels are 20 times larger, as real keys have; int8
+// and int4 caches with keys per token and per channel. The table in docs/kv-cache.md lists these figures; a quantiser that got worse (or a test that stopped measuring)
 // leaves the margin.
 TEST(KVCacheQuantization, OutputErrorAgainstAnF32CacheIsAsDocumented) {
   constexpr int64_t kHkv = 8, kHq = 32, kD = 128, kTokens = 2048;
@@ -780,8 +867,13 @@ TEST(KVCacheQuantization, OutputErrorAgainstAnF32CacheIsAsDocumented) {
     const char* keys;
     DType storage;
     double documented;  // relative RMS error of the output
+    KeyQuantization key_quantization = KeyQuantization::per_token;
   };
   const Row rows[] = {{"normal", DType::int8, 7.59e-3},
+                      {"normal", DType::int8, 7.75e-3, KeyQuantization::per_channel},
+                      {"normal", DType::int4, 1.109e-1, KeyQuantization::per_channel},
+                      {"outlier channels", DType::int8, 1.113e-2, KeyQuantization::per_channel},
+                      {"outlier channels", DType::int4, 2.137e-1, KeyQuantization::per_channel},
                       {"normal", DType::int4, 1.130e-1},
                       {"normal", DType::fp8_e4m3, 3.89e-2},
                       {"normal", DType::fp8_e5m2, 7.51e-2},
@@ -790,7 +882,8 @@ TEST(KVCacheQuantization, OutputErrorAgainstAnF32CacheIsAsDocumented) {
                       {"outlier channels", DType::fp8_e4m3, 1.084e-1},
                       {"outlier channels", DType::fp8_e5m2, 2.90e-1}};
   for (const Row& row : rows) {
-    SCOPED_TRACE(std::string(row.keys) + " keys, " + std::string(dtype_name(row.storage)));
+    const bool per_channel = row.key_quantization == KeyQuantization::per_channel;
+    SCOPED_TRACE(std::string(row.keys) + " keys" + (per_channel ? " per channel, " : ", ") + std::string(dtype_name(row.storage)));
     std::mt19937 engine(2026);
     std::normal_distribution<float> normal;
     Tensor k(DType::f32, {kHkv, kTokens, kD}), v(DType::f32, {kHkv, kTokens, kD}), q(DType::f32, {1, kHq, 1, kD});
@@ -799,7 +892,9 @@ TEST(KVCacheQuantization, OutputErrorAgainstAnF32CacheIsAsDocumented) {
     for (int64_t i = 0; i < v.numel(); ++i) v.data<float>()[i] = normal(engine);
     for (int64_t i = 0; i < q.numel(); ++i) q.data<float>()[i] = normal(engine);
     auto step = [&](DType storage) {
-      KVCache cache(make_config(KVCacheLayout::contiguous, kHkv, kD, kD, 1, kTokens, 16, 0, storage));
+      KVCacheConfig config = make_config(KVCacheLayout::contiguous, kHkv, kD, kD, 1, kTokens, 16, 0, storage);
+      if (storage != DType::f32) config.key_quantization = row.key_quantization;
+      KVCache cache(config);
       const Id id = cache.add_sequence();
       cache.append(id, k.view(), v.view());
       Tensor out = poisoned(DType::f32, {1, kHq, 1, kD});
@@ -808,8 +903,8 @@ TEST(KVCacheQuantization, OutputErrorAgainstAnF32CacheIsAsDocumented) {
     };
     const Tensor exact = step(DType::f32), got = step(row.storage);
     const double relative = testing::rms_diff(got, exact) / testing::rms_diff(exact, Tensor(DType::f64, {1, kHq, 1, kD}));
-    std::printf("[ note ] quantisation error, %s keys, %s cache: relative RMS error of the output %.3e\n", row.keys,
-                std::string(dtype_name(row.storage)).c_str(), relative);
+    std::printf("[ note ] quantisation error, %s keys%s, %s cache: relative RMS error of the output %.3e\n", row.keys,
+                per_channel ? " per channel" : "", std::string(dtype_name(row.storage)).c_str(), relative);
     EXPECT_GT(relative, 0.85 * row.documented);
     EXPECT_LT(relative, 1.15 * row.documented);
   }

@@ -153,14 +153,18 @@ Tensor cached_rows(const KVCache& cache, KVCache::SequenceId id, bool keys) {
 // the cache's own stored keys and values, bitwise: the kernel reads the same numbers (rounded once
 // to float32, or exactly in float64 for the reference) either way.
 void expect_attend_equals_forward(const Variant& kernel, const CacheProblem& p, KVCacheLayout layout, int64_t block_size,
-                                  DType key_storage, DType value_storage, Rng& rng) {
+                                  DType key_storage, DType value_storage, Rng& rng,
+                                  KeyQuantization key_quantization = KeyQuantization::per_token) {
   const int64_t sequences = static_cast<int64_t>(p.keys.size());
+  const bool per_channel = key_quantization == KeyQuantization::per_channel;
   SCOPED_TRACE(std::string(layout == KVCacheLayout::paged ? "paged, blocks of " + std::to_string(block_size) : "contiguous") +
-               ", " + std::string(dtype_name(key_storage)) + " keys, " + std::string(dtype_name(value_storage)) + " values");
+               ", " + std::string(dtype_name(key_storage)) + " keys" + (per_channel ? " per channel, " : ", ") +
+               std::string(dtype_name(value_storage)) + " values");
   int64_t longest = 1;
   for (const Tensor& k : p.keys) longest = std::max(longest, k.shape()[2]);
   KVCacheConfig config{p.Hkv, p.d_k, p.d_v, sequences, longest, layout, block_size, 0, key_storage};
   config.value_dtype = value_storage;
+  config.key_quantization = key_quantization;
   KVCache cache(config);
   const std::vector<KVCache::SequenceId> ids = fill_cache(cache, p, rng);
   // What the kernel computes in: float32 (float64 for the reference), except that a target that
@@ -228,7 +232,8 @@ TEST_P(Properties, DecodingThroughTheKVCacheEqualsTheBottomRightForward) {
 }
 
 // The same with quantized storage (attnkit/quantized.hpp: int8, int4, fp8), for keys and values
-// alike and mixed with each other and with bf16: widths of whole blocks of 32 features, the rest as above.
+// alike and mixed with each other and with bf16, and keys quantised per channel: widths of whole
+// blocks of 32 features, the rest as above.
 TEST_P(Properties, DecodingThroughAQuantizedKVCacheEqualsTheForwardOnItsStoredValues) {
   ATTNKIT_TRACE_SEED();
   const Variant& kernel = variant();
@@ -247,6 +252,12 @@ TEST_P(Properties, DecodingThroughAQuantizedKVCacheEqualsTheForwardOnItsStoredVa
                                 std::pair{DType::int4, DType::f16}, std::pair{DType::fp8_e4m3, DType::fp8_e5m2},
                                 std::pair{DType::fp8_e5m2, DType::fp8_e4m3}}) {
       expect_attend_equals_forward(kernel, p, layout, random_block_size(rng), keys, values, rng);
+      if (::testing::Test::HasFailure()) return;
+    }
+    // Keys quantised per channel over groups of 32 tokens (paged blocks of a multiple of 32).
+    for (auto [keys, values] : {std::pair{DType::int8, DType::int4}, std::pair{DType::int4, DType::bf16}}) {
+      const int64_t block_size = rng.uniform() < 0.5 ? 32 : 64;
+      expect_attend_equals_forward(kernel, p, layout, block_size, keys, values, rng, KeyQuantization::per_channel);
       if (::testing::Test::HasFailure()) return;
     }
   }
