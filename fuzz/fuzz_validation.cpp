@@ -20,7 +20,8 @@
 //                    the forward an extras byte and lse, probs; for the backward d_out, lse, dq, dk,
 //                    dv), an aliasing byte (plant_alias) and a values byte (plant_special)
 //   attend           the cache (decode_cache; the top bit of its head_dim and value_dim bytes picks
-//                    32 or 64 features, whole blocks for quantized storage), a seed for the
+//                    32 or 64 features, whole blocks for quantized storage; its num_blocks byte's
+//                    top quarter asks for keys per channel), a seed for the
 //                    contents, its sequences (fill_cache), the sequence ids, Hq/Hkv, n, the options,
 //                    q, out, an lse byte and lse, an aliasing
 //                    byte and a values byte
@@ -369,7 +370,7 @@ void fuzz_backward(ByteReader& in, DType dtype, Kernel kernel) {
 // overflow, never sizes that would really allocate much.
 constexpr std::array<std::int64_t, 8> kConfigCounts = {1, 1, 2, 3, 0, -1, 2, fuzz::kInt64Max};
 constexpr std::array<std::int64_t, 8> kConfigLengths = {1, 5, 9, 16, 0, -3, std::int64_t{1} << 62, fuzz::kInt64Max};
-constexpr std::array<std::int64_t, 8> kConfigBlockSizes = {1, 2, 4, 8, 16, 0, 3, -4};
+constexpr std::array<std::int64_t, 8> kConfigBlockSizes = {1, 32, 4, 8, 16, 0, 3, -4};
 constexpr std::array<DType, 12> kConfigDtypes = {DType::f32,  DType::f32, DType::f16,     DType::bf16, DType::f32,     DType::f16,
                                                  DType::f64,  DType::boolean, DType::int8, DType::int4, DType::fp8_e4m3, DType::fp8_e5m2};
 
@@ -385,8 +386,10 @@ KVCacheConfig decode_cache(ByteReader& in) {
   c.max_sequence_length = in.pick(kConfigLengths);
   c.layout = in.flag() ? KVCacheLayout::paged : KVCacheLayout::contiguous;
   c.block_size = in.pick(kConfigBlockSizes);
-  c.num_blocks = in.byte() % 13;
+  const std::uint8_t blocks = in.byte();
+  c.num_blocks = blocks % 13;
   c.dtype = in.pick(kConfigDtypes);
+  if (blocks >= 0xC0) c.key_quantization = KeyQuantization::per_channel;  // the byte's top quarter
   return c;
 }
 
@@ -408,7 +411,9 @@ bool valid_config_fields(const KVCacheConfig& c) {
                         (c.block_size > 0 && (c.block_size & (c.block_size - 1)) == 0);
   const std::int64_t value_dim = c.value_dim > 0 ? c.value_dim : c.head_dim;
   const bool quantized_ok = is_quantized(c.dtype) && c.head_dim % kQuantBlock == 0 && value_dim % kQuantBlock == 0;
-  return c.num_kv_heads > 0 && c.max_sequences > 0 && c.max_sequence_length > 0 && paged_ok &&
+  const bool channels_ok = c.key_quantization == KeyQuantization::per_token ||
+                           (has_channel_groups(c.dtype) && (c.layout == KVCacheLayout::contiguous || c.block_size % kChannelGroup == 0));
+  return c.num_kv_heads > 0 && c.max_sequences > 0 && c.max_sequence_length > 0 && paged_ok && channels_ok &&
          (c.dtype == DType::f32 || c.dtype == DType::f16 || c.dtype == DType::bf16 || quantized_ok);
 }
 
@@ -418,7 +423,8 @@ void fill_cache(ByteReader& in, KVCache& cache, Values& values) {
   for (int i = 0; i < adds; ++i) accepted("KVCache::add_sequence", [&] { cache.add_sequence(); });
   const KVCacheConfig& c = cache.config();
   for (KVCache::SequenceId id : cache.sequences()) {
-    const std::int64_t tokens = in.byte() % 12;
+    // Keys per channel: up to 40 tokens, past a group of 32.
+    const std::int64_t tokens = in.byte() % (c.key_quantization == KeyQuantization::per_channel ? 41 : 12);
     const DType dtype = kDtypes[in.byte() % kDtypes.size()];
     Tensor keys(dtype, {c.num_kv_heads, tokens, c.head_dim}), vals(dtype, {c.num_kv_heads, tokens, c.value_dim});
     for (Tensor* t : {&keys, &vals}) {

@@ -45,7 +45,7 @@ extern "C" {
 #endif
 
 /** The C API's own version: MAJOR * 1000 + MINOR. MINOR grows when something is added. */
-#define ATTNKIT_C_API_VERSION 1000
+#define ATTNKIT_C_API_VERSION 1001
 
 /* ---- status codes ------------------------------------------------------------------------- */
 
@@ -189,6 +189,14 @@ enum {
   ATTNKIT_KV_CACHE_PAGED = 1        /**< blocks of block_size tokens from a shared pool */
 };
 
+/** How an int8 or int4 KV cache quantises its keys: one of the ATTNKIT_KEYS_* values. */
+typedef int32_t attnkit_key_quantization;
+/** Values of attnkit_key_quantization. */
+enum {
+  ATTNKIT_KEYS_PER_TOKEN = 0,   /**< a scale per block of 32 features of each token, as values */
+  ATTNKIT_KEYS_PER_CHANNEL = 1  /**< a scale per feature over each group of 32 tokens */
+};
+
 /** The shape, capacity and storage of a KV cache. Initialise with attnkit_kv_cache_config_init,
  * then set what differs. */
 typedef struct attnkit_kv_cache_config {
@@ -204,6 +212,7 @@ typedef struct attnkit_kv_cache_config {
   int64_t num_blocks;            /**< paged: the pool; 0: enough for every sequence at full length */
   attnkit_dtype key_dtype;       /**< ATTNKIT_DTYPE_DEFAULT: as dtype */
   attnkit_dtype value_dtype;     /**< ATTNKIT_DTYPE_DEFAULT: as dtype */
+  attnkit_key_quantization key_quantization;  /**< int8 and int4 keys: ATTNKIT_KEYS_PER_TOKEN (default) or _PER_CHANNEL */
 } attnkit_kv_cache_config;
 
 /** Sets every field to its default (see the fields); num_kv_heads, head_dim and

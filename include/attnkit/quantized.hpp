@@ -88,9 +88,10 @@ void channel_group_params(const std::byte* const* rows, std::int64_t width, DTyp
                           float* offset) noexcept;
 
 /// Values c0 .. c0 + count of row r of a group quantised per channel (rows[0 .. kChannelGroup) its
-/// records): as float32 (each the exact value rounded once) or, in double, exactly.
+/// records), as float32: each the exact value rounded once.
 void dequantize_channel_group_row(const std::byte* const* rows, std::int64_t r, std::int64_t width, DType dtype,
                                   std::int64_t c0, std::int64_t count, float* out) noexcept;
+/// The same in double: the stored values exactly.
 void dequantize_channel_group_row(const std::byte* const* rows, std::int64_t r, std::int64_t width, DType dtype,
                                   std::int64_t c0, std::int64_t count, double* out) noexcept;
 

@@ -104,7 +104,11 @@ class KVCache:
     reads 1.9x (8 bits) or 3.2x (int4) fewer bytes than bfloat16, at the
     price of a quantisation error (docs/python.md lists it). ``key_dtype`` and ``value_dtype`` set the
     keys' and values' storage apart (e.g. int8 keys, int4 values); ``keys(seq)`` and ``values(seq)``
-    of quantized storage give the stored values exactly, as float64.
+    of quantized storage give the stored values exactly, as float64. ``key_quantization=
+    "per_channel"`` quantises int8 and int4 keys per feature over groups of 32 tokens (as KIVI does)
+    rather than per token: keys with a few large channels, as real models' keys have, then keep the
+    small channels' precision (a paged cache's ``block_size``, 32 by default then, must be a
+    multiple of 32).
 
     When full, an append (or ``add_sequence``) raises ``ValueError`` with
     ``.code == "capacity_exceeded"`` and leaves the cache exactly as it was: a batched append
@@ -129,6 +133,7 @@ class KVCache:
         dtype="float32",
         key_dtype=None,
         value_dtype=None,
+        key_quantization="per_token",
     ):
         if layout not in ("contiguous", "paged"):
             raise ValueError(f'layout: expected "contiguous" or "paged", got {layout!r}')
@@ -137,6 +142,8 @@ class KVCache:
             for name, x in (("block_size", block_size), ("num_blocks", num_blocks)):
                 if x is not None:
                     raise ValueError(f'{name}: applies to layout="paged" only (this cache is contiguous)')
+        if key_quantization not in ("per_token", "per_channel"):
+            raise ValueError(f'key_quantization: expected "per_token" or "per_channel", got {key_quantization!r}')
         if num_blocks is not None and _int(num_blocks, "num_blocks") <= 0:
             raise ValueError(
                 f"num_blocks: must be > 0 (None = enough for every sequence at full length), got {num_blocks}"
@@ -148,11 +155,14 @@ class KVCache:
             value_dim=0 if value_dim is None else _int(value_dim, "value_dim"),
             max_sequences=_int(max_sequences, "max_sequences"),
             layout=layout,
-            block_size=16 if block_size is None else _int(block_size, "block_size"),
+            block_size=(32 if key_quantization == "per_channel" else 16)
+            if block_size is None
+            else _int(block_size, "block_size"),
             num_blocks=0 if num_blocks is None else _int(num_blocks, "num_blocks"),
             dtype=_storage_dtype(dtype),
             key_dtype=None if key_dtype is None else _storage_dtype(key_dtype, "key_dtype"),
             value_dtype=None if value_dtype is None else _storage_dtype(value_dtype, "value_dtype"),
+            key_quantization=key_quantization,
         )
 
     # ---- the configuration (read-only) ----
@@ -169,6 +179,9 @@ class KVCache:
     )
     key_dtype = property(lambda self: self._core.key_dtype, doc="The keys' storage dtype (dtype unless given).")
     value_dtype = property(lambda self: self._core.value_dtype, doc="The values' storage dtype (dtype unless given).")
+    key_quantization = property(
+        lambda self: self._core.key_quantization, doc='How int8 and int4 keys are quantised: "per_token" or "per_channel".'
+    )
 
     @property
     def block_size(self):
@@ -220,6 +233,8 @@ class KVCache:
         mixed = "".join(
             f", {name}={getattr(self, name)!r}" for name in ("key_dtype", "value_dtype") if getattr(self, name) != self.dtype
         )
+        if self.key_quantization != "per_token":
+            mixed += f", key_quantization={self.key_quantization!r}"
         return (
             f"attnkit.KVCache(num_kv_heads={self.num_kv_heads}, head_dim={self.head_dim}, "
             f"value_dim={self.value_dim}, max_sequence_length={self.max_sequence_length}, "

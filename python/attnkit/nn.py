@@ -142,7 +142,7 @@ class MultiheadAttention(torch.nn.MultiheadAttention):
         ``"bfloat16"``, or the quantized ``"int8"``, ``"int4"``, ``"fp8_e4m3"`` and ``"fp8_e5m2"``
         (``head_dim`` a multiple of 32);
         ``options`` are KVCache's others (``layout``, ``block_size``, ``num_blocks``,
-        ``key_dtype``, ``value_dtype``)."""
+        ``key_dtype``, ``value_dtype``, ``key_quantization``)."""
         return KVCache(self.num_heads, self.head_dim, max_sequence_length, max_sequences=max_sequences,
                        dtype=dtype, **options)  # fmt: skip
 

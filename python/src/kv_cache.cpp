@@ -73,7 +73,7 @@ const char* storage_dtype_name(DType dtype) {
 void init_cache(PyKVCache* self, std::int64_t num_kv_heads, std::int64_t head_dim, std::int64_t max_sequence_length,
                 std::int64_t value_dim, std::int64_t max_sequences, const std::string& layout, std::int64_t block_size,
                 std::int64_t num_blocks, const std::string& dtype, const std::optional<std::string>& key_dtype,
-                const std::optional<std::string>& value_dtype) {
+                const std::optional<std::string>& value_dtype, const std::string& key_quantization) {
   KVCacheConfig config;
   config.num_kv_heads = num_kv_heads;
   config.head_dim = head_dim;
@@ -86,6 +86,8 @@ void init_cache(PyKVCache* self, std::int64_t num_kv_heads, std::int64_t head_di
   config.dtype = storage_dtype_of(dtype);
   if (key_dtype) config.key_dtype = storage_dtype_of(*key_dtype, "key_dtype");
   if (value_dtype) config.value_dtype = storage_dtype_of(*value_dtype, "value_dtype");
+  // attnkit.KVCache has checked the name.
+  config.key_quantization = key_quantization == "per_channel" ? KeyQuantization::per_channel : KeyQuantization::per_token;
   new (self) PyKVCache(config);  // nanobind's in-place construction; a throw leaves no object
 }
 
@@ -130,7 +132,8 @@ void bind_kv_cache(nb::module_& m) {
       .def("__init__", &init_cache,
            "num_kv_heads"_a, "head_dim"_a, "max_sequence_length"_a, nb::kw_only(), "value_dim"_a = 0,
            "max_sequences"_a = 1, "layout"_a = "contiguous", "block_size"_a = 16, "num_blocks"_a = 0,
-           "dtype"_a = "float32", "key_dtype"_a = nb::none(), "value_dtype"_a = nb::none())
+           "dtype"_a = "float32", "key_dtype"_a = nb::none(), "value_dtype"_a = nb::none(),
+           "key_quantization"_a = "per_token")
       // The configuration, as the cache resolved it (value_dim 0 becomes head_dim).
       .def_prop_ro("num_kv_heads", [](const PyKVCache& c) { return c.cache.config().num_kv_heads; })
       .def_prop_ro("head_dim", [](const PyKVCache& c) { return c.cache.config().head_dim; })
@@ -144,6 +147,9 @@ void bind_kv_cache(nb::module_& m) {
       .def_prop_ro("key_dtype", [](const PyKVCache& c) { return std::string(storage_dtype_name(c.cache.config().keys_dtype())); })
       .def_prop_ro("value_dtype",
                    [](const PyKVCache& c) { return std::string(storage_dtype_name(c.cache.config().values_dtype())); })
+      .def_prop_ro("key_quantization", [](const PyKVCache& c) {
+        return std::string(c.cache.config().key_quantization == KeyQuantization::per_channel ? "per_channel" : "per_token");
+      })
       // Paged: tokens per block and the pool's size (num_blocks = 0 resolved); a contiguous cache
       // has one slot of max_sequence_length rows per sequence instead.
       .def_prop_ro("block_size", [](const PyKVCache& c) { return c.cache.storage().block_size; })

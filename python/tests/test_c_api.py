@@ -38,7 +38,7 @@ class CacheConfig(C.Structure):
     _fields_ = [("struct_size", C.c_size_t), ("num_kv_heads", C.c_int64), ("head_dim", C.c_int64),
                 ("value_dim", C.c_int64), ("max_sequences", C.c_int64), ("max_sequence_length", C.c_int64),
                 ("layout", C.c_int32), ("dtype", C.c_int32), ("block_size", C.c_int64), ("num_blocks", C.c_int64),
-                ("key_dtype", C.c_int32), ("value_dtype", C.c_int32)]  # fmt: skip
+                ("key_dtype", C.c_int32), ("value_dtype", C.c_int32), ("key_quantization", C.c_int32)]  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -123,7 +123,8 @@ def test_options_struct_matches_the_header(lib):
     assert (o.window_left, o.window_right, o.causal, o.kernel, o.scale) == (-1, -1, CAUSAL_NONE, KERNEL_AUTOMATIC, 0)
     config = CacheConfig()
     lib.attnkit_kv_cache_config_init(C.byref(config))
-    assert config.struct_size == C.sizeof(CacheConfig) and config.block_size == 16 and config.key_dtype == -1
+    assert config.struct_size == C.sizeof(CacheConfig) == 88 and config.block_size == 16 and config.key_dtype == -1
+    assert config.key_quantization == 0  # ATTNKIT_KEYS_PER_TOKEN
     assert lib.attnkit_version().decode().count(".") == 2
 
 

@@ -234,6 +234,44 @@ def test_quantized_storage_holds_values_within_half_a_step_and_attends_over_them
         check_entry(out, lse, q.astype(np.float64), stored_k, np.asarray(stored_v, np.float64), "float32", f"n = {n}")
 
 
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+@pytest.mark.parametrize("key_dtype", ["int8", "int4"])
+def test_keys_quantised_per_channel_keep_each_channels_step_and_attend_over_them(rng, layout, key_dtype):
+    Hkv, Hq, d = 2, 4, 64
+    paged = {"block_size": 64} if layout == "paged" else {}
+    cache = attnkit.KVCache(Hkv, d, 100, max_sequences=1, layout=layout, dtype=key_dtype,
+                            key_quantization="per_channel", **paged)  # fmt: skip
+    assert cache.key_quantization == "per_channel" and "key_quantization='per_channel'" in repr(cache)
+    s = cache.add_sequence()
+    k = gaussian(rng, (Hkv, 70, d)) * np.where(np.arange(d) % 16 == 3, 20.0, 1.0).astype(np.float32)
+    cache.append(s, k[:, :40], gaussian(rng, (Hkv, 40, d)))
+    cache.append(s, k[:, 40:], gaussian(rng, (Hkv, 30, d)))
+    stored = np.asarray(cache.keys(s), np.float64)
+    # Tokens 0 … 63 in two groups of 32, each channel with its own step over its group; 64 … 69 per token.
+    groups = k[:, :64].astype(np.float64).reshape(Hkv, 2, 32, d)
+    if key_dtype == "int8":
+        step = np.abs(groups).max(axis=2, keepdims=True) / 127
+    else:
+        step = np.ptp(groups, axis=2, keepdims=True) / 15
+    got = stored[:, :64].reshape(groups.shape)
+    assert np.all(np.abs(got - groups) <= step / 2 * 1.01 + 1e-3 * np.abs(groups))
+    ordinary = np.arange(d) % 16 != 3
+    assert np.abs(got - groups)[..., ordinary].max() < 0.3, "the outlier channels do not set the others' step"
+    q = gaussian(rng, (Hq, 1, d))
+    out, lse = attnkit.attend(cache, s, q, return_lse=True)
+    check_entry(out, lse, q.astype(np.float64), stored, np.asarray(cache.values(s), np.float64), "float32", "decode")
+
+
+def test_key_quantization_is_checked():
+    expect(lambda: attnkit.KVCache(1, 64, 8, dtype="int8", key_quantization="per_block"), ValueError,
+           "key_quantization: expected")  # fmt: skip
+    expect(lambda: attnkit.KVCache(1, 64, 8, key_quantization="per_channel"), ValueError,
+           "per_channel quantises int8 or int4 keys, but dtype is f32")  # fmt: skip
+    expect(lambda: attnkit.KVCache(1, 64, 64, layout="paged", block_size=16, dtype="int4", key_quantization="per_channel"),
+           ValueError, "block_size: 16 with per_channel keys")  # fmt: skip
+    assert attnkit.KVCache(1, 64, 64, layout="paged", dtype="int4", key_quantization="per_channel").block_size == 32
+
+
 def test_quantized_storage_needs_whole_blocks_and_string_names():
     expect(lambda: attnkit.KVCache(1, 48, 8, dtype="int8"), ValueError, "head_dim: 48 is not a multiple of 32")
     expect(lambda: attnkit.KVCache(1, 64, 8, value_dim=16, value_dtype="int4"), ValueError,

@@ -1,5 +1,6 @@
 #include "c_api/descriptors.hpp"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstring>
 #include <string>
@@ -12,7 +13,9 @@
 static_assert(sizeof(void*) != 8 || sizeof(attnkit_tensor) == 80, "attnkit_tensor's layout is part of the ABI");
 static_assert(sizeof(void*) != 8 || sizeof(attnkit_options) == 104, "attnkit_options' first version");
 static_assert(sizeof(void*) != 8 || sizeof(attnkit_attend_options) == 64, "attnkit_attend_options' first version");
-static_assert(sizeof(void*) != 8 || sizeof(attnkit_kv_cache_config) == 80, "attnkit_kv_cache_config's first version");
+static_assert(sizeof(void*) != 8 || offsetof(attnkit_kv_cache_config, key_quantization) == 80,
+              "attnkit_kv_cache_config's first version ends before key_quantization");
+static_assert(sizeof(void*) != 8 || sizeof(attnkit_kv_cache_config) == 88, "attnkit_kv_cache_config with key_quantization");
 static_assert(offsetof(attnkit_options, struct_size) == 0 && offsetof(attnkit_attend_options, struct_size) == 0 &&
               offsetof(attnkit_kv_cache_config, struct_size) == 0);
 
@@ -106,6 +109,13 @@ std::span<const T> array_from(const char* name, const T* data, std::int64_t coun
 template std::span<const std::int64_t> array_from(const char*, const std::int64_t*, std::int64_t);
 template std::span<const float> array_from(const char*, const float*, std::int64_t);
 
+// The bytes of a struct's first version: a caller built against it passes that struct_size, and
+// the fields added since read as zero, their defaults.
+template <class Struct>
+constexpr std::size_t kFirstVersionSize = sizeof(Struct);
+template <>
+constexpr std::size_t kFirstVersionSize<attnkit_kv_cache_config> = offsetof(attnkit_kv_cache_config, key_quantization);
+
 template <class Struct>
 Struct read_struct(const char* name, const Struct* given, const char* init_function) {
   const std::size_t size = given->struct_size;
@@ -121,10 +131,10 @@ Struct read_struct(const char* name, const Struct* given, const char* init_funct
                                           " exceeds ATTNKIT_MAX_STRUCT_SIZE (" + std::to_string(ATTNKIT_MAX_STRUCT_SIZE) +
                                           "): not a struct initialised with " + init_function);
   }
-  if (size < sizeof(Struct)) {
+  if (size < kFirstVersionSize<Struct>) {
     fail(ErrorCode::invalid_argument, std::string(name) + ".struct_size " + std::to_string(size) +
                                           " is smaller than the first version's struct (" +
-                                          std::to_string(sizeof(Struct)) + " bytes): initialise it with " +
+                                          std::to_string(kFirstVersionSize<Struct>) + " bytes): initialise it with " +
                                           init_function);
   }
   // A newer caller's fields beyond ours: zero means "as before", anything else we cannot honour.
@@ -136,8 +146,8 @@ Struct read_struct(const char* name, const Struct* given, const char* init_funct
                                        " bytes this attnkit knows (the header is newer than the library)");
     }
   }
-  Struct copy;
-  std::memcpy(&copy, given, sizeof(Struct));
+  Struct copy{};
+  std::memcpy(&copy, given, std::min(size, sizeof(Struct)));
   return copy;
 }
 
@@ -192,6 +202,13 @@ KVCacheConfig kv_cache_config(const attnkit_kv_cache_config* given) {
   config.dtype = dtype_from("config.dtype", c.dtype);
   if (c.key_dtype != ATTNKIT_DTYPE_DEFAULT) config.key_dtype = dtype_from("config.key_dtype", c.key_dtype);
   if (c.value_dtype != ATTNKIT_DTYPE_DEFAULT) config.value_dtype = dtype_from("config.value_dtype", c.value_dtype);
+  switch (c.key_quantization) {
+    case ATTNKIT_KEYS_PER_TOKEN: config.key_quantization = KeyQuantization::per_token; break;
+    case ATTNKIT_KEYS_PER_CHANNEL: config.key_quantization = KeyQuantization::per_channel; break;
+    default:
+      fail(ErrorCode::invalid_argument, "config.key_quantization: " + std::to_string(c.key_quantization) +
+                                            " is not ATTNKIT_KEYS_PER_TOKEN (0) or _PER_CHANNEL (1)");
+  }
   return config;
 }
 

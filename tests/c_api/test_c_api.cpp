@@ -292,6 +292,49 @@ TEST(CApiErrors, StructSizeRule) {
   EXPECT_EQ(attnkit_forward(&q, &k, &v, &c_out, &shorter, nullptr, nullptr), ATTNKIT_INVALID_ARGUMENT);
 }
 
+// A caller built against the first attnkit_kv_cache_config, which ended before key_quantization,
+// passes its smaller struct_size: the added field reads as its default, keys per token. Each C cache
+// attends bit for bit as the C++ KVCache of the same KeyQuantization does, and the two differ.
+TEST(CApiKVCache, AFirstVersionConfigIsReadWithTheAddedFieldsDefaults) {
+  Rng rng(61);
+  const Tensor k = random_tensor(rng, {1, 70, 32}, DType::f32), v = random_tensor(rng, {1, 70, 32}, DType::f32);
+  const Tensor q = random_tensor(rng, {1, 2, 1, 32}, DType::f32);
+  std::vector<Tensor> outputs;
+  for (attnkit_key_quantization keys : {ATTNKIT_KEYS_PER_TOKEN, ATTNKIT_KEYS_PER_CHANNEL}) {
+    SCOPED_TRACE(keys == ATTNKIT_KEYS_PER_TOKEN ? "a first-version struct" : "keys per channel");
+    attnkit_kv_cache_config config;
+    attnkit_kv_cache_config_init(&config);
+    EXPECT_EQ(config.key_quantization, ATTNKIT_KEYS_PER_TOKEN);
+    config.num_kv_heads = 1, config.head_dim = 32, config.max_sequence_length = 70, config.dtype = ATTNKIT_INT4;
+    config.key_quantization = keys;
+    if (keys == ATTNKIT_KEYS_PER_TOKEN) {
+      config.struct_size = offsetof(attnkit_kv_cache_config, key_quantization);
+      config.key_quantization = 77;  // past the caller's struct: never read
+    }
+    attnkit_kv_cache* cache = nullptr;
+    ASSERT_EQ(attnkit_kv_cache_create(&config, &cache), ATTNKIT_OK) << attnkit_last_error_message();
+    std::int64_t id = 0;
+    ASSERT_EQ(attnkit_kv_cache_add_sequence(cache, &id), ATTNKIT_OK);
+    const attnkit_tensor ck = describe(k), cv = describe(v), cq = describe(q);
+    ASSERT_EQ(attnkit_kv_cache_append(cache, &id, 1, &ck, &cv), ATTNKIT_OK) << attnkit_last_error_message();
+    Tensor out = poisoned(DType::f32, {1, 2, 1, 32});
+    const attnkit_tensor c_out = describe(out);
+    ASSERT_EQ(attnkit_kv_cache_attend(cache, &id, 1, &cq, &c_out, nullptr, nullptr), ATTNKIT_OK) << attnkit_last_error_message();
+    attnkit_kv_cache_destroy(cache);
+
+    KVCacheConfig same{1, 32, 32, 1, 70, KVCacheLayout::contiguous, 16, 0, DType::int4};
+    same.key_quantization = keys == ATTNKIT_KEYS_PER_TOKEN ? KeyQuantization::per_token : KeyQuantization::per_channel;
+    KVCache cpp(same);
+    const KVCache::SequenceId cpp_id = cpp.add_sequence();
+    cpp.append(cpp_id, k.view(), v.view());
+    Tensor want = poisoned(DType::f32, {1, 2, 1, 32});
+    attend(cpp, std::vector<KVCache::SequenceId>{cpp_id}, q.view(), want.view());
+    EXPECT_TRUE(bitwise_equal(out, want));
+    outputs.push_back(std::move(out));
+  }
+  EXPECT_FALSE(bitwise_equal(outputs[0], outputs[1])) << "the key quantisations differ, so must the outputs";
+}
+
 // A struct placed just before memory that cannot be read: a struct_size past ATTNKIT_MAX_STRUCT_SIZE
 // is refused by name before any byte beyond the known struct is read (a crash otherwise), and the
 // output is left as it was.
@@ -473,6 +516,13 @@ TEST(CApiKVCache, ErrorsNameTheArgument) {
   EXPECT_EQ(attnkit_kv_cache_create(&config, &cache), ATTNKIT_INVALID_ARGUMENT);
   EXPECT_TRUE(contains(attnkit_last_error_message(), "config.layout: 5"));
   config.layout = ATTNKIT_KV_CACHE_CONTIGUOUS;
+  config.key_quantization = 2;
+  EXPECT_EQ(attnkit_kv_cache_create(&config, &cache), ATTNKIT_INVALID_ARGUMENT);
+  EXPECT_TRUE(contains(attnkit_last_error_message(), "config.key_quantization: 2")) << attnkit_last_error_message();
+  config.key_quantization = ATTNKIT_KEYS_PER_CHANNEL;  // fp8 keys are per token only
+  EXPECT_EQ(attnkit_kv_cache_create(&config, &cache), ATTNKIT_INVALID_ARGUMENT);
+  EXPECT_TRUE(contains(attnkit_last_error_message(), "per_channel quantises int8 or int4 keys")) << attnkit_last_error_message();
+  config.key_quantization = ATTNKIT_KEYS_PER_TOKEN;
   EXPECT_EQ(attnkit_kv_cache_create(nullptr, &cache), ATTNKIT_NULL_POINTER);
   ASSERT_EQ(attnkit_kv_cache_create(&config, &cache), ATTNKIT_OK) << attnkit_last_error_message();
 

@@ -181,9 +181,10 @@ TEST(BenchCases, FullListCoversEveryShapeAndDtype) {
   sel.threads = {1, 2};
   const auto cases = attnkit::bench::select_cases(sel);
   // forward: 4 sizes × 2 dims × causal or not × 2 thread counts × 3 dtypes (f32, bf16, f16);
-  // backward: the same in 2 dtypes (f32, bf16); decode: 2 sizes × 2 thread counts × 7 cache dtypes
-  // (f32, bf16, f16, and the quantized int8, int4, fp8_e4m3, fp8_e5m2)
-  EXPECT_EQ(cases.size(), std::size_t{4 * 2 * 2 * 2 * 3 + 4 * 2 * 2 * 2 * 2 + 2 * 2 * 7});
+  // backward: the same in 2 dtypes (f32, bf16); decode: 2 sizes × 2 thread counts × 9 caches
+  // (f32, bf16, f16, the quantized int8, int4, fp8_e4m3, fp8_e5m2, and int8 and int4 with keys per
+  // channel)
+  EXPECT_EQ(cases.size(), std::size_t{4 * 2 * 2 * 2 * 3 + 4 * 2 * 2 * 2 * 2 + 2 * 2 * 9});
   std::map<std::string, int> names;
   for (const auto& c : cases) ++names[c.name];
   EXPECT_EQ(names["fwd_f32_n8192_d128_causal"], 2);  // once per thread count
@@ -196,6 +197,8 @@ TEST(BenchCases, FullListCoversEveryShapeAndDtype) {
   EXPECT_EQ(names["decode_int4_m4096_d128"], 2);
   EXPECT_EQ(names["decode_fp8_e4m3_m32768_d128"], 2);
   EXPECT_EQ(names["decode_fp8_e5m2_m4096_d128"], 2);
+  EXPECT_EQ(names["decode_int4_per_channel_m32768_d128"], 2);
+  EXPECT_EQ(names["decode_int8_per_channel_m4096_d128"], 2);
   int backward = 0;
   for (const auto& c : cases) {
     if (c.kind == attnkit::bench::CaseKind::backward) {
@@ -1149,15 +1152,17 @@ TEST(BenchCommand, FilterSelectsByName) {
 
 // int8 and int4 caches (d a whole block of 32): read through a KV cache, their bytes those of the
 // quantized rows (codes and float16 scales), so GB/s × seconds is 8 KV heads × 24 tokens × 2 rows of
-// 34 bytes (int8) or 20 bytes (int4).
+// 34 bytes (int8) or 20 bytes (int4); keys quantised per channel take the same bytes.
 TEST(BenchCommand, QuantizedDecodeCasesCountTheRowsBytes) {
   std::vector<std::string> args = tiny_run("1", {"--json", "--filter", "decode_int"});
   args[5] = "32";  // --dims 32
   const Result r = cli(args);
   ASSERT_EQ(r.code, kOk) << r.err;
   const std::vector<JsonObject> lines = json_lines(r.out);
-  ASSERT_EQ(lines.size(), 3u) << r.out;
-  for (const auto& [line, name, record] : {std::tuple{1, "decode_int8_m24_d32", 34.0}, std::tuple{2, "decode_int4_m24_d32", 20.0}}) {
+  ASSERT_EQ(lines.size(), 5u) << r.out;
+  for (const auto& [line, name, record] :
+       {std::tuple{1, "decode_int8_m24_d32", 34.0}, std::tuple{2, "decode_int4_m24_d32", 20.0},
+        std::tuple{3, "decode_int8_per_channel_m24_d32", 34.0}, std::tuple{4, "decode_int4_per_channel_m24_d32", 20.0}}) {
     const JsonObject& o = lines[static_cast<std::size_t>(line)];
     EXPECT_EQ(text_of(o, "name"), name);
     EXPECT_EQ(text_of(o, "kernel"), "fast");

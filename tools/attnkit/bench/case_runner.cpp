@@ -95,6 +95,7 @@ Timing CaseRunner::time_quantized_decode(const BenchCase& c, const Inputs& in) {
   config.max_sequences = s.batch;
   config.max_sequence_length = s.m;
   config.dtype = c.dtype;
+  config.key_quantization = c.key_quantization;
   KVCache cache(config);
   std::vector<KVCache::SequenceId> ids;
   for (std::int64_t b = 0; b < s.batch; ++b) {

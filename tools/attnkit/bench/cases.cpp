@@ -47,8 +47,9 @@ std::string prefill_name(CaseKind kind, DType dtype, const AttentionShape& s) {
          std::to_string(s.n) + "_d" + std::to_string(s.d_k) + (s.causal ? "_causal" : "");
 }
 
-std::string decode_name(DType dtype, const AttentionShape& s) {
-  return "decode_" + std::string(dtype_name(dtype)) + "_m" + std::to_string(s.m) + "_d" + std::to_string(s.d_k);
+std::string decode_name(DType dtype, const AttentionShape& s, KeyQuantization keys = KeyQuantization::per_token) {
+  return "decode_" + std::string(dtype_name(dtype)) + (keys == KeyQuantization::per_channel ? "_per_channel" : "") + "_m" +
+         std::to_string(s.m) + "_d" + std::to_string(s.d_k);
 }
 
 const std::vector<std::int64_t>& pick(const std::vector<std::int64_t>& override_values,
@@ -104,6 +105,13 @@ void add_decode_cases(std::vector<BenchCase>& cases, const CaseSelection& sel) {
           if (is_quantized(dtype) && d % kQuantBlock != 0) continue;  // quantized rows are whole blocks
           const AttentionShape shape{1, kDecodeHeads, kDecodeKvHeads, kDecodeQueries, m, d, d, false};
           add_if_selected(cases, sel, {decode_name(dtype, shape), CaseKind::decode, dtype, shape, threads});
+        }
+        // int8 and int4 caches with keys quantised per channel (groups of 32 tokens), after the rest.
+        for (DType dtype : {DType::int8, DType::int4}) {
+          if (d % kQuantBlock != 0) continue;
+          const AttentionShape shape{1, kDecodeHeads, kDecodeKvHeads, kDecodeQueries, m, d, d, false};
+          const KeyQuantization keys = KeyQuantization::per_channel;
+          add_if_selected(cases, sel, {decode_name(dtype, shape, keys), CaseKind::decode, dtype, shape, threads, keys});
         }
       }
     }

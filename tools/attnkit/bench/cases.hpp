@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "attnkit/dtype.hpp"
+#include "attnkit/kv_cache.hpp"
 #include "bench/attention_shape.hpp"
 
 namespace attnkit::bench {
@@ -23,6 +24,8 @@ struct BenchCase {
   DType dtype = DType::f32;
   AttentionShape shape;  // causal is top-left (n == m here)
   int threads = 1;
+  // Decode cases of int8 and int4 caches: how the cache quantises its keys ("…_per_channel_…" cases).
+  KeyQuantization key_quantization = KeyQuantization::per_token;
 
   // Floating-point operations of one call: 2·n·m·d_k for the scores and 2·n·m·d_v for P·V per query
   // head (4·n·m·d when d_k = d_v), halved for causal; a backward counts 2.5× its forward
