@@ -146,7 +146,8 @@ KVCache::KVCache(const KVCacheConfig& config) : config_(config) {
     pending_keys_.assign(static_cast<std::size_t>(pending_bytes / 4), 0.0f);
   } catch (const std::exception&) {  // bad_alloc, or length_error past the vector's limit
     fail(ErrorCode::out_of_memory, "KVCacheConfig: cannot allocate the block tables of " + str(c.max_sequences) + " sequences × " +
-                                       str(blocks_per_sequence_) + " blocks");
+                                       str(blocks_per_sequence_) + " blocks" +
+                                       (grouped_keys ? " and the float32 keys of their incomplete key groups" : ""));
   }
   detail::fill_free_list(free_list_, blocks_);
   detail::fill_free_list(free_rows_, c.max_sequences);

@@ -29,6 +29,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -859,7 +860,8 @@ TEST(AttendOptions, Fp8NaNCodesReadAsNaNOnEveryTarget) {
 // cached tokens, a fixed seed) over quantized caches against the same step over an f32 cache, as
 // the RMS of the output's difference relative to the RMS of the f32 cache's output. Keys and values
 // are normal; with outliers, 4 of the 128 key channels are 20 times larger, as real keys have; int8
-// and int4 caches with keys per token and per channel. The table in docs/kv-cache.md lists these figures; a quantiser that got worse (or a test that stopped measuring)
+// and int4 caches with keys per token and per channel, and keys per channel over f32 or int4
+// values. The table in docs/kv-cache.md and its text list these figures; a quantiser that got worse (or a test that stopped measuring)
 // leaves the margin.
 TEST(KVCacheQuantization, OutputErrorAgainstAnF32CacheIsAsDocumented) {
   constexpr int64_t kHkv = 8, kHq = 32, kD = 128, kTokens = 2048;
@@ -868,12 +870,15 @@ TEST(KVCacheQuantization, OutputErrorAgainstAnF32CacheIsAsDocumented) {
     DType storage;
     double documented;  // relative RMS error of the output
     KeyQuantization key_quantization = KeyQuantization::per_token;
+    std::optional<DType> values = std::nullopt;  // the values' storage, if not `storage`
   };
   const Row rows[] = {{"normal", DType::int8, 7.59e-3},
                       {"normal", DType::int8, 7.75e-3, KeyQuantization::per_channel},
                       {"normal", DType::int4, 1.109e-1, KeyQuantization::per_channel},
                       {"outlier channels", DType::int8, 1.113e-2, KeyQuantization::per_channel},
                       {"outlier channels", DType::int4, 2.137e-1, KeyQuantization::per_channel},
+                      {"outlier channels", DType::int4, 1.996e-1, KeyQuantization::per_channel, DType::f32},
+                      {"outlier channels", DType::int8, 7.68e-2, KeyQuantization::per_channel, DType::int4},
                       {"normal", DType::int4, 1.130e-1},
                       {"normal", DType::fp8_e4m3, 3.89e-2},
                       {"normal", DType::fp8_e5m2, 7.51e-2},
@@ -883,7 +888,8 @@ TEST(KVCacheQuantization, OutputErrorAgainstAnF32CacheIsAsDocumented) {
                       {"outlier channels", DType::fp8_e5m2, 2.90e-1}};
   for (const Row& row : rows) {
     const bool per_channel = row.key_quantization == KeyQuantization::per_channel;
-    SCOPED_TRACE(std::string(row.keys) + " keys" + (per_channel ? " per channel, " : ", ") + std::string(dtype_name(row.storage)));
+    const std::string values = row.values ? ", " + std::string(dtype_name(*row.values)) + " values" : "";
+    SCOPED_TRACE(std::string(row.keys) + " keys" + (per_channel ? " per channel, " : ", ") + std::string(dtype_name(row.storage)) + values);
     std::mt19937 engine(2026);
     std::normal_distribution<float> normal;
     Tensor k(DType::f32, {kHkv, kTokens, kD}), v(DType::f32, {kHkv, kTokens, kD}), q(DType::f32, {1, kHq, 1, kD});
@@ -893,7 +899,7 @@ TEST(KVCacheQuantization, OutputErrorAgainstAnF32CacheIsAsDocumented) {
     for (int64_t i = 0; i < q.numel(); ++i) q.data<float>()[i] = normal(engine);
     auto step = [&](DType storage) {
       KVCacheConfig config = make_config(KVCacheLayout::contiguous, kHkv, kD, kD, 1, kTokens, 16, 0, storage);
-      if (storage != DType::f32) config.key_quantization = row.key_quantization;
+      if (storage != DType::f32) config.key_quantization = row.key_quantization, config.value_dtype = row.values;
       KVCache cache(config);
       const Id id = cache.add_sequence();
       cache.append(id, k.view(), v.view());
@@ -903,8 +909,8 @@ TEST(KVCacheQuantization, OutputErrorAgainstAnF32CacheIsAsDocumented) {
     };
     const Tensor exact = step(DType::f32), got = step(row.storage);
     const double relative = testing::rms_diff(got, exact) / testing::rms_diff(exact, Tensor(DType::f64, {1, kHq, 1, kD}));
-    std::printf("[ note ] quantisation error, %s keys%s, %s cache: relative RMS error of the output %.3e\n", row.keys,
-                per_channel ? " per channel" : "", std::string(dtype_name(row.storage)).c_str(), relative);
+    std::printf("[ note ] quantisation error, %s keys%s, %s cache%s: relative RMS error of the output %.3e\n", row.keys,
+                per_channel ? " per channel" : "", std::string(dtype_name(row.storage)).c_str(), values.c_str(), relative);
     EXPECT_GT(relative, 0.85 * row.documented);
     EXPECT_LT(relative, 1.15 * row.documented);
   }
