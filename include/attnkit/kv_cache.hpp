@@ -144,7 +144,9 @@ class KVCache {
   const Sequence& find(SequenceId sequence, const char* what) const;
   Sequence& find(SequenceId sequence, const char* what);
   std::int64_t blocks_for(std::int64_t tokens) const;
-  std::int64_t key_channel_group() const { return pending_keys_.empty() ? 0 : kChannelGroup; }
+  std::int64_t key_channel_group() const {
+    return config_.key_quantization == KeyQuantization::per_channel ? kChannelGroup : 0;
+  }
 
   KVCacheConfig config_;
   std::int64_t blocks_ = 0, block_size_ = 0, blocks_per_sequence_ = 0;

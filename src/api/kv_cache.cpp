@@ -256,7 +256,7 @@ void KVCache::append(std::span<const SequenceId> sequences, ConstTensorView keys
     const std::span<std::int64_t> table = table_row(tables_, s.table_row, blocks_per_sequence_);
     if (paged) detail::take_blocks(g, table, s.length, t, free_list_);
     detail::write_rows(keys, values, b, table, block_size_, s.length, key_pool, value_pool);
-    if (!pending_keys_.empty()) {
+    if (key_channel_group() > 0) {  // keys per channel: the incomplete groups grow, and full ones are quantised
       float* pending = pending_keys_.data() + s.table_row * config_.num_kv_heads * kChannelGroup * config_.head_dim;
       detail::group_keys(keys, b, table, block_size_, s.length, key_pool, pending);
     }

@@ -120,27 +120,23 @@ int int4_code_at(const std::byte* row, std::int64_t c) {
   return int4_high(c) ? byte >> 4 : byte & 0xF;
 }
 
-// The exact stored value c of a row, in double.
+// The exact stored value of feature c of a record, whose code lies in `row` and whose float16
+// parameters (scale, then int4's offset) at `params`: the row's block's, or its group's channel's.
+double stored_value(const std::byte* row, std::int64_t c, DType dtype, const std::byte* params) {
+  const double scale = to_float(float16{load_u16(params)});  // every format's first parameter
+  if (std::isnan(scale)) return kNaN;                        // a block (or channel) that held a non-finite value
+  if (dtype == DType::int8) return static_cast<double>(static_cast<std::int8_t>(row[c])) * scale;
+  // Exact in double and in float: 3 or 2 mantissa bits times a float16's 11.
+  if (dtype == DType::fp8_e4m3 || dtype == DType::fp8_e5m2) return detail::fp8_value(dtype, static_cast<std::uint8_t>(row[c])) * scale;
+  const double offset = to_float(float16{load_u16(params + 2)});
+  return offset + int4_code_at(row, c) * scale;  // exact in double: 4 × 11 bits plus an f16
+}
+
+// The exact stored values c0 .. c0 + count of a row, as T.
 template <class T>
 void dequantize(const std::byte* row, std::int64_t width, DType dtype, std::int64_t c0, std::int64_t count, T* out) {
-  for (std::int64_t k = 0; k < count; ++k) {
-    const std::int64_t c = c0 + k, block = c / kQuantBlock;
-    const std::byte* params = row + quantized_block_params_at(dtype, width, block);
-    const double scale = to_float(float16{load_u16(params)});  // every format's first parameter
-    double value;
-    if (std::isnan(scale)) {  // a block that held a non-finite value
-      value = kNaN;
-    } else if (dtype == DType::int8) {
-      value = static_cast<double>(static_cast<std::int8_t>(row[c])) * scale;
-    } else if (dtype == DType::fp8_e4m3 || dtype == DType::fp8_e5m2) {
-      // Exact in double and in float: 3 or 2 mantissa bits times a float16's 11.
-      value = detail::fp8_value(dtype, static_cast<std::uint8_t>(row[c])) * scale;
-    } else {
-      const double offset = to_float(float16{load_u16(params + 2)});
-      value = offset + int4_code_at(row, c) * scale;  // exact in double: 4 × 11 bits plus an f16
-    }
-    out[k] = static_cast<T>(value);
-  }
+  for (std::int64_t c = c0; c < c0 + count; ++c)
+    out[c - c0] = static_cast<T>(stored_value(row, c, dtype, row + quantized_block_params_at(dtype, width, c / kQuantBlock)));
 }
 
 // Where channel c's parameters lie in a group quantised per channel: record c / per_row, at its
@@ -151,23 +147,12 @@ Byte* channel_params_at(Byte* const* rows, std::int64_t width, DType dtype, std:
   return rows[c / per_row] + quantized_block_params_at(dtype, width, c % per_row);
 }
 
+// The same for row r of a group quantised per channel.
 template <class T>
 void dequantize_channels(const std::byte* const* rows, std::int64_t r, std::int64_t width, DType dtype, std::int64_t c0,
                          std::int64_t count, T* out) {
-  for (std::int64_t k = 0; k < count; ++k) {
-    const std::int64_t c = c0 + k;
-    const std::byte* params = channel_params_at(rows, width, dtype, c);
-    const double scale = to_float(float16{load_u16(params)});
-    double value;
-    if (std::isnan(scale)) {
-      value = kNaN;
-    } else if (dtype == DType::int8) {
-      value = static_cast<double>(static_cast<std::int8_t>(rows[r][c])) * scale;
-    } else {
-      value = to_float(float16{load_u16(params + 2)}) + int4_code_at(rows[r], c) * scale;
-    }
-    out[k] = static_cast<T>(value);
-  }
+  for (std::int64_t c = c0; c < c0 + count; ++c)
+    out[c - c0] = static_cast<T>(stored_value(rows[r], c, dtype, channel_params_at(rows, width, dtype, c)));
 }
 
 }  // namespace

@@ -316,7 +316,8 @@ void score_tile_from_key_rows(const ForwardPlan& plan, ForwardWorkspace& ws, con
         dot_with_channel_group_rows<Rows, Keys, stored()>(ws.q, ws.d_k, k, scale, offset, acc);
         store_key_scores<Rows, Keys, stored()>(ws, j, vector_end, k, acc, scale_of_scores);
       };
-      const std::int64_t grouped = std::clamp<std::int64_t>(grouped_keys(*plan.problem, item.batch) - j0, 0, width);
+      const std::int64_t all_grouped = grouped_keys(*plan.problem, item.batch);
+      const std::int64_t grouped = std::clamp<std::int64_t>(all_grouped - j0, 0, width);
       while (j < grouped) {
         const std::int64_t first = (j0 + j) - (j0 + j) % kChannelGroup;  // the group's first key
         const std::int64_t run_end = std::min(grouped, first + kChannelGroup - j0);
@@ -327,7 +328,7 @@ void score_tile_from_key_rows(const ForwardPlan& plan, ForwardWorkspace& ws, con
         // A group's parameters are read all at once when it starts, up to 31 rows ahead of the rows'
         // requests: those of the group after next are asked for while this one is scored, a row's
         // with each key (all at once, or one group ahead, measured no faster).
-        const bool next_group = first + 3 * kChannelGroup <= grouped_keys(*plan.problem, item.batch);
+        const bool next_group = first + 3 * kChannelGroup <= all_grouped;
         if (next_group) channel_group_rows(*plan.problem, item.batch, item.kv_head, first + 2 * kChannelGroup, rows);
         const std::int64_t params_at = quantized_block_params_at(stored(), ws.d_k, 0);
         for (; j + kKeys <= run_end; j += kKeys) {

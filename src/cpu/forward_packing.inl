@@ -106,15 +106,17 @@ template <DType Stored>
 const float* channel_grouped_key(const detail::Problem& p, ForwardWorkspace& ws, const ItemCoordinates& item, std::int64_t j,
                                  std::int64_t& loaded, float* buffer) {
   const std::int64_t first = j - j % kChannelGroup;
-  const std::byte* rows[kChannelGroup];
-  channel_group_rows(p, item.batch, item.kv_head, first, rows);
   float* scale = ws.channel_params;
   float* offset = ws.channel_params + ws.d_k;
   if (loaded != first) {
+    const std::byte* rows[kChannelGroup];
+    channel_group_rows(p, item.batch, item.kv_head, first, rows);
     channel_group_params_to_float<Stored>(rows, ws.d_k, scale, offset, ws.channel_params + 2 * ws.d_k);
     loaded = first;
   }
-  for (std::int64_t c = 0; c < ws.d_k; c += kLanes) Isa::store(buffer + c, load_channel_quantized<Stored>(rows[j - first], c, scale, offset));
+  const StoredRow at = stored_row(p, item.batch, j);
+  const std::byte* row = p.k.at<std::byte>({at.outer, item.kv_head, at.row, 0});
+  for (std::int64_t c = 0; c < ws.d_k; c += kLanes) Isa::store(buffer + c, load_channel_quantized<Stored>(row, c, scale, offset));
   return buffer;
 }
 

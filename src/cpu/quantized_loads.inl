@@ -73,6 +73,16 @@ BlockScale block_scale(const float* params) {
   else return make_block_scale<Stored>(params[0], 0.0f);
 }
 
+// The 4-bit codes of elements c .. c + kLanes of an int4 row (c a multiple of kLanes), widened to
+// floats. Byte i of a block's kQuantBlock / 2 holds the codes of its values i (low nibble) and
+// i + kQuantBlock / 2 (high nibble).
+inline Vec load_int4_codes(const std::byte* row, std::int64_t c) {
+  constexpr std::int64_t kHalf = kQuantBlock / 2;
+  const std::int64_t lane = c % kQuantBlock;
+  const std::byte* codes = row + c / kQuantBlock * kHalf;
+  return lane < kHalf ? Isa::load_u4_low(codes + lane) : Isa::load_u4_high(codes + lane - kHalf);
+}
+
 // Elements c .. c + kLanes of the row (c a multiple of kLanes, in the block `s` belongs to).
 template <DType Stored, class I = Isa>
 Vec load_quantized(const std::byte* row, std::int64_t c, const BlockScale& s) {
@@ -83,16 +93,13 @@ Vec load_quantized(const std::byte* row, std::int64_t c, const BlockScale& s) {
   } else if constexpr (Stored == DType::fp8_e4m3) {
     return Isa::mul(Isa::load_e4m3_over_256(row + c), s.scale);
   } else {
-    // Byte i of a block's kQuantBlock / 2 holds the codes of its values i (low nibble) and
-    // i + kQuantBlock / 2 (high nibble).
-    constexpr std::int64_t kHalf = kQuantBlock / 2;
-    const std::int64_t lane = c % kQuantBlock;
-    const std::byte* codes = row + c / kQuantBlock * kHalf;
-    if constexpr (int4_by_table<I>) {
+    if constexpr (int4_by_table<I>) {  // the nibbles as load_int4_codes finds them
+      constexpr std::int64_t kHalf = kQuantBlock / 2;
+      const std::int64_t lane = c % kQuantBlock;
+      const std::byte* codes = row + c / kQuantBlock * kHalf;
       return lane < kHalf ? I::lookup_u4_low(s.table, codes + lane) : I::lookup_u4_high(s.table, codes + lane - kHalf);
     }
-    const Vec code = lane < kHalf ? Isa::load_u4_low(codes + lane) : Isa::load_u4_high(codes + lane - kHalf);
-    return Isa::fma(code, s.scale, s.offset);
+    return Isa::fma(load_int4_codes(row, c), s.scale, s.offset);
   }
 }
 
@@ -134,10 +141,6 @@ Vec load_channel_quantized(const std::byte* row, std::int64_t c, const float* sc
     return Isa::mul(Isa::load_i8(row + c), Isa::load(scale + c));
   } else {
     static_assert(Stored == DType::int4);
-    constexpr std::int64_t kHalf = kQuantBlock / 2;
-    const std::int64_t lane = c % kQuantBlock;
-    const std::byte* codes = row + c / kQuantBlock * kHalf;
-    const Vec code = lane < kHalf ? Isa::load_u4_low(codes + lane) : Isa::load_u4_high(codes + lane - kHalf);
-    return Isa::fma(code, Isa::load(scale + c), Isa::load(offset + c));
+    return Isa::fma(load_int4_codes(row, c), Isa::load(scale + c), Isa::load(offset + c));
   }
 }

@@ -35,7 +35,16 @@ constexpr DType kPrefillDTypes[] = {DType::f32, DType::bf16, DType::f16};
 // rate is a fraction of the memory bandwidth for each of them).
 // int8, int4, fp8_e4m3 and fp8_e5m2: a KV cache of that storage (attnkit/quantized.hpp), read by
 // attnkit::attend (for head dimensions of whole blocks of 32 only).
-constexpr DType kDecodeDTypes[] = {DType::f32, DType::bf16, DType::f16, DType::int8, DType::int4, DType::fp8_e4m3, DType::fp8_e5m2};
+// Last, int8 and int4 caches with keys quantised per channel (groups of 32 tokens).
+struct DecodeCache {
+  DType dtype;
+  KeyQuantization keys = KeyQuantization::per_token;
+};
+constexpr DecodeCache kDecodeCaches[] = {{DType::f32},  {DType::bf16},     {DType::f16},
+                                         {DType::int8}, {DType::int4},     {DType::fp8_e4m3},
+                                         {DType::fp8_e5m2},
+                                         {DType::int8, KeyQuantization::per_channel},
+                                         {DType::int4, KeyQuantization::per_channel}};
 constexpr double kCausalFlopFraction = 0.5;  // top-left causal with n = m computes about half the scores
 // The backward recomputes the scores (Q·Kᵀ) and forms dV = Pᵀ·dO, dP = dO·Vᵀ, dQ = dS·K and dK = dSᵀ·Q:
 // five n·m·d products against the forward's two, the 2.5× of docs/performance.md.
@@ -47,7 +56,7 @@ std::string prefill_name(CaseKind kind, DType dtype, const AttentionShape& s) {
          std::to_string(s.n) + "_d" + std::to_string(s.d_k) + (s.causal ? "_causal" : "");
 }
 
-std::string decode_name(DType dtype, const AttentionShape& s, KeyQuantization keys = KeyQuantization::per_token) {
+std::string decode_name(DType dtype, const AttentionShape& s, KeyQuantization keys) {
   return "decode_" + std::string(dtype_name(dtype)) + (keys == KeyQuantization::per_channel ? "_per_channel" : "") + "_m" +
          std::to_string(s.m) + "_d" + std::to_string(s.d_k);
 }
@@ -101,16 +110,9 @@ void add_decode_cases(std::vector<BenchCase>& cases, const CaseSelection& sel) {
   for (std::int64_t m : pick(sel.sizes, kQuickDecodeSizes, kDecodeSizes, sel.quick)) {
     for (std::int64_t d : pick(sel.dims, kDecodeDims, kDecodeDims, sel.quick)) {
       for (int threads : sel.threads) {
-        for (DType dtype : kDecodeDTypes) {
+        for (const auto [dtype, keys] : kDecodeCaches) {
           if (is_quantized(dtype) && d % kQuantBlock != 0) continue;  // quantized rows are whole blocks
           const AttentionShape shape{1, kDecodeHeads, kDecodeKvHeads, kDecodeQueries, m, d, d, false};
-          add_if_selected(cases, sel, {decode_name(dtype, shape), CaseKind::decode, dtype, shape, threads});
-        }
-        // int8 and int4 caches with keys quantised per channel (groups of 32 tokens), after the rest.
-        for (DType dtype : {DType::int8, DType::int4}) {
-          if (d % kQuantBlock != 0) continue;
-          const AttentionShape shape{1, kDecodeHeads, kDecodeKvHeads, kDecodeQueries, m, d, d, false};
-          const KeyQuantization keys = KeyQuantization::per_channel;
           add_if_selected(cases, sel, {decode_name(dtype, shape, keys), CaseKind::decode, dtype, shape, threads, keys});
         }
       }
