@@ -9,13 +9,15 @@ machine are noise.
 Every case has a `kind`, which says what one timed call does; KINDS maps each kind to the code that
 prepares its two calls and to its FLOP count: "forward" (inference: torch under inference_mode),
 "training" (forward and backward through autograd: attnkit.torch's Function against torch's
-own), "module_training" (a whole attnkit.nn.MultiheadAttention step against
+own), "cache_decode" (one decoding step over an attnkit.KVCache of the case's storage, bfloat16 to
+int4, against torch's over bfloat16 K and V tensors, with K and V evicted from the CPU caches
+before every call as in generation), "module_training" (a whole attnkit.nn.MultiheadAttention step against
 torch.nn.MultiheadAttention's, projections included), "model_forward" (a real model's forward,
 all-MiniLM-L6-v2 through Hugging Face transformers, attn_implementation "attnkit" against "sdpa";
 skipped, saying why, without transformers and the model package).
 
 --peers adds other libraries (bench_peers.py: ONNX Runtime, OpenVINO) to the alternation on the
-float32 forward cases.
+float32 forward cases, and OpenVINO with its own KV cache on the cache_decode cases.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ class Case:
 
     name: str
     kind: str  # a key of KINDS
-    dtype: str  # "float32" or "bfloat16"
+    dtype: str  # "float32" or "bfloat16"; for "cache_decode", the cache's storage (queries are float32)
     batch: int
     q_heads: int
     kv_heads: int
@@ -64,9 +66,9 @@ class Case:
 # ---- what a case runs ---------------------------------------------------------------------------
 
 
-def _inputs(case, torch):
+def _inputs(case, torch, dtype=None):
     generator = torch.Generator().manual_seed(0)
-    dtype = getattr(torch, case.dtype)
+    dtype = getattr(torch, dtype or case.dtype)
 
     def randn(heads, rows):
         return torch.randn(case.batch, heads, rows, case.E, generator=generator).to(dtype)
@@ -88,6 +90,27 @@ def _forward_calls(case, torch):
     def torch_call():
         with torch.inference_mode():
             return F.scaled_dot_product_attention(q, k, v, **options)
+
+    return attnkit_call, torch_call
+
+
+def _cache_decode_calls(case, torch):
+    """One decoding step of each of the case's sequences: attnkit.attend over a KVCache of the case's
+    storage holding its S tokens, against torch's scaled_dot_product_attention over bfloat16 K and V
+    tensors, the cache a torch user decodes from (torch has no quantized one)."""
+    q, k, v = _inputs(case, torch, "float32")
+    cache = attnkit.KVCache(case.kv_heads, case.E, case.S, max_sequences=case.batch, dtype=case.dtype)
+    sequences = [cache.add_sequence() for _ in range(case.batch)]
+    cache.append(sequences, k, v)
+    q16, k16, v16 = (x.to(torch.bfloat16) for x in (q, k, v))
+    F = torch.nn.functional
+
+    def attnkit_call():
+        return attnkit.attend(cache, sequences, q)
+
+    def torch_call():
+        with torch.inference_mode():
+            return F.scaled_dot_product_attention(q16, k16, v16, enable_gqa=True)
 
     return attnkit_call, torch_call
 
@@ -195,6 +218,7 @@ class Kind(NamedTuple):
     flop_factor: float  # FLOPs of one timed call over the forward's (a backward adds 2.5, docs/performance.md)
     calls: Callable  # (case, torch) -> (attnkit_call, torch_call), each taking no argument
     extra_flops: Callable = lambda case: 0  # FLOPs beyond the attention's (a module's projections)
+    cold: bool = False  # K and V evicted from the CPU caches before every timed call
 
 
 def _projection_flops(case):
@@ -206,6 +230,7 @@ def _projection_flops(case):
 KINDS = {
     "forward": Kind(1.0, _forward_calls),
     "training": Kind(3.5, _training_calls),
+    "cache_decode": Kind(1.0, _cache_decode_calls, cold=True),
     "module_training": Kind(3.5, _module_calls, _projection_flops),
     # The forward of every layer's attention (MINILM_LAYERS of them), plus the layers' products.
     "model_forward": Kind(MINILM_LAYERS, _minilm_calls, _minilm_flops),
@@ -229,6 +254,9 @@ def default_cases():
     for dtype, short in (("float32", "f32"), ("bfloat16", "bf16")):
         for S in (4096, 32768):
             cases.append(Case(f"decode_{short}_S{S}_Hq32_Hkv8_E128", "forward", dtype, 1, 32, 8, 1, S, 128))
+    # Decoding over a KVCache of each storage, K and V arriving from memory as in generation.
+    for dtype, short in (("bfloat16", "bf16"), ("float16", "f16"), ("int8", "int8"), ("int4", "int4")):
+        cases.append(Case(f"decode_cache_{short}_S32768_Hq32_Hkv8_E128", "cache_decode", dtype, 1, 32, 8, 1, 32768, 128))
     # Training: forward and backward through autograd, then a whole layer's step.
     for n, E, causal in ((1024, 64, False), (1024, 64, True), (2048, 128, True)):
         name = f"train_f32_L{n}_E{E}" + ("_causal" if causal else "")
@@ -252,6 +280,7 @@ def quick_cases():
         Case("prefill_f32_L256_E64_causal", "forward", "float32", 1, 4, 4, 256, 256, 64, True),
         Case("prefill_bf16_L256_E64", "forward", "bfloat16", 1, 4, 4, 256, 256, 64),
         Case("decode_f32_S2048_Hq8_Hkv2_E64", "forward", "float32", 1, 8, 2, 1, 2048, 64),
+        Case("decode_cache_int8_S2048_Hq8_Hkv2_E64", "cache_decode", "int8", 2, 8, 2, 1, 2048, 64),
         Case("train_f32_L256_E64_causal", "training", "float32", 1, 4, 4, 256, 256, 64, True),
         Case("mha_train_f32_L128_W256_H4_causal", "module_training", "float32", 2, 4, 4, 128, 128, 64, True),
     ]
@@ -266,19 +295,46 @@ def _seconds(call):
     return time.perf_counter() - start
 
 
+def _last_level_cache_bytes():
+    try:
+        return max(0, os.sysconf("SC_LEVEL3_CACHE_SIZE"))
+    except (ValueError, OSError):  # a name the C library does not answer: ask the kernel
+        try:
+            with open("/sys/devices/system/cpu/cpu0/cache/index3/size") as f:
+                size = f.read().strip()  # e.g. "32768K"
+            return int(size[:-1]) * {"K": 1 << 10, "M": 1 << 20}[size[-1]]
+        except (OSError, ValueError, KeyError):
+            return 0
+
+
+class _CacheEvictor:
+    """A buffer twice the last-level cache (64 MiB at least), rewritten before each timed call of a
+    cold case, so that K and V come from memory, as in generation."""
+
+    def __init__(self):
+        import numpy
+
+        self.buffer = numpy.zeros(max(64 << 20, 2 * _last_level_cache_bytes()), numpy.uint8)
+
+    def __call__(self):
+        self.buffer += 1  # a new value each time: every line is written
+
+
 def _peer_inputs(case, torch):
-    """The case's inputs as float32 numpy arrays: the same values _inputs gives attnkit and torch."""
-    return [x.contiguous().numpy() for x in _inputs(case, torch)]
+    """The case's inputs as float32 numpy arrays: the same values _inputs gives attnkit and torch
+    (a cache_decode case's K and V before its cache stores them)."""
+    return [x.contiguous().numpy() for x in _inputs(case, torch, "float32")]
 
 
 def run_case(case, torch, threads, repeats, warmup, peers=()):
     """Times the case's two calls, and each peer's that runs it, alternately; returns its JSON record."""
-    attnkit_call, torch_call = KINDS[case.kind].calls(case, torch)
-    skipped = bench_peers.why_not(case)
-    peer_calls = {}
-    if peers and skipped is None:
-        inputs = _peer_inputs(case, torch)
-        peer_calls = {peer.name: peer.build(case, *inputs, threads) for peer in peers}
+    kind = KINDS[case.kind]
+    attnkit_call, torch_call = kind.calls(case, torch)
+    skipped = {peer.name: peer.why_not(case) for peer in peers}
+    running = [peer for peer in peers if skipped[peer.name] is None]
+    inputs = _peer_inputs(case, torch) if running else None
+    peer_calls = {peer.name: peer.build(case, *inputs, threads) for peer in running}
+    before = _CacheEvictor() if kind.cold else lambda: None
     ours, theirs = attnkit_call(), torch_call()  # also the warm-up's first round
     # Both computed the same thing: their largest difference, relative to the largest value.
     scale = max(1.0, float(theirs.float().abs().max()))
@@ -295,12 +351,14 @@ def run_case(case, torch, threads, repeats, warmup, peers=()):
     attnkit_times, torch_times = [], []
     peer_times = {name: [] for name in peer_calls}
     for _ in range(repeats):
+        before()
         attnkit_times.append(_seconds(attnkit_call))
+        before()
         torch_times.append(_seconds(torch_call))
         for name, call in peer_calls.items():
+            before()
             peer_times[name].append(_seconds(call))
     attnkit_s, torch_s = statistics.median(attnkit_times), statistics.median(torch_times)
-    kind = KINDS[case.kind]
     flops = case.forward_flops * kind.flop_factor + kind.extra_flops(case)
     record = {
         **dataclasses.asdict(case),
@@ -319,7 +377,7 @@ def run_case(case, torch, threads, repeats, warmup, peers=()):
         record["peers"] = {}
         for peer in peers:
             if peer.name not in peer_calls:
-                record["peers"][peer.name] = {"version": peer.version, "skipped": skipped}
+                record["peers"][peer.name] = {"version": peer.version, "skipped": skipped[peer.name]}
                 continue
             peer_s = statistics.median(peer_times[peer.name])
             record["peers"][peer.name] = {
@@ -364,7 +422,8 @@ def _parser():
     p.add_argument(
         "--peers",
         default="",
-        help="comma-separated other libraries to time in the same alternation on the float32 forward cases: "
+        help="comma-separated other libraries to time in the same alternation on the float32 forward cases "
+        "(and OpenVINO on the cache_decode cases): "
         + ", ".join(bench_peers.PEERS)
         + " (an error if one is not installed)",
     )
@@ -377,20 +436,20 @@ def _table_header(torch, threads, repeats, peers):
         f"attnkit {attnkit.__version__} ({attnkit._core.active_target()}) vs torch {torch.__version__}{versions}, "
         f"{threads} thread{'s' if threads != 1 else ''} each, median of {repeats} alternating calls, "
         f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}\n\n"
-        f"{'case':<34} {'attnkit ms':>11} {'torch ms':>11} {'attnkit GFLOP/s':>16} {'torch GFLOP/s':>14} "
-        f"{'torch/attnkit':>14}" + "".join(f" {peer.name + '/attnkit':>22}" for peer in peers)
+        f"{'case':<40} {'attnkit ms':>11} {'torch ms':>11} {'attnkit GFLOP/s':>16} {'torch GFLOP/s':>14} "
+        f"{'torch/attnkit':>14}" + "".join(f" {peer.name + '/attnkit':>26}" for peer in peers)
     )
 
 
 def _table_row(r, peers):
     row = (
-        f"{r['name']:<34} {r['attnkit_ms']:>11.3f} {r['torch_ms']:>11.3f} {r['attnkit_gflops']:>16.1f} "
+        f"{r['name']:<40} {r['attnkit_ms']:>11.3f} {r['torch_ms']:>11.3f} {r['attnkit_gflops']:>16.1f} "
         f"{r['torch_gflops']:>14.1f} {r['speedup']:>13.2f}x"
     )
     for peer in peers:
         result = r["peers"][peer.name]
         cell = f"- ({result['skipped']})" if "skipped" in result else f"{result['speedup']:.2f}x"
-        row += f" {cell:>22}"
+        row += f" {cell:>26}"
     return row
 
 
@@ -450,7 +509,7 @@ def main(argv=None):
             if args.json:
                 print(json.dumps({**dataclasses.asdict(case), "threads": threads, "skipped": str(why)}), flush=True)
             else:
-                print(f"{case.name:<34} skipped: {why}", flush=True)
+                print(f"{case.name:<40} skipped: {why}", flush=True)
             continue
         if args.json:
             record.update(torch_version=torch.__version__, attnkit_version=attnkit.__version__,
