@@ -42,16 +42,23 @@ struct ForwardExtras {
 void forward(ConstTensorView q, ConstTensorView k, ConstTensorView v, TensorView out,
              const AttentionOptions& options = {}, const ForwardExtras& extras = {});
 
+/// Optional outputs of a backward call.
+struct BackwardExtras {
+  /// [Hq] f32, with options.sinks: ∂L/∂sinks, summed over the batch and the queries of each head.
+  std::optional<TensorView> d_sinks{};
+};
+
 /// Gradients of a scalar loss L given d_out = ∂L/∂out, written (not accumulated) to dq, dk, dv.
 /// `out` and `lse` are those the forward
 /// returned for the same inputs and options: the fast kernel recomputes the probabilities as
 /// exp(logit − lse) and uses D = rowsum(d_out ∘ out), so stale or mismatched ones give wrong
 /// gradients; the float64 reference recomputes everything and only checks their shapes. dk and dv
-/// sum over the query heads that share a KV head. Deterministic: bitwise identical for any thread
-/// count.
+/// sum over the query heads that share a KV head. With attention sinks, `extras.d_sinks` receives
+/// their gradient (or is left out when the sinks are not trained). Deterministic: bitwise identical
+/// for any thread count.
 void backward(ConstTensorView q, ConstTensorView k, ConstTensorView v, ConstTensorView out,
               ConstTensorView d_out, ConstTensorView lse, TensorView dq, TensorView dk, TensorView dv,
-              const AttentionOptions& options = {});
+              const AttentionOptions& options = {}, const BackwardExtras& extras = {});
 
 /// The kernel a forward or backward call with `requested` and inputs of `dtype` runs: `automatic`
 /// resolves to the fast kernel for f32, f16 and bf16 and to the float64 reference for f64. Raises

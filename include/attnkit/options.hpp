@@ -12,6 +12,8 @@
 /// where i' is the aligned query position: i + (m − n) under Causal::bottom_right, i otherwise.
 /// A key whose final logit is −inf is masked: it contributes nothing, not even through NaN values.
 /// An additive −inf masks outright: the logit is −inf even when q·k is NaN.
+/// With `sinks`, row i of head h is softmax over its logits and one more, sinks[h], whose value row
+/// is zero: exp(sinks[h] − max) joins the denominator only (learned attention sinks, as gpt-oss).
 #pragma once
 
 #include <cstdint>
@@ -47,7 +49,7 @@ struct Window {
 
 /// Everything an attention call computes beyond Q, K and V; the defaults give plain softmax
 /// attention with scale 1/sqrt(d_k).
-/// Options reference caller memory (mask, key_lengths, alibi_slopes) without copying it; keep that
+/// Options reference caller memory (mask, key_lengths, alibi_slopes, sinks) without copying it; keep that
 /// memory alive for the duration of the call.
 struct AttentionOptions {
   std::optional<double> scale;          ///< default 1/sqrt(d_k); must be finite and > 0
@@ -59,6 +61,10 @@ struct AttentionOptions {
   std::span<const std::int64_t> key_lengths;  ///< empty = all m keys; else one per batch, 0..m
   std::span<const float> alibi_slopes;        ///< empty = none; else one finite slope per query head
   double softcap = 0.0;                       ///< 0 = off; else > 0 and finite
+  /// empty = none; else one finite logit per query head, in the denominator of each row's softmax
+  /// (and its LSE) but weighting no value: a row then sums to less than 1, and a row that sees no
+  /// key gives zeros with LSE = sinks[h]. Forward only: backward and ring attention refuse it.
+  std::span<const float> sinks;
   double dropout_p = 0.0;                     ///< in [0, 1); kept weights are scaled by 1/(1 − p)
   std::uint64_t seed = 0;                     ///< dropout stream; same seed, same kept elements
   Kernel kernel = Kernel::automatic;          ///< which implementation runs

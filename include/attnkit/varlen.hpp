@@ -52,9 +52,10 @@ void varlen_forward(ConstTensorView q, ConstTensorView k, ConstTensorView v, con
                     TensorView out, const AttentionOptions& options = {}, const ForwardExtras& extras = {});
 
 /// Gradients of each sequence, as backward() (attention.hpp) computes them; dq, dk and dv take the
-/// packed shapes of q, k and v, and lse the [Hq, total_q] the forward returned.
+/// packed shapes of q, k and v, and lse the [Hq, total_q] the forward returned; extras.d_sinks [Hq]
+/// sums over every sequence.
 void varlen_backward(ConstTensorView q, ConstTensorView k, ConstTensorView v, const SequenceOffsets& offsets,
                      ConstTensorView out, ConstTensorView d_out, ConstTensorView lse, TensorView dq, TensorView dk,
-                     TensorView dv, const AttentionOptions& options = {});
+                     TensorView dv, const AttentionOptions& options = {}, const BackwardExtras& extras = {});
 
 }  // namespace attnkit

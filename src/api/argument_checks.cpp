@@ -293,6 +293,26 @@ void check_alibi(const AttentionOptions& o, const Sizes& s) {
   }
 }
 
+void check_sinks(const AttentionOptions& o, const Sizes& s) {
+  if (o.sinks.empty()) return;
+  if (static_cast<int64_t>(o.sinks.size()) != s.q_heads) {
+    fail(ErrorCode::invalid_shape, "sinks: expected one logit per query head (" + std::to_string(s.q_heads) + "), got " +
+                                       std::to_string(o.sinks.size()));
+  }
+  for (std::size_t h = 0; h < o.sinks.size(); ++h) {
+    if (!std::isfinite(o.sinks[h])) {
+      fail(ErrorCode::invalid_argument, "sinks[" + std::to_string(h) + "]: must be finite, got " + number_text(o.sinks[h]));
+    }
+  }
+}
+
+void check_sink_gradient(const AttentionOptions& o, const Sizes& s, const std::optional<TensorView>& d_sinks) {
+  if (!d_sinks) return;
+  if (o.sinks.empty()) fail(ErrorCode::invalid_argument, "d_sinks: given without options.sinks, whose gradient it holds");
+  if (d_sinks->dtype() != DType::f32) fail(ErrorCode::invalid_dtype, describe("d_sinks", *d_sinks) + ": d_sinks is f32, as sinks are");
+  check_output("d_sinks", *d_sinks, {s.q_heads}, "[Hq]");
+}
+
 // The mask broadcasts to [B, Hq, n, m]: rank 2 [n|1, m|1] or rank 4 [B|1, Hq|1, n|1, m|1]. The result is
 // a rank-4 view whose broadcast dimensions have stride 0, so kernels index it like a full tensor.
 void resolve_mask(const AttentionOptions& o, const Sizes& s, Problem& p) {

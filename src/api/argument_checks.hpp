@@ -76,6 +76,10 @@ void resolve_options(Problem& p, const AttentionOptions& options, DType dtype);
 void check_key_lengths(const AttentionOptions& o, const Sizes& s);
 // alibi_slopes holds one finite slope per query head, or nothing.
 void check_alibi(const AttentionOptions& o, const Sizes& s);
+// One finite logit per query head, or none.
+void check_sinks(const AttentionOptions& o, const Sizes& s);
+// d_sinks, when given: f32 [Hq], and only with sinks.
+void check_sink_gradient(const AttentionOptions& o, const Sizes& s, const std::optional<TensorView>& d_sinks);
 // The mask, if any, broadcasts to [B, Hq, n, m]; sets p's mask view and kind.
 void resolve_mask(const AttentionOptions& o, const Sizes& s, Problem& p);
 

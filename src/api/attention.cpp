@@ -44,9 +44,10 @@ void forward(ConstTensorView q, ConstTensorView k, ConstTensorView v, TensorView
 }
 
 void backward(ConstTensorView q, ConstTensorView k, ConstTensorView v, ConstTensorView out, ConstTensorView d_out,
-              ConstTensorView lse, TensorView dq, TensorView dk, TensorView dv, const AttentionOptions& options) {
+              ConstTensorView lse, TensorView dq, TensorView dk, TensorView dv, const AttentionOptions& options,
+              const BackwardExtras& extras) {
   detail::reporting_out_of_memory("backward", [&] {
-    const detail::BackwardIO io{out, d_out, lse, dq, dk, dv};
+    const detail::BackwardIO io{out, d_out, lse, dq, dk, dv, extras.d_sinks};
     const detail::Problem problem = detail::validate_backward(q, k, v, io, options);
     detail::run_backward("backward", problem, io);
   });

@@ -26,6 +26,7 @@ Problem make_problem(ConstTensorView q, ConstTensorView k, ConstTensorView v, co
   resolve_options(p, options, q.dtype());
   check_key_lengths(options, p.sizes);
   check_alibi(options, p.sizes);
+  check_sinks(options, p.sizes);
   resolve_mask(options, p.sizes, p);
   return p;
 }
@@ -141,12 +142,15 @@ Problem validate_backward(ConstTensorView q, ConstTensorView k, ConstTensorView 
   check_output("dq", io.dq, {s.batch, s.q_heads, s.n, s.d_k}, "(the shape of q)");
   check_output("dk", io.dk, {s.batch, k.size(1), s.m, s.d_k}, "(the shape of k)");
   check_output("dv", io.dv, {s.batch, v.size(1), s.m, s.d_v}, "(the shape of v)");
+  check_sink_gradient(options, s, io.d_sinks);
 
   std::vector<ByteSpan> inputs = input_spans(p);
   inputs.push_back(span_of("out", io.out));
   inputs.push_back(span_of("d_out", io.d_out));
   inputs.push_back(span_of("lse", io.lse));
-  check_no_overlap({span_of("dq", io.dq), span_of("dk", io.dk), span_of("dv", io.dv)}, inputs);
+  std::vector<ByteSpan> outputs = {span_of("dq", io.dq), span_of("dk", io.dk), span_of("dv", io.dv)};
+  if (io.d_sinks) outputs.push_back(span_of("d_sinks", *io.d_sinks));
+  check_no_overlap(outputs, inputs);
   return p;
 }
 

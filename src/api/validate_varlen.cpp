@@ -109,6 +109,7 @@ Problem make_packed_problem(ConstTensorView q, ConstTensorView k, ConstTensorVie
   }
   resolve_options(p, options, q.dtype());
   check_alibi(options, s);
+  check_sinks(options, s);
   resolve_mask(options, s, p);
   return p;
 }
@@ -177,12 +178,15 @@ Problem validate_varlen_backward(ConstTensorView q, ConstTensorView k, ConstTens
   check_output("dq", io.dq, {total_q, s.q_heads, s.d_k}, "(the shape of q)");
   check_output("dk", io.dk, {total_k, s.kv_heads, s.d_k}, "(the shape of k)");
   check_output("dv", io.dv, {total_k, s.kv_heads, s.d_v}, "(the shape of v)");
+  check_sink_gradient(options, s, io.d_sinks);
   std::vector<ByteSpan> inputs = {span_of("q", q), span_of("k", k), span_of("v", v), span_of("out", io.out),
                                   span_of("d_out", io.d_out), span_of("lse", io.lse)};
   if (p.mask_kind != MaskKind::none) inputs.push_back(span_of("mask", p.mask));
-  check_no_overlap({span_of("dq", io.dq), span_of("dk", io.dk), span_of("dv", io.dv)}, inputs);
+  std::vector<ByteSpan> outputs = {span_of("dq", io.dq), span_of("dk", io.dk), span_of("dv", io.dv)};
+  if (io.d_sinks) outputs.push_back(span_of("d_sinks", *io.d_sinks));
+  check_no_overlap(outputs, inputs);
   batched_io = BackwardIO{as_one_batch(io.out), as_one_batch(io.d_out), lse_as_one_batch(io.lse),
-                          as_one_batch(io.dq),  as_one_batch(io.dk),    as_one_batch(io.dv)};
+                          as_one_batch(io.dq),  as_one_batch(io.dk),    as_one_batch(io.dv), io.d_sinks};
   return p;
 }
 

@@ -22,13 +22,13 @@ void varlen_forward(ConstTensorView q, ConstTensorView k, ConstTensorView v, con
 
 void varlen_backward(ConstTensorView q, ConstTensorView k, ConstTensorView v, const SequenceOffsets& offsets,
                      ConstTensorView out, ConstTensorView d_out, ConstTensorView lse, TensorView dq, TensorView dk,
-                     TensorView dv, const AttentionOptions& options) {
+                     TensorView dv, const AttentionOptions& options, const BackwardExtras& extras) {
   detail::reporting_out_of_memory("varlen_backward", [&] {
     detail::PackedSequences packed;
     detail::read_packed_sequences(offsets, q, k, packed);
     detail::BackwardIO io;
     const detail::Problem problem =
-        detail::validate_varlen_backward(q, k, v, packed, {out, d_out, lse, dq, dk, dv}, options, io);
+        detail::validate_varlen_backward(q, k, v, packed, {out, d_out, lse, dq, dk, dv, extras.d_sinks}, options, io);
     detail::run_backward("varlen_backward", problem, io);
   });
 }

@@ -76,6 +76,7 @@ struct Problem {
   std::uint64_t seed = 0;  // of the dropout stream
   std::span<const std::int64_t> key_lengths;  // empty, or one per batch entry
   std::span<const float> alibi_slopes;        // empty, or one per query head
+  std::span<const float> sinks;               // empty, or one logit per query head
   Float32Scalars f32;
   MaskKind mask_kind = MaskKind::none;
   ConstTensorView mask;  // rank 4, broadcast dimensions have stride 0
@@ -93,6 +94,7 @@ struct Problem {
     seed = o.seed;
     key_lengths = o.key_lengths;
     alibi_slopes = o.alibi_slopes;
+    sinks = o.sinks;
     f32.scale = static_cast<float>(scale);
     f32.softcap = static_cast<float>(softcap);
     // Uniforms are multiples of 2^-24 (uniform_from_bits), so u >= p exactly when u is at least p
@@ -186,6 +188,7 @@ struct ForwardOutputs {
 struct BackwardIO {
   ConstTensorView out, d_out, lse;
   TensorView dq, dk, dv;
+  std::optional<TensorView> d_sinks;  // [Hq] f32, with sinks: their gradient
 };
 
 }  // namespace attnkit::detail

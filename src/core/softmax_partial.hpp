@@ -52,6 +52,18 @@ struct SoftmaxPartial {
     return static_cast<float>(std::log(static_cast<double>(std::max<std::int64_t>(keys, 1)) * largest_weight) + 1.0);
   }
 
+  // Adds a sink: one more logit, `sink`, whose value row is zero, so that it joins the sum and not
+  // acc. The max moves to the larger of the two; a partial with no keys becomes (sink, 1, zeros),
+  // whose finalize gives zeros and the sink as its log-sum-exp. A NaN max stays NaN.
+  void add_sink(float sink, std::int64_t width) {
+    const float merged = merged_max(max, sink);
+    if (merged == -INFINITY) return;  // no keys and a −inf sink
+    const float keep = std::exp(rescale_exponent(max, merged));
+    sum = sum * keep + std::exp(sink - merged);
+    for (std::int64_t c = 0; c < width; ++c) acc[c] *= keep;
+    max = merged;
+  }
+
   // Normalises acc in place, acc ← acc / sum, and returns the log-sum-exp, max + log(sum). The empty
   // set (sum = 0: no visible key) gives zeros, never 0/0, and −inf. A NaN max or sum propagates.
   float finalize(std::int64_t width) {

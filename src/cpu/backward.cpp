@@ -182,7 +182,9 @@ bool no_gradient_to_write(const detail::Problem& p) { return p.q.numel() == 0 &&
 detail::ByteCount fast_backward_scratch_bytes(const detail::Problem& p) {
   using detail::ByteCount;
   const detail::Sizes& s = p.sizes;
-  if (s.batch == 0 || s.kv_heads == 0 || no_gradient_to_write(p)) return 0;
+  // Two rows of out and dO for the sinks' gradients (store_sink_gradients), whatever else runs.
+  const detail::ByteCount sink_rows = p.sinks.empty() ? 0 : 2 * detail::ByteCount::of(s.d_v) * sizeof(float);
+  if (s.batch == 0 || s.kv_heads == 0 || no_gradient_to_write(p)) return sink_rows;
   // make_plan's sizes in saturating arithmetic (zero strides make absurd sizes cheap to pass).
   // Rows of every (batch, query head), padded; a packed batch's are its sequences' own.
   const ByteCount queries = p.packed != nullptr ? ByteCount::of(p.q.size(2)) + ByteCount::of(s.batch) * kMaxTileRows
@@ -197,10 +199,35 @@ detail::ByteCount fast_backward_scratch_bytes(const detail::Problem& p) {
   // element in all (counted whatever the target, an upper bound).
   if (p.q.dtype() == DType::bf16) call += rows * (padded_d_k + padded_d_v) * 4;
   const ByteCount per_thread = BackwardWorkspace::bytes_for(padded_d_k, padded_d_v);
-  return call + per_thread * static_cast<std::uint64_t>(num_threads());
+  return call + per_thread * static_cast<std::uint64_t>(num_threads()) + sink_rows;
 }
 
-void fast_backward(const detail::Problem& p, const detail::BackwardIO& io) {
+namespace {
+
+// ∂L/∂sink_h = −Σ over the rows i of head h of e^(sink_h − lse_i) · D_i, D_i = dO_i · out_i: raising a
+// sink scales each weight of its rows by 1 − p_sink (docs/semantics.md, Gradients). In double, the
+// rows in order, so the same bits for any thread count. `row` holds two rows of d_v floats.
+void store_sink_gradients(const detail::Problem& p, const detail::BackwardIO& io, float* row) {
+  const detail::Sizes& s = p.sizes;
+  float *out = row, *d_out = row + s.d_v;
+  for (std::int64_t h = 0; h < s.q_heads; ++h) {
+    const double sink = p.sinks[static_cast<std::size_t>(h)];
+    double total = 0.0;
+    for (std::int64_t b = 0; b < s.batch; ++b) {
+      for (std::int64_t i = 0; i < p.query_count(b); ++i) {
+        const detail::StoredRow at = detail::query_row(p, b, i);
+        detail::load_row(io.out, at.outer, h, at.row, out, s.d_v);
+        detail::load_row(io.d_out, at.outer, h, at.row, d_out, s.d_v);
+        double delta = 0.0;
+        for (std::int64_t c = 0; c < s.d_v; ++c) delta += static_cast<double>(d_out[c]) * out[c];
+        total += std::exp(sink - *io.lse.at<float>({at.outer, h, at.row})) * delta;
+      }
+    }
+    *io.d_sinks->at<float>({h}) = static_cast<float>(-total);
+  }
+}
+
+void fast_gradients(const detail::Problem& p, const detail::BackwardIO& io) {
   const detail::Sizes& s = p.sizes;
   if (s.batch == 0 || s.kv_heads == 0 || no_gradient_to_write(p)) return;
   const BackwardKernels kernels = backward_kernels(kernel_target(p, Pass::backward));
@@ -243,6 +270,15 @@ void fast_backward(const detail::Problem& p, const detail::BackwardIO& io) {
     plan.gradient_exponent = gradient_exponent_for(p, io);
     if (plan.gradient_exponent != 0) run();
   }
+}
+
+}  // namespace
+
+void fast_backward(const detail::Problem& p, const detail::BackwardIO& io) {
+  thread_local std::vector<float> sink_rows;
+  float* rows = io.d_sinks ? scratch(sink_rows, 2 * p.sizes.d_v) : nullptr;  // before any gradient is written
+  fast_gradients(p, io);
+  if (io.d_sinks) store_sink_gradients(p, io, rows);
 }
 
 }  // namespace attnkit::cpu

@@ -109,6 +109,8 @@ void finalize_row(const ForwardPlan& plan, std::int64_t item, std::int64_t row, 
   const detail::Sizes& s = plan.problem->sizes;
   const std::int64_t batch = item_coordinates(plan, item).batch;
   const detail::StoredRow at = detail::query_row(*plan.problem, batch, query);
+  // The sink joins the row once, after every key block's (and split's) partial has.
+  if (!plan.problem->sinks.empty()) partial.add_sink(plan.problem->sinks[static_cast<std::size_t>(head)], s.d_v);
   float lse = partial.finalize(s.d_v);
   // A row that sees keys but whose every logit fell below float32's range (−inf by overflow) is not
   // an empty row: its softmax is outside what float32 computes, so it is NaN, never O = 0 with

@@ -77,7 +77,7 @@ void ring_backward(MPI_Comm comm, ConstTensorView q, ConstTensorView k, ConstTen
         const TensorView bdk = rows(block_dk.view(), 0, kc.length), bdv = rows(block_dv.view(), 0, kc.length);
         attnkit::detail::run_backward("ring_backward", *block,
                                       {rows(out32.view(), qc.local_start, qc.length), rows(d_out32.view(), qc.local_start, qc.length),
-                                       rows(lse32.view(), qc.local_start, qc.length), bdq, bdk, bdv});
+                                       rows(lse32.view(), qc.local_start, qc.length), bdq, bdk, bdv, std::nullopt});
         add_rows(dq32.view(), qc.local_start, bdq);
         add_rows(contribution.k(rows_held), kc.local_start, bdk);
         add_rows(contribution.v(rows_held), kc.local_start, bdv);

@@ -56,6 +56,7 @@ void check_options(const std::string& op, const AttentionOptions& o) {
   if (o.window.left != -1 || o.window.right != -1)
     refuse("options.window", "it needs per-block offsets and distance-based block skipping (not implemented)");
   if (!o.alibi_slopes.empty()) refuse("options.alibi_slopes", "the bias depends on global distances, which a block call cannot see");
+  if (!o.sinks.empty()) refuse("options.sinks", "the sink joins each row's softmax once, after every block's partial (not implemented)");
   if (o.dropout_p != 0.0) refuse("options.dropout_p", "the dropout stream is keyed by indices that would be local to each block");
   if (o.kernel == Kernel::reference)
     refuse("Kernel::reference", "its backward renormalises over each block's keys, which is wrong for a partial block");

@@ -13,9 +13,10 @@ namespace {
 
 constexpr double kMinusInf = -std::numeric_limits<double>::infinity();
 
-// Adds query head h's contribution to dk and dv (of its KV head) and returns dq of head h.
+// Adds query head h's contribution to dk and dv (of its KV head), and to d_sink that of its sink
+// (when it has one), and returns dq of head h.
 Matrix backward_head(const Problem& p, const BackwardIO& io, std::int64_t b, std::int64_t h, const Matrix& k,
-                     const Matrix& v, Matrix& dk, Matrix& dv) {
+                     const Matrix& v, Matrix& dk, Matrix& dv, double& d_sink) {
   const Sizes& s = p.sizes;
   const double softcap = p.softcap;
   const Matrix q = gather_queries(p, p.q, b, h);          // [n, d_k]
@@ -23,7 +24,8 @@ Matrix backward_head(const Problem& p, const BackwardIO& io, std::int64_t b, std
 
   // Recompute the forward: logits, P, and the dropout multipliers.
   const HeadLogits logits = compute_logits(p, b, h, q, k);
-  const Softmax softmax = softmax_rows(logits.logits);
+  const double sink = p.sinks.empty() ? kMinusInf : p.sinks[static_cast<std::size_t>(h)];
+  const Softmax softmax = softmax_rows(logits.logits, sink);
   const Matrix& P = softmax.probs;
 
   Matrix dq(s.n, s.d_k);
@@ -44,6 +46,8 @@ Matrix backward_head(const Problem& p, const BackwardIO& io, std::int64_t b, std
       dP[static_cast<std::size_t>(j)] = dot * multiplier;
       row_dot += P(i, j) * dP[static_cast<std::size_t>(j)];
     }
+    // dsink = −p_sink · D                         from P[i, j] = e^(logits − lse), lse counting the sink
+    if (sink != kMinusInf) d_sink -= std::exp(sink - softmax.lse[static_cast<std::size_t>(i)]) * row_dot;
     for (std::int64_t j = 0; j < s.m; ++j) {
       if (logits.logits(i, j) == kMinusInf) continue;
       // dlogits = P ∘ (dP − D)                       from P = softmax(logits)
@@ -67,17 +71,19 @@ Matrix backward_head(const Problem& p, const BackwardIO& io, std::int64_t b, std
 // One (batch, KV head)'s gradients: dK and dV, and dQ of each of its query heads.
 struct KvHeadGradients {
   Matrix dk, dv;
-  std::vector<Matrix> dq;  // one per query head of the group, in order
+  std::vector<Matrix> dq;       // one per query head of the group, in order
+  std::vector<double> d_sinks;  // the same heads' sinks, this batch entry's share
 };
 
 KvHeadGradients backward_kv_head(const Problem& p, const BackwardIO& io, std::int64_t b, std::int64_t g) {
   const Sizes& s = p.sizes;
-  KvHeadGradients grads{Matrix(s.m, s.d_k), Matrix(s.m, s.d_v), {}};
+  KvHeadGradients grads{Matrix(s.m, s.d_k), Matrix(s.m, s.d_v), {}, {}};
   if (s.q_heads == 0) return grads;  // no query heads: nothing depends on k or v
   const Matrix k = gather_keys(p, p.k, b, g);  // [m, d_k]
   const Matrix v = gather_keys(p, p.v, b, g);  // [m, d_v]
   for (std::int64_t h = g * s.group(); h < (g + 1) * s.group(); ++h) {
-    grads.dq.push_back(backward_head(p, io, b, h, k, v, grads.dk, grads.dv));
+    grads.d_sinks.push_back(0.0);
+    grads.dq.push_back(backward_head(p, io, b, h, k, v, grads.dk, grads.dv, grads.d_sinks.back()));
   }
   return grads;
 }
@@ -103,6 +109,16 @@ void reference_backward(const Problem& p, const BackwardIO& io) {
                            {count, [&](std::int64_t t) {
                               write_kv_head(results[static_cast<std::size_t>(t)], p, io, t / kv_heads, t % kv_heads);
                             }}});
+  if (!io.d_sinks) return;
+  // Each sink's gradient sums its head's share of every batch entry, in batch order.
+  const std::int64_t group = p.sizes.group();
+  for (std::int64_t h = 0; h < p.sizes.q_heads; ++h) {
+    double total = 0.0;
+    for (std::int64_t b = 0; b < p.sizes.batch && kv_heads > 0; ++b) {
+      total += results[static_cast<std::size_t>(b * kv_heads + h / group)].d_sinks[static_cast<std::size_t>(h % group)];
+    }
+    *io.d_sinks->at<float>({h}) = static_cast<float>(total);
+  }
 }
 
 }  // namespace attnkit::detail

@@ -29,7 +29,9 @@ HeadOutputs forward_head(const Problem& p, bool want_probs, std::int64_t b, std:
   // 1. logits[i, j] = bias(q_i · k_j · scale), −inf where masked           [n, m]
   const HeadLogits logits = compute_logits(p, b, h, q, k);
   // 2. P = softmax(logits) per row; lse[i] = log Σ_j exp(logits[i, j])     [n, m], [n]
-  Softmax softmax = softmax_rows(logits.logits);
+  //    (+ exp(sinks[h]) in the sum with attention sinks)
+  const double sink = p.sinks.empty() ? -std::numeric_limits<double>::infinity() : p.sinks[static_cast<std::size_t>(h)];
+  Softmax softmax = softmax_rows(logits.logits, sink);
   // 3. O[i, :] = Σ_j P[i, j] · dropout(b, h, i, j) · V[j, :] over visible keys  [n, d_v]
   Matrix o(s.n, s.d_v);
   for (std::int64_t i = 0; i < s.n; ++i) {

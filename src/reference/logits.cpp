@@ -114,11 +114,12 @@ HeadLogits compute_logits(const Problem& p, std::int64_t b, std::int64_t h, cons
   return out;
 }
 
-Softmax softmax_rows(const Matrix& logits) {
+Softmax softmax_rows(const Matrix& logits, double sink) {
   Softmax out{Matrix(logits.rows, logits.cols), std::vector<double>(static_cast<std::size_t>(logits.rows))};
   for (std::int64_t i = 0; i < logits.rows; ++i) {
     // Row maximum, NaN-propagating: a NaN logit must poison the row, not be skipped by a comparison.
-    double row_max = kMinusInf;
+    // The sink is one more logit of the row.
+    double row_max = sink;
     for (std::int64_t j = 0; j < logits.cols; ++j) {
       const double z = logits(i, j);
       if (std::isnan(z) || z > row_max) row_max = z;
@@ -129,7 +130,7 @@ Softmax softmax_rows(const Matrix& logits) {
       lse = kMinusInf;
       continue;
     }
-    double sum = 0.0;
+    double sum = sink == kMinusInf ? 0.0 : std::exp(sink - row_max);
     for (std::int64_t j = 0; j < logits.cols; ++j) sum += std::exp(logits(i, j) - row_max);
     lse = row_max + std::log(sum);
     for (std::int64_t j = 0; j < logits.cols; ++j) out.probs(i, j) = std::exp(logits(i, j) - row_max) / sum;

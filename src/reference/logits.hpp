@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "core/problem.hpp"
@@ -43,13 +44,15 @@ struct HeadLogits {
 };
 HeadLogits compute_logits(const Problem& p, std::int64_t b, std::int64_t h, const Matrix& q, const Matrix& k);
 
-// Row softmax of the logits: probs[i, j] = exp(logits[i, j] − lse[i]), with lse[i] = log Σ_j exp(logits[i, j]).
-// A row whose logits are all −inf has probs = 0 and lse = −inf. Any NaN logit makes its row NaN.
+// Row softmax of the logits: probs[i, j] = exp(logits[i, j] − lse[i]), with lse[i] = log Σ_j exp(logits[i, j]),
+// plus exp(sink) when a sink (an attention sink's logit) is given: it joins every row's sum and has
+// no probability of its own. A row whose logits are all −inf has probs = 0 and lse = sink (−inf
+// without one). Any NaN logit makes its row NaN.
 struct Softmax {
   Matrix probs;
   std::vector<double> lse;
 };
-Softmax softmax_rows(const Matrix& logits);
+Softmax softmax_rows(const Matrix& logits, double sink = -std::numeric_limits<double>::infinity());
 
 // The dropout multiplier of (b, h, i, j): 1/(1 − p) if kept, 0 if dropped; 1 without dropout.
 double dropout_multiplier(const Problem& p, std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t j);

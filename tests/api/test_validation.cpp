@@ -171,6 +171,38 @@ TEST(Validation, AlibiSlopes) {
   expect_error([&] { c.run_forward(); }, ErrorCode::invalid_argument, {"alibi_slopes[1]", "finite"});
 }
 
+TEST(Validation, Sinks) {
+  Call c;
+  const float wrong_count[] = {0.5f, 0.25f, 1.0f};
+  c.options.sinks = wrong_count;
+  expect_error([&] { c.run_forward(); }, ErrorCode::invalid_shape, {"sinks", "one logit per query head (4)", "got 3"});
+  const float not_finite[] = {0.5f, 0.25f, -std::numeric_limits<float>::infinity(), 0.1f};
+  c.options.sinks = not_finite;
+  expect_error([&] { c.run_forward(); }, ErrorCode::invalid_argument, {"sinks[2]", "finite", "-inf"});
+}
+
+TEST(Validation, SinkGradient) {
+  Call c;
+  c.run_forward();
+  Tensor d_sinks = testing::poisoned(DType::f32, {4});
+  auto run = [&](Tensor& gradient) {
+    backward(c.q.view(), c.k.view(), c.v.view(), c.out.view(), c.d_out.view(), c.lse.view(), c.dq.view(), c.dk.view(),
+             c.dv.view(), c.options, BackwardExtras{gradient.view()});
+  };
+  expect_error([&] { run(d_sinks); }, ErrorCode::invalid_argument, {"d_sinks", "without options.sinks"});
+  const float sinks[] = {0.5f, -1.0f, 2.0f, 0.0f};
+  c.options.sinks = sinks;
+  c.run_forward();
+  Tensor three = testing::poisoned(DType::f32, {3}), wide = testing::poisoned(DType::f64, {4});
+  expect_error([&] { run(three); }, ErrorCode::invalid_shape, {"d_sinks", "[4]", "[3]"});
+  expect_error([&] { run(wide); }, ErrorCode::invalid_dtype, {"d_sinks", "f32"});
+  // Valid: with d_sinks every sink's gradient is written; without, the sinks are taken as constants.
+  run(d_sinks);
+  EXPECT_FALSE(testing::has_nan(d_sinks));
+  c.run_backward();
+  EXPECT_FALSE(testing::has_nan(c.dq));
+}
+
 TEST(Validation, ScalarOptions) {
   const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
   for (double p : {-0.1, 1.0, 1.5, nan}) {

@@ -88,6 +88,29 @@ void expect_refused(PackedCall& call, ErrorCode code, std::initializer_list<std:
   }
 }
 
+// Sinks: the packed forward takes them (a sequence with no keys gives zeros and lse = the sink), the
+// backward writes their gradient, and a wrong count is refused naming the query heads.
+TEST(Varlen, Sinks) {
+  PackedCall call;
+  const float sinks[] = {0.5f, -1.0f, 2.0f, 3.0f};
+  call.options.sinks = sinks;
+  call.run_forward();
+  for (std::int64_t i = 3; i < 7; ++i)
+    for (std::int64_t h = 0; h < 4; ++h) {
+      EXPECT_EQ(call.lse.data<float>()[h * 7 + i], sinks[h]);
+      for (std::int64_t c = 0; c < 7; ++c) EXPECT_EQ(call.out.data<float>()[(i * 4 + h) * 7 + c], 0.0f);
+    }
+  Tensor d_sinks = testing::poisoned(DType::f32, {4});
+  varlen_backward(call.q.view(), call.k.view(), call.v.view(), {call.cu_q.view(), call.cu_k.view()}, call.out.view(),
+                  call.d_out.view(), call.lse.view(), call.dq.view(), call.dk.view(), call.dv.view(), call.options,
+                  BackwardExtras{d_sinks.view()});
+  EXPECT_FALSE(testing::has_nan(d_sinks) || testing::has_nan(call.dq));
+  PackedCall refused;
+  const float three[] = {0.5f, -1.0f, 2.0f};
+  refused.options.sinks = three;
+  expect_refused(refused, ErrorCode::invalid_shape, {"sinks", "(4)", "got 3"});
+}
+
 TEST(Varlen, ValidCallWritesEveryOutput) {
   PackedCall call;
   call.run_forward();

@@ -267,6 +267,7 @@ TEST(FastBackward, OneKeyGivesZeroScoreGradients) {
 // ---- options, alone and together, on odd sizes ----
 
 const float kSlopes[] = {0.5f, 0.25f, 0.125f, 0.0625f};
+const float kSinks[] = {1.5f, -2.0f, 0.25f, 6.0f};  // one per query head; 6 takes most of a row
 
 // Masks and key lengths for [B = 2, Hq = 4, n, m], made per test (options refer to them).
 struct Masks {
@@ -321,6 +322,7 @@ const Set kEverything = [](AttentionOptions& o, const Masks& masks) {
   o.key_lengths = masks.key_lengths;
   o.alibi_slopes = kSlopes;
   o.softcap = 3.0;
+  o.sinks = kSinks;
   o.dropout_p = 0.2;
   o.seed = 3;
 };
@@ -348,6 +350,7 @@ INSTANTIATE_TEST_SUITE_P(
                    [](AttentionOptions& o, const Masks& masks) { o.mask = masks.additive_per_batch.view(); }},
         OptionCase{"key_lengths", [](AttentionOptions& o, const Masks& masks) { o.key_lengths = masks.key_lengths; }},
         OptionCase{"alibi", [](AttentionOptions& o, const Masks&) { o.alibi_slopes = kSlopes; }},
+        OptionCase{"sinks", [](AttentionOptions& o, const Masks&) { o.sinks = kSinks; }},
         OptionCase{"softcap", [](AttentionOptions& o, const Masks&) { o.softcap = 2.0; }},
         OptionCase{"softcap_large", [](AttentionOptions& o, const Masks&) { o.softcap = 50.0; }},  // tanh near 0
         OptionCase{"dropout",
@@ -569,6 +572,78 @@ TEST(FastBackward, ResultsAreBitwiseIdenticalForAnyThreadCount) {
 // ---- guarantees ----
 
 // Gradient rows that must be exactly zero, and the accuracy rule on the rest.
+// ∂L/∂sinks (L = Σ dO ∘ out): the float64 reference's against central differences of its own forward,
+// and the fast kernel's on every target against the reference's, within float32 rounding of the
+// rows' terms e^(sink − lse)·(dO · out). Rows that see no key (batch 1's key length 0), dropout and
+// GQA included; with no batch the gradients are zeros.
+TEST(FastBackward, SinkGradientsMatchTheReferenceAndFiniteDifferences) {
+  ATTNKIT_TRACE_SEED();
+  const Shape shape{2, 4, 2, 37, 257, 40, 24};
+  const Inputs in = random_inputs(shape, DType::f32, Distribution::gaussian, 5);
+  const std::int64_t lengths[] = {257, 0};
+  AttentionOptions o;
+  o.causal = Causal::bottom_right;
+  o.key_lengths = lengths;
+  o.dropout_p = 0.1;
+  o.seed = 17;
+  o.sinks = kSinks;
+  auto sink_gradients = [&](const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& d_out, const ForwardResult& fwd,
+                            const AttentionOptions& options) {
+    Gradients g{testing::poisoned(q.dtype(), q.shape()), testing::poisoned(q.dtype(), k.shape()),
+                testing::poisoned(q.dtype(), v.shape())};
+    Tensor d_sinks = testing::poisoned(DType::f32, {4});
+    backward(q.view(), k.view(), v.view(), fwd.out.view(), d_out.view(), fwd.lse.view(), g.dq.view(), g.dk.view(), g.dv.view(),
+             options, BackwardExtras{d_sinks.view()});
+    return d_sinks;
+  };
+  const AttentionOptions ref = with_kernel(o, Kernel::reference);
+  const Tensor q64 = wide(in.q), k64 = wide(in.k), v64 = wide(in.v), d_out64 = wide(in.d_out);
+  const ForwardResult exact_fwd = testing::run_forward(q64, k64, v64, ref);
+  const Tensor exact = sink_gradients(q64, k64, v64, d_out64, exact_fwd, ref);
+  // Central differences of L over each sink, in float64 (the sinks are float: steps of 2⁻⁸ are exact).
+  for (std::int64_t h = 0; h < 4; ++h) {
+    auto loss = [&](float step) {
+      float moved[4] = {kSinks[0], kSinks[1], kSinks[2], kSinks[3]};
+      moved[h] += step;
+      AttentionOptions shifted = ref;
+      shifted.sinks = moved;
+      const ForwardResult r = testing::run_forward(q64, k64, v64, shifted);
+      double l = 0;
+      for (std::int64_t x = 0; x < r.out.numel(); ++x) l += r.out.data<double>()[x] * d_out64.data<double>()[x];
+      return l;
+    };
+    const double step = 0x1p-8, numeric = (loss(step) - loss(-step)) / (2 * step);
+    const double got = exact.data<float>()[h];
+    EXPECT_NEAR(got, numeric, 1e-4 * std::max(1.0, std::fabs(numeric))) << "head " << h;
+    EXPECT_NE(got, 0.0) << "head " << h;
+  }
+  // The fast kernel's, from its own forward on each target.
+  double scale[4] = {};  // Σ over head h's rows of |e^(sink − lse) · (dO · out)|, in float64
+  for (std::int64_t b = 0; b < 2; ++b)
+    for (std::int64_t h = 0; h < 4; ++h)
+      for (std::int64_t i = 0; i < shape.n; ++i) {
+        double delta = 0;
+        for (std::int64_t c = 0; c < shape.dv; ++c) delta += testing::at4(d_out64, b, h, i, c) * testing::at4(exact_fwd.out, b, h, i, c);
+        scale[h] += std::fabs(std::exp(kSinks[h] - exact_fwd.lse.data<float>()[(b * 4 + h) * shape.n + i]) * delta);
+      }
+  for_each_target([&](Target) {
+    const ForwardResult fwd = fast_forward(in.q, in.k, in.v, o);
+    const Tensor fast = sink_gradients(in.q, in.k, in.v, in.d_out, fwd, with_kernel(o, Kernel::fast));
+    for (std::int64_t h = 0; h < 4; ++h) {
+      EXPECT_NEAR(fast.data<float>()[h], exact.data<float>()[h], 1e-5 * scale[h] + 1e-7) << "head " << h;
+    }
+  });
+  // No batch entries: every sink's gradient is 0, written by both kernels.
+  AttentionOptions no_batch = o;
+  no_batch.key_lengths = {};
+  for (Kernel kernel : {Kernel::fast, Kernel::reference}) {
+    const Tensor q0(DType::f32, {0, 4, 3, 8}), k0(DType::f32, {0, 2, 5, 8}), v0(DType::f32, {0, 2, 5, 6});
+    const ForwardResult fwd = testing::run_forward(q0, k0, v0, with_kernel(no_batch, kernel), DType::f32);
+    const Tensor g = sink_gradients(q0, k0, v0, Tensor(DType::f32, {0, 4, 3, 6}), fwd, with_kernel(no_batch, kernel));
+    for (double x : testing::values(g)) EXPECT_EQ(x, 0.0) << kernel_name(kernel);
+  }
+}
+
 TEST(FastBackward, RowsWithNoVisibleKeyGiveZeroGradients) {
   ATTNKIT_TRACE_SEED();
   const std::int64_t B = 2, H = 2, n = 12, m = 9, d = 5, dv = 3;

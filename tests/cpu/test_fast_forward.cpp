@@ -228,6 +228,7 @@ TEST(FastForward, DropoutProbabilityJustAboveAUniformStillDropsItsKey) {
 
 const std::int64_t kLengths[] = {300, 111};
 const float kSlopes[] = {0.5f, 0.25f, 0.125f, 0.0625f};
+const float kSinks[] = {1.5f, -2.0f, 0.25f, 6.0f};  // one per query head; 6 takes most of a row
 
 struct OptionCase {
   std::string name;
@@ -289,6 +290,7 @@ INSTANTIATE_TEST_SUITE_P(
         OptionCase{"additive_mask", [](AttentionOptions&) {}},
         OptionCase{"key_lengths", [](AttentionOptions& o) { o.key_lengths = kLengths; }},
         OptionCase{"alibi", [](AttentionOptions& o) { o.alibi_slopes = kSlopes; }},
+        OptionCase{"sinks", [](AttentionOptions& o) { o.sinks = kSinks; }},
         OptionCase{"softcap", [](AttentionOptions& o) { o.softcap = 2.0; }},
         // Large caps (Gemma 2: 50) put tanh near 0, where its vector form once had ~1e-7 absolute
         // error: 6-14x the naive float32 error.
@@ -305,6 +307,7 @@ INSTANTIATE_TEST_SUITE_P(
                      o.key_lengths = kLengths;
                      o.alibi_slopes = kSlopes;
                      o.softcap = 3.0;
+                     o.sinks = kSinks;
                      o.dropout_p = 0.1;
                      o.seed = 3;
                    }}),
@@ -451,6 +454,63 @@ TEST(FastForward, ProbabilitiesMatchTheReference) {
       EXPECT_LE(testing::max_abs_diff(fast.probs, exact.probs), 1e-6);
     });
   }
+}
+
+// Attention sinks join each row's denominator once and weight no value: probabilities then sum to
+// 1 − e^(sink − lse); a row that sees no key (or a call with no keys) gives zeros with lse = sink
+// exactly; a very negative sink changes nothing. Prefill and decode (split keys) rows alike.
+TEST(FastForward, SinksJoinTheDenominatorOnly) {
+  ATTNKIT_TRACE_SEED();
+  Rng rng(23);
+  const Tensor k = random_tensor(rng, {2, 2, 1300, 24}, DType::f32), v = random_tensor(rng, {2, 2, 1300, 8}, DType::f32);
+  const std::int64_t lengths[] = {0, 1300};  // batch 0 sees no key
+  for (std::int64_t n : {20, 2}) {
+    const Tensor q = random_tensor(rng, {2, 4, n, 24}, DType::f32);
+    AttentionOptions o;
+    o.sinks = kSinks;
+    o.key_lengths = lengths;
+    o.causal = Causal::bottom_right;
+    const ForwardResult exact = testing::run_forward(q, k, v, with_kernel(o, Kernel::reference), DType::f32);
+    AttentionOptions far = o;  // sinks so low their weight underflows: the plain softmax
+    const float low[] = {-1e4f, -1e4f, -1e4f, -1e4f};
+    far.sinks = low;
+    for_each_target([&](Target) {
+      const ForwardResult fast = testing::run_forward(q, k, v, with_kernel(o, Kernel::fast), DType::f32);
+      EXPECT_LE(testing::max_abs_diff(fast.probs, exact.probs), 1e-6);
+      EXPECT_LE(testing::max_abs_diff(fast.out, exact.out), 1e-5);
+      for (std::int64_t h = 0; h < 4; ++h)
+        for (std::int64_t i = 0; i < n; ++i) {
+          SCOPED_TRACE("head " + std::to_string(h) + ", row " + std::to_string(i));
+          // Batch 0: no key; every output zero and lse the sink itself, in both kernels.
+          EXPECT_EQ(fast.lse.data<float>()[h * n + i], kSinks[h]);
+          EXPECT_EQ(exact.lse.data<float>()[h * n + i], kSinks[h]);
+          for (std::int64_t c = 0; c < 8; ++c) EXPECT_EQ(fast.out.data<float>()[(h * n + i) * 8 + c], 0.0f);
+          // Batch 1: the keys' probabilities leave the sink its share.
+          const std::int64_t row = (4 + h) * n + i;
+          double total = 0;
+          for (std::int64_t j = 0; j < 1300; ++j) total += fast.probs.data<double>()[row * 1300 + j];
+          EXPECT_NEAR(total, 1.0 - std::exp(kSinks[h] - exact.lse.data<float>()[row]), 1e-5);
+          EXPECT_LT(total, 1.0);
+        }
+      const ForwardResult plain = testing::run_forward(q, k, v, with_kernel([&] {
+        AttentionOptions without = o;
+        without.sinks = {};
+        return without;
+      }(), Kernel::fast), DType::f32);
+      const ForwardResult low_sinks = testing::run_forward(q, k, v, with_kernel(far, Kernel::fast), DType::f32);
+      // Batch 1 (batch 0 has no key: its lse is the sink, −1e4, against −inf).
+      for (std::int64_t x = 4 * n * 8; x < 8 * n * 8; ++x) EXPECT_EQ(low_sinks.out.data<float>()[x], plain.out.data<float>()[x]);
+    });
+  }
+  // No keys at all: zeros, lse = sink.
+  AttentionOptions o = with_kernel({}, Kernel::fast);
+  o.sinks = kSinks;
+  for_each_target([&](Target) {
+    const ForwardResult r = testing::run_forward(random_tensor(rng, {1, 4, 3, 4}, DType::f32), Tensor(DType::f32, {1, 2, 0, 4}),
+                                                 Tensor(DType::f32, {1, 2, 0, 5}), o, DType::f32);
+    for (double x : testing::values(r.out)) EXPECT_EQ(x, 0.0);
+    for (std::int64_t i = 0; i < 12; ++i) EXPECT_EQ(r.lse.data<float>()[i], kSinks[i / 3]);
+  });
 }
 
 TEST(FastForward, RowsWithNoVisibleKeyAndZeroSizes) {

@@ -118,6 +118,7 @@ TEST(DistRefusals, F64AndUnsupportedOptions) {
       {[](AttentionOptions& o) { o.window = {4, 0}; }, "options.window"},
       {[&](AttentionOptions& o) { o.alibi_slopes = slopes; }, "options.alibi_slopes"},
       {[](AttentionOptions& o) { o.dropout_p = 0.1; }, "options.dropout_p"},
+      {[&](AttentionOptions& o) { o.sinks = slopes; }, "options.sinks"},
       {[](AttentionOptions& o) { o.kernel = Kernel::reference; }, "Kernel::reference"},
   };
   for (const auto& [set, name] : refused) {

@@ -151,8 +151,10 @@ inline Tensor naive_f32_forward(const Tensor& q, const Tensor& k, const Tensor& 
       for (std::int64_t i = 0; i < n; ++i) {
         const std::int64_t g = logits.kv_head(h);
         const float zmax = logits.row(b, h, i, z, capped_tanh);
-        if (zmax == -inf) continue;  // no visible key: zeros
-        float sum = 0;
+        if (zmax == -inf) continue;  // no visible key: zeros (with or without a sink)
+        // An attention sink's logit joins the sum (relative to the keys' max, as the kernels fold it
+        // in after the keys) and weights no value.
+        float sum = o.sinks.empty() ? 0.0f : std::exp(o.sinks[static_cast<std::size_t>(h)] - zmax);
         for (std::int64_t j = 0; j < m; ++j) sum += std::exp(z[static_cast<std::size_t>(j)] - zmax);
         float* o_row = out.data<float>() + ((b * H + h) * n + i) * dv;
         if (round_p != DType::f32) {
