@@ -173,6 +173,14 @@ def _alibi_slopes(alibi_slopes, heads):
     return [float(x) for x in array]
 
 
+def _sinks(sinks, heads):
+    """Attention sinks: one finite logit per query head, as float32 values."""
+    array = _numbers(sinks, "sinks", heads, "one logit per query head", _to_numpy)
+    if len(array) and array.dtype.kind not in "fiu":
+        raise TypeError(f"sinks: expected real numbers, got dtype {array.dtype}")
+    return [float(x) for x in array]
+
+
 def _key_lengths(key_lengths, batch):
     array = _numbers(key_lengths, "key_lengths", batch, "one per batch entry", _to_numpy)
     if len(array) and array.dtype.kind not in "iu":

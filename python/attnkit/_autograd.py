@@ -20,16 +20,17 @@ __all__ = ["Attention", "attention", "VarlenAttention", "varlen_attention_functi
 
 class Attention(torch.autograd.Function):
     """One attention call (a prepared ``functional._Call``) as an autograd node: outputs
-    (out, lse, probs), inputs (query, key, value, attn_mask). Use ``attention()``."""
+    (out, lse, probs), inputs (query, key, value, attn_mask, sinks). Use ``attention()``."""
 
     @staticmethod
-    def forward(ctx, call, want_probs, query, key, value, attn_mask):
+    def forward(ctx, call, want_probs, query, key, value, attn_mask, sinks):
         """Runs the call's forward, keeping the output and log-sum-exp for the backward."""
         out, lse, probs = call.forward(lse=True, probs=want_probs)
         ctx.call = call
         ctx.save_for_backward(out, lse, probs)
         ctx.shapes = tuple(None if x is None else tuple(x.shape) for x in (query, key, value, attn_mask))
         ctx.dtypes = tuple(None if x is None else x.dtype for x in (query, key, value, attn_mask))
+        ctx.sinks_dtype = None if sinks is None else sinks.dtype
         return out, lse, probs
 
     @staticmethod
@@ -42,19 +43,25 @@ class Attention(torch.autograd.Function):
         out, lse, probs = ctx.saved_tensors
         q_shape, k_shape, v_shape, mask_shape = ctx.shapes
         dtype = ctx.dtypes[0]
-        needs_mask = ctx.needs_input_grad[5]
+        needs_mask, needs_sinks = ctx.needs_input_grad[5], ctx.needs_input_grad[6]
 
         out4, lse3 = call.out4(out), call.rows3(lse)
         d_out4 = call.out4(torch.zeros_like(out) if d_out is None else d_out)
         dq4 = torch.empty((layout.B, layout.Hq, layout.L, layout.E), dtype=dtype)
         dk4 = torch.empty((layout.B, layout.Hkv, layout.S, layout.E), dtype=dtype)
         dv4 = torch.empty((layout.B, layout.Hkv, layout.S, layout.Ev), dtype=dtype)
+        d_sinks = torch.empty(layout.Hq, dtype=torch.float32) if needs_sinks else None
         _core.sdpa_backward(call.q4, call.k4, call.v4, out4, d_out4, lse3, dq4, dk4, dv4,
-                            attn_mask=call.mask4, **call.options)  # fmt: skip
+                            attn_mask=call.mask4, d_sinks=d_sinks, **call.options)  # fmt: skip
 
         d_mask = None
         extra_lse = d_lse is not None and bool(d_lse.any())
         extra_probs = d_probs is not None and bool(d_probs.any())
+        if needs_sinks and (extra_lse or extra_probs):
+            d_sinks = d_sinks + _sink_gradients_through_extras(
+                call, probs if probs is not None else call.forward(probs=True)[2], lse3,
+                call.rows3(d_lse) if extra_lse else None, call.scores4(d_probs) if extra_probs else None,
+            )  # fmt: skip
         if (extra_lse or extra_probs or needs_mask) and dq4.numel() and dk4.numel():
             weights = probs if probs is not None else call.forward(probs=True)[2]
             dq4, dk4, d_scores = _weight_gradients(
@@ -74,7 +81,24 @@ class Attention(torch.autograd.Function):
         dq = _sum_to(dq4.reshape(layout.batch + heads_q + (layout.L, layout.E)), q_shape)
         dk = _sum_to(dk4.reshape(layout.batch + heads_kv + (layout.S, layout.E)), k_shape)
         dv = _sum_to(dv4.reshape(layout.batch + heads_kv + (layout.S, layout.Ev)), v_shape)
-        return None, None, dq, dk, dv, d_mask
+        if d_sinks is not None:
+            d_sinks = d_sinks.to(ctx.sinks_dtype)
+        return None, None, dq, dk, dv, d_mask, d_sinks
+
+
+def _sink_gradients_through_extras(call, probs, lse3, d_lse3, d_probs4):
+    """∂L/∂sinks through the log-sum-exp and the weights, which the kernel does not see: with
+    p_sink = e^(sink − lse), ∂lse/∂sink = p_sink and ∂P_ij/∂sink = −P_ij · p_sink, summed over each
+    head's rows. float64 arithmetic, returned as float32 [Hq]."""
+    sinks = torch.tensor(call.options["sinks"], dtype=torch.float64).reshape(1, -1, 1)
+    p_sink = torch.exp(sinks - lse3.to(torch.float64))  # [B, Hq, L]
+    total = torch.zeros_like(p_sink)
+    if d_lse3 is not None:
+        total += d_lse3.to(torch.float64) * p_sink
+    if d_probs4 is not None:
+        weights = call.scores4(probs).to(torch.float64)
+        total -= (d_probs4.to(torch.float64) * weights).sum(-1) * p_sink
+    return total.sum((0, 2)).to(torch.float32)
 
 
 def _sum_to(grad, shape):
@@ -136,8 +160,10 @@ def dropout_seed(dropout_p):
     return int(torch.randint(0, 2**62, (1,)).item()) if dropout_p > 0 else None
 
 
-def attention(call, query, key, value, attn_mask, alibi_slopes, *, probs=False):
+def attention(call, query, key, value, attn_mask, alibi_slopes, sinks=None, *, probs=False):
     """Runs a prepared call through the autograd Function: (out, lse, probs or None)."""
+    if not isinstance(sinks, torch.Tensor):
+        sinks = None  # numbers or an array: constants
     if isinstance(alibi_slopes, torch.Tensor) and alibi_slopes.requires_grad:
         raise ValueError("alibi_slopes: attnkit computes no gradient for the slopes; pass them detached")
     mask_needs_grad = isinstance(attn_mask, torch.Tensor) and attn_mask.requires_grad
@@ -146,7 +172,7 @@ def attention(call, query, key, value, attn_mask, alibi_slopes, *, probs=False):
             "attn_mask: its gradient with dropout_p > 0 needs the dropout pattern, which attnkit's "
             "kernel does not expose; detach the mask or set dropout_p=0"
         )
-    return Attention.apply(call, probs, query, key, value, attn_mask)
+    return Attention.apply(call, probs, query, key, value, attn_mask, sinks)
 
 
 class VarlenAttention(torch.autograd.Function):

@@ -14,7 +14,9 @@ import sys
 import numpy as np
 
 from . import _core
-from ._args import _Torch, _alibi_slopes, _float, _float_arrays, _float_or_none, _key_lengths, _seed, _type_name, _window
+from ._args import (
+    _Torch, _alibi_slopes, _float, _float_arrays, _float_or_none, _key_lengths, _seed, _sinks, _type_name, _window,
+)  # fmt: skip
 from .varlen import jagged_attention
 
 __all__ = ["scaled_dot_product_attention"]
@@ -177,7 +179,7 @@ class _Call:
 
 
 def _prepare(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa, causal_alignment,
-             window, alibi_slopes, softcap, key_lengths, seed):
+             window, alibi_slopes, softcap, key_lengths, seed, sinks=None):
     """Checks every argument of scaled_dot_product_attention and returns its _Call."""
     kind, (query, key, value) = _float_arrays({"query": query, "key": key, "value": value}, one_dtype=True)
 
@@ -213,7 +215,7 @@ def _prepare(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_g
 
     options = dict(
         scale=scale, causal=causal, window_left=window_left, window_right=window_right, alibi_slopes=alibi,
-        softcap=softcap, key_lengths=lengths, dropout_p=dropout_p, seed=seed,
+        softcap=softcap, key_lengths=lengths, dropout_p=dropout_p, seed=seed, sinks=_sinks(sinks, layout.Hq),
     )  # fmt: skip
     return _Call(kind, layout, q4, k4, v4, mask4, options)
 
@@ -237,6 +239,7 @@ def scaled_dot_product_attention(
     softcap=None,
     key_lengths=None,
     seed=None,
+    sinks=None,
     return_lse=False,
 ):
     """Exact scaled dot-product attention, ``softmax(query·keyᵀ·scale + bias)·value``.
@@ -288,8 +291,13 @@ def scaled_dot_product_attention(
             any thread count. ``None`` (the default) draws a fresh seed from ``os.urandom`` on every
             call, like torch's unseeded dropout. attnkit's generator (Philox, keyed by seed, batch,
             head, query and key) is not torch's: the same seed does not give torch's mask.
+        sinks: learned attention sinks, one logit per query head (gpt-oss's ``s_aux``): each
+            joins its head's softmax denominator (and lse) and weights no value, so a row's weights
+            sum to less than 1. A torch tensor that requires grad gets its gradient. Used as
+            float32; not taken with nested tensors.
         return_lse: also return the log-sum-exp of each row's final scores, float32
-            ``[..., Hq, L]`` (−inf for a row with no visible key): returns ``(output, lse)``.
+            ``[..., Hq, L]`` (−inf for a row with no visible key, or its sink): returns
+            ``(output, lse)``.
 
     The scores are built in this order: ``s = query·keyᵀ·scale``; softcap; − ALiBi; + float mask;
     −inf where the key is not visible (bool mask False, causal, window, key_lengths).
@@ -317,27 +325,29 @@ def scaled_dot_product_attention(
     The GIL is released while the kernel runs; ``attnkit.set_num_threads`` sets its threads.
     """
     if _is_nested(query):
+        if sinks is not None:
+            raise ValueError("sinks: not taken with nested tensors (attnkit.varlen_attention has no sinks)")
         # packed sequences: one varlen call
         return jagged_attention(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa, causal_alignment,
                                 window, alibi_slopes, softcap, key_lengths, seed, return_lse)  # fmt: skip
     call = _prepare(
         query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa, causal_alignment, window,
-        alibi_slopes, softcap, key_lengths, seed,
+        alibi_slopes, softcap, key_lengths, seed, sinks,
     )  # fmt: skip
-    out, lse, _ = _run(call, query, key, value, attn_mask, alibi_slopes, lse=return_lse)
+    out, lse, _ = _run(call, query, key, value, attn_mask, alibi_slopes, sinks, lse=return_lse)
     return (out, lse) if return_lse else out
 
 
-def _run(call, query, key, value, attn_mask=None, alibi_slopes=None, *, lse=False, probs=False):
+def _run(call, query, key, value, attn_mask=None, alibi_slopes=None, sinks=None, *, lse=False, probs=False):
     """Runs a prepared call: through attnkit.torch's autograd Function when autograd records it (a
     torch input that requires grad, grad mode on), else the kernel alone. Returns (out, lse or None,
     probs or None); the autograd path always gives lse."""
-    if _needs_grad(call.kind, (query, key, value, attn_mask, alibi_slopes)):
+    if _needs_grad(call.kind, (query, key, value, attn_mask, alibi_slopes, sinks)):
         # Imported here, not at the top, so that `import attnkit` works without torch: _autograd
         # imports torch, which the caller has already (the inputs are torch tensors).
         from . import _autograd
 
-        return _autograd.attention(call, query, key, value, attn_mask, alibi_slopes, probs=probs)
+        return _autograd.attention(call, query, key, value, attn_mask, alibi_slopes, sinks, probs=probs)
     return call.forward(lse=lse, probs=probs)
 
 

@@ -34,11 +34,12 @@ from attnkit import scaled_dot_product_attention as sdpa
 
 
 def attention(q, k, v, *, dtype=np.float64, mask=None, causal="none", window=None, alibi=None,
-              softcap=None, key_lengths=None, scale=None, keep=None, dropout_p=0.0):
+              softcap=None, key_lengths=None, scale=None, keep=None, dropout_p=0.0, sinks=None):
     """softmax(q·kᵀ·scale + bias)·v on q [B, Hq, L, E], k [B, Hkv, S, E], v [B, Hkv, S, Ev],
     computed in `dtype` (float64: the oracle; float32: the naive kernel). `mask` is bool (True =
     attend) or floating (added), broadcastable to [B, Hq, L, S]. `keep` is a dropout keep-pattern
-    [B, Hq, L, S]. Returns (out, lse, probabilities before dropout)."""
+    [B, Hq, L, S]. `sinks`, one logit per query head, join each row's softmax with a zero value.
+    Returns (out, lse, probabilities before dropout)."""
     q, k, v = (np.asarray(x).astype(dtype) for x in (q, k, v))
     B, Hq, L, E = q.shape
     Hkv, S = k.shape[1], k.shape[2]
@@ -72,6 +73,15 @@ def attention(q, k, v, *, dtype=np.float64, mask=None, causal="none", window=Non
     if key_lengths is not None:
         visible &= j[None, None] < np.asarray(key_lengths)[:, None, None, None]
     s = np.where(visible, s, -np.inf)                                       # 5. −inf where masked
+
+    if sinks is not None:  # one more logit per row, weighting no value
+        sink = np.asarray(sinks, np.float32).astype(dtype)[None, :, None, None]
+        m = np.maximum(s.max(axis=-1, keepdims=True, initial=-np.inf), sink)
+        p = np.exp(s - m)
+        total = p.sum(axis=-1, keepdims=True) + np.exp(sink - m)
+        p, lse = p / total, (m + np.log(total))[..., 0]
+        weights = p if keep is None else np.where(keep, p / dtype(1 - dropout_p), 0)
+        return np.matmul(weights, v), lse, p
 
     m = s.max(axis=-1, keepdims=True, initial=-np.inf)
     empty = m == -np.inf
@@ -235,6 +245,7 @@ OPTION_CASES = {
     "alibi": ("alibi", None),
     "softcap": ({"softcap": 2.0}, {"softcap": 2.0}),
     "key lengths": ("key_lengths", None),
+    "sinks": ("sinks", None),
     "everything": ("everything", None),
 }
 
@@ -249,6 +260,7 @@ def test_each_option_matches_the_oracle(rng, dtype, name, shape):
     bool_mask = rng.random((B, 1, L, S)) < 0.7
     alibi = list(rng.uniform(0, 1, H))
     lengths = [int(x) for x in rng.integers(0, S + 1, B)]
+    sinks = [float(x) for x in rng.normal(0.0, 2.0, H)]
     if call == "bool":
         call, oracle = {"attn_mask": bool_mask}, {"mask": bool_mask}
     elif call == "float":
@@ -260,12 +272,14 @@ def test_each_option_matches_the_oracle(rng, dtype, name, shape):
         call, oracle = {"alibi_slopes": alibi}, {"alibi": alibi}
     elif call == "key_lengths":
         call, oracle = {"key_lengths": lengths}, {"key_lengths": lengths}
+    elif call == "sinks":
+        call, oracle = {"sinks": sinks, "key_lengths": lengths}, {"sinks": sinks, "key_lengths": lengths}
     elif call == "everything":
         float_mask = rng.standard_normal((1, H, L, S)).astype(np.float32)
         call = {"attn_mask": float_mask, "is_causal": True, "causal_alignment": "bottom_right", "window": (6, 3),
-                "alibi_slopes": alibi, "softcap": 5.0, "key_lengths": lengths, "scale": 0.4}
+                "alibi_slopes": alibi, "softcap": 5.0, "key_lengths": lengths, "scale": 0.4, "sinks": sinks}
         oracle = {"mask": float_mask, "causal": "bottom_right", "window": (6, 3), "alibi": alibi, "softcap": 5.0,
-                  "key_lengths": lengths, "scale": 0.4}
+                  "key_lengths": lengths, "scale": 0.4, "sinks": sinks}
     out, lse = sdpa(q, k, v, return_lse=True, **call)
     check_against_oracle(out, lse, q, k, v, dtype, f"{name}, {dtype}", **oracle)
 
@@ -810,6 +824,50 @@ def test_torch_rows_with_no_visible_key(torch, rng):
     v_nan[:, :, 4] = float("nan")
     mask[:, 4] = False
     assert not torch.any(torch.isnan(sdpa(q, k, v_nan, attn_mask=mask)))
+
+
+def eager_attention_with_sinks(torch, q, k, v, sinks, group):
+    """gpt-oss's eager formula: the sink logit as one more column of the scores, softmax over
+    both, the column dropped before P·V."""
+    k, v = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
+    scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+    column = sinks.reshape(1, -1, 1, 1).expand(*scores.shape[:-1], 1).to(scores.dtype)
+    probs = torch.softmax(torch.cat([scores, column], -1), -1)[..., :-1]
+    return probs @ v, torch.logsumexp(torch.cat([scores, column], -1), -1)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_torch_sinks_and_their_gradient(torch, rng, dtype):
+    """Learned sinks against the eager formula: output, lse and every gradient, the sinks' included,
+    through the output and through the lse (whose gradient the kernel does not see)."""
+    B, Hq, Hkv, L, S, E = 2, 4, 2, 7, 13, 16
+    tdtype = getattr(torch, dtype)
+    q, k, v = (torch.tensor(rng.standard_normal(shape), dtype=tdtype, requires_grad=True)
+               for shape in ((B, Hq, L, E), (B, Hkv, S, E), (B, Hkv, S, E)))  # fmt: skip
+    sinks = torch.tensor(rng.normal(0.0, 2.0, Hq), dtype=torch.float32, requires_grad=True)
+    d_out = torch.tensor(rng.standard_normal((B, Hq, L, E)), dtype=tdtype)
+    d_lse = torch.tensor(rng.standard_normal((B, Hq, L)), dtype=torch.float32)
+
+    out, lse = sdpa(q, k, v, enable_gqa=True, sinks=sinks, return_lse=True)
+    ours = torch.autograd.grad((out * d_out).sum() + (lse * d_lse).sum(), (q, k, v, sinks))
+    q64, k64, v64, sinks64 = (x.detach().double().requires_grad_(True) for x in (q, k, v, sinks))
+    ref_out, ref_lse = eager_attention_with_sinks(torch, q64, k64, v64, sinks64, Hq // Hkv)
+    ref = torch.autograd.grad((ref_out * d_out.double()).sum() + (ref_lse * d_lse.double()).sum(), (q64, k64, v64, sinks64))
+    tol = 1e-10 if dtype == "float64" else 2e-5
+    np.testing.assert_allclose(out.detach().double().numpy(), ref_out.detach().numpy(), atol=tol)
+    np.testing.assert_allclose(lse.detach().double().numpy(), ref_lse.detach().numpy(), atol=max(tol, 2e-6))
+    for name, got, want in zip(("dq", "dk", "dv", "d_sinks"), ours, ref, strict=True):
+        scale = max(1.0, float(want.abs().max()))
+        assert got.dtype == (torch.float32 if name == "d_sinks" else tdtype), name
+        np.testing.assert_allclose(got.double().numpy(), want.numpy(), atol=(1e-6 if name == "d_sinks" else tol) * scale,
+                                   err_msg=name)  # fmt: skip
+    # Sinks as plain numbers are constants, and a row that sees no key gives zeros with lse = its sink.
+    out, lse = sdpa(q.detach(), k.detach(), v.detach(), enable_gqa=True, sinks=[0.5, -1.0, 2.0, 3.0],
+                    key_lengths=[0, S], return_lse=True)  # fmt: skip
+    assert torch.all(out[0] == 0)
+    np.testing.assert_array_equal(lse[0].numpy(), np.broadcast_to(np.float32([0.5, -1.0, 2.0, 3.0])[:, None], (Hq, L)))
+    with pytest.raises(ValueError, match="sinks: expected 4 values"):
+        sdpa(q.detach(), k.detach(), v.detach(), enable_gqa=True, sinks=[1.0, 2.0])
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])

