@@ -45,7 +45,7 @@ extern "C" {
 #endif
 
 /** The C API's own version: MAJOR * 1000 + MINOR. MINOR grows when something is added. */
-#define ATTNKIT_C_API_VERSION 1001
+#define ATTNKIT_C_API_VERSION 1002
 
 /* ---- status codes ------------------------------------------------------------------------- */
 
@@ -156,6 +156,9 @@ typedef struct attnkit_options {
   double softcap;              /**< 0: off; else s = softcap * tanh(s / softcap) */
   double dropout_p;            /**< in [0, 1); kept weights are scaled by 1 / (1 - p) */
   uint64_t seed;               /**< the dropout stream: the same seed drops the same elements */
+  const float* sinks;          /**< NULL, or one attention-sink logit per query head: each joins its
+                                  rows' softmax denominator and weights no value (since 1002) */
+  int64_t sinks_count;         /**< entries of sinks (Hq when it is not NULL) */
 } attnkit_options;
 
 /** Sets every field to its default: no mask, not causal, unbounded window, no dropout, automatic kernel. */
@@ -175,6 +178,15 @@ ATTNKIT_C_API attnkit_status attnkit_backward(const attnkit_tensor* q, const att
                                               const attnkit_tensor* lse, const attnkit_tensor* dq,
                                               const attnkit_tensor* dk, const attnkit_tensor* dv,
                                               const attnkit_options* options);
+
+/** attnkit_backward that also writes d_sinks ([Hq] f32, or NULL: not wanted), the gradient of the
+ * options' sinks, summed over the batch and the rows (since 1002). */
+ATTNKIT_C_API attnkit_status attnkit_backward_with_sinks(const attnkit_tensor* q, const attnkit_tensor* k,
+                                                         const attnkit_tensor* v, const attnkit_tensor* out,
+                                                         const attnkit_tensor* d_out, const attnkit_tensor* lse,
+                                                         const attnkit_tensor* dq, const attnkit_tensor* dk,
+                                                         const attnkit_tensor* dv, const attnkit_options* options,
+                                                         const attnkit_tensor* d_sinks);
 
 /* ---- the KV cache ------------------------------------------------------------------------- */
 
@@ -252,6 +264,8 @@ typedef struct attnkit_attend_options {
   const float* alibi_slopes;  /**< NULL, or one per query head */
   int64_t alibi_slopes_count; /**< entries of alibi_slopes (Hq when it is not NULL) */
   double softcap;             /**< 0: off; else s = softcap * tanh(s / softcap) */
+  const float* sinks;         /**< NULL, or one attention-sink logit per query head (since 1002) */
+  int64_t sinks_count;        /**< entries of sinks (Hq when it is not NULL) */
 } attnkit_attend_options;
 
 /** Sets every field to its default: scale 1/sqrt(d_k), unbounded window, no ALiBi, no softcap,

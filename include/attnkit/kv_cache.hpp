@@ -169,6 +169,7 @@ struct CachedAttentionOptions {
   Window window;                            ///< around the query's position, as in AttentionOptions
   std::span<const float> alibi_slopes;      ///< one per query head, or empty
   double softcap = 0.0;                     ///< 0 = off; else > 0 and finite, as in AttentionOptions
+  std::span<const float> sinks;             ///< one logit per query head, or empty, as in AttentionOptions
   Kernel kernel = Kernel::automatic;        ///< fast reads the blocks in place; reference gathers them
   std::optional<TensorView> lse;            ///< [B, Hq, n] f32, if wanted
 };

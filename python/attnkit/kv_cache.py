@@ -14,7 +14,7 @@ import sys
 import numpy as np
 
 from . import _core
-from ._args import _alibi_slopes, _float_arrays, _float_or_none, _type_name, _window
+from ._args import _alibi_slopes, _float_arrays, _float_or_none, _sinks, _type_name, _window
 
 __all__ = ["KVCache", "attend"]
 
@@ -282,7 +282,8 @@ class KVCache:
         return self._core.values(_int(sequence, "sequence"))
 
 
-def attend(cache, sequences, query, *, scale=None, window=None, alibi_slopes=None, softcap=None, return_lse=False):
+def attend(cache, sequences, query, *, scale=None, window=None, alibi_slopes=None, softcap=None, sinks=None,
+           return_lse=False):
     """Attention of each sequence's newest queries over its cached keys and values.
 
     ``attend(cache, [s0, s1, ...], query [B, Hq, n, d])`` → ``[B, Hq, n, dv]``, entry b attending
@@ -307,6 +308,8 @@ def attend(cache, sequences, query, *, scale=None, window=None, alibi_slopes=Non
             None is unbounded; j ≤ p holds anyway).
         alibi_slopes: one float per query head: subtracts ``slope_h·(p − j)`` from the scores.
         softcap: ``softcap·tanh(s/softcap)`` on the scaled scores; None or 0 is off.
+        sinks: learned attention sinks, one logit per query head (gpt-oss's ``s_aux``): each joins
+            its head's softmax denominator and weights no value. Used as float32.
         return_lse: also return the log-sum-exp of each row's scores, float32 ``[B, Hq, n]``
             (``[Hq, n]`` for one sequence): returns ``(output, lse)``.
 
@@ -345,7 +348,7 @@ def attend(cache, sequences, query, *, scale=None, window=None, alibi_slopes=Non
     _core.attend(
         cache._core, ids, query, out,
         lse=lse, scale=_float_or_none(scale, "scale"), window_left=window_left, window_right=window_right,
-        alibi_slopes=alibi, softcap=_float_or_none(softcap, "softcap") or 0.0,
+        alibi_slopes=alibi, softcap=_float_or_none(softcap, "softcap") or 0.0, sinks=_sinks(sinks, Hq),
     )  # fmt: skip
     if single:
         out, lse = out[0], None if lse is None else lse[0]

@@ -109,12 +109,13 @@ void append(PyKVCache& self, const std::vector<SequenceId>& sequences, const Inp
 void attend_cached(const PyKVCache& self, const std::vector<SequenceId>& sequences, const InputArray& query,
                    const OutputArray& out, const std::optional<OutputArray>& lse, std::optional<double> scale,
                    std::int64_t window_left, std::int64_t window_right, const std::vector<float>& alibi_slopes,
-                   double softcap) {
+                   double softcap, const std::vector<float>& sinks) {
   CachedAttentionOptions options;
   options.scale = scale;
   options.window = {window_left, window_right};
   options.alibi_slopes = alibi_slopes;
   options.softcap = softcap;
+  options.sinks = sinks;
   if (lse) options.lse = output_view("lse", *lse, 3);
   const ConstTensorView q = input_view("query", query, 4);
   const TensorView output = output_view("out", out, 4);
@@ -175,7 +176,7 @@ void bind_kv_cache(nb::module_& m) {
 
   m.def("attend", &attend_cached, "cache"_a, "sequences"_a, "query"_a, "out"_a, nb::kw_only(),
         "lse"_a.none() = nb::none(), "scale"_a.none() = nb::none(), "window_left"_a = -1, "window_right"_a = -1,
-        "alibi_slopes"_a = std::vector<float>{}, "softcap"_a = 0.0,
+        "alibi_slopes"_a = std::vector<float>{}, "softcap"_a = 0.0, "sinks"_a = std::vector<float>{},
         "attnkit::attend on query [B, Hq, n, d_k]: writes out [B, Hq, n, d_v] (and lse [B, Hq, n] float32 when "
         "given). The GIL is released. Internal: call attnkit.attend instead.");
 }

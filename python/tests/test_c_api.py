@@ -31,7 +31,8 @@ class Options(C.Structure):
                 ("window_left", C.c_int64), ("window_right", C.c_int64), ("mask", C.POINTER(Tensor)),
                 ("key_lengths", C.POINTER(C.c_int64)), ("key_lengths_count", C.c_int64),
                 ("alibi_slopes", C.POINTER(C.c_float)), ("alibi_slopes_count", C.c_int64), ("softcap", C.c_double),
-                ("dropout_p", C.c_double), ("seed", C.c_uint64)]  # fmt: skip
+                ("dropout_p", C.c_double), ("seed", C.c_uint64), ("sinks", C.POINTER(C.c_float)),
+                ("sinks_count", C.c_int64)]  # fmt: skip
 
 
 class CacheConfig(C.Structure):
@@ -119,7 +120,7 @@ def oracle(q, k, v, scale=None, causal=CAUSAL_NONE, window=(-1, -1), mask=None, 
 def test_options_struct_matches_the_header(lib):
     o = Options()
     lib.attnkit_options_init(C.byref(o))
-    assert o.struct_size == C.sizeof(Options) == 104
+    assert o.struct_size == C.sizeof(Options) == 120
     assert (o.window_left, o.window_right, o.causal, o.kernel, o.scale) == (-1, -1, CAUSAL_NONE, KERNEL_AUTOMATIC, 0)
     config = CacheConfig()
     lib.attnkit_kv_cache_config_init(C.byref(config))

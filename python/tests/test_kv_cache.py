@@ -51,9 +51,9 @@ def reference(q, k, v, **options):
     return out[0], lse[0]
 
 
-def naive(q, k, v, dtype=np.float32, scale=None, window=None, alibi_slopes=None, softcap=None):
+def naive(q, k, v, dtype=np.float32, scale=None, window=None, alibi_slopes=None, softcap=None, sinks=None):
     """The same attention written out in `dtype`: scores, softcap, ALiBi, bottom-right causal and
-    window masks, softmax, weighted sum."""
+    window masks, softmax (with one more logit per head, its sink, weighting no value), weighted sum."""
     q, k, v = (np.asarray(x).astype(dtype) for x in (q, k, v))
     Hq, n, d = q.shape
     Hkv, m = k.shape[:2]
@@ -71,9 +71,12 @@ def naive(q, k, v, dtype=np.float32, scale=None, window=None, alibi_slopes=None,
         visible &= (j <= p + right) if right >= 0 else True
     s = np.where(visible, s, -np.inf)
     top = s.max(axis=-1, keepdims=True, initial=-np.inf)
+    sink = None if sinks is None else np.asarray(sinks, np.float32).astype(dtype)[:, None, None]
+    if sink is not None:
+        top = np.maximum(top, sink)
     with np.errstate(invalid="ignore"):
         e = np.exp(s - np.where(top == -np.inf, 0, top))
-    total = e.sum(axis=-1, keepdims=True)
+    total = e.sum(axis=-1, keepdims=True) + (0 if sink is None else np.exp(sink - top))
     return np.matmul(e / np.where(total == 0, 1, total), v)
 
 
@@ -281,7 +284,7 @@ def test_quantized_storage_needs_whole_blocks_and_string_names():
 
 
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))
-def test_options_scale_window_alibi_softcap(rng, layout):
+def test_options_scale_window_alibi_softcap_sinks(rng, layout):
     Hkv, Hq, d = 2, 4, 16
     cache = attnkit.KVCache(Hkv, d, 64, max_sequences=2, layout=layout, **LAYOUTS[layout])
     shadow = Shadow(cache)
@@ -289,13 +292,15 @@ def test_options_scale_window_alibi_softcap(rng, layout):
     shadow.append(a, gaussian(rng, (Hkv, 30, d)), gaussian(rng, (Hkv, 30, d)))
     shadow.append(b, gaussian(rng, (Hkv, 11, d)), gaussian(rng, (Hkv, 11, d)))
     slopes = [float(x) for x in rng.uniform(0.05, 0.5, Hq)]
+    sinks = [float(x) for x in rng.normal(0.0, 2.0, Hq)]
     option_sets = [
+        {"sinks": sinks},
         {"scale": 0.9},
         {"window": (4, 0)},
         {"window": (7, None)},
         {"alibi_slopes": slopes},
         {"softcap": 2.0, "scale": 1.5},  # large scores, so that the cap changes them
-        {"scale": 0.7, "window": (9, -1), "alibi_slopes": slopes, "softcap": 5.0},
+        {"scale": 0.7, "window": (9, -1), "alibi_slopes": slopes, "softcap": 5.0, "sinks": sinks},
     ]
     for options in option_sets:
         for n in (1, 3):

@@ -78,6 +78,7 @@ Problem validate_cached_forward(ConstTensorView q, ConstTensorView k_pool, Const
   options.window = cached_options.window;
   options.alibi_slopes = cached_options.alibi_slopes;
   options.softcap = cached_options.softcap;
+  options.sinks = cached_options.sinks;
   options.kernel = cached_options.kernel;
   const std::optional<TensorView>& lse = cached_options.lse;
   check_rank("q", q, 4, "[batch, heads, n, d_k]");
@@ -107,6 +108,7 @@ Problem validate_cached_forward(ConstTensorView q, ConstTensorView k_pool, Const
   p.v = v_pool;
   resolve_options(p, options, q.dtype());
   check_alibi(options, s);
+  check_sinks(options, s);
   p.cached = &cached;
 
   check_same_dtype("out", out, q);

@@ -11,8 +11,11 @@
 // The ABI (docs/c-api.md, "ABI rules"): on 64-bit targets these layouts are fixed within a major version;
 // a struct with struct_size only grows at its end.
 static_assert(sizeof(void*) != 8 || sizeof(attnkit_tensor) == 80, "attnkit_tensor's layout is part of the ABI");
-static_assert(sizeof(void*) != 8 || sizeof(attnkit_options) == 104, "attnkit_options' first version");
-static_assert(sizeof(void*) != 8 || sizeof(attnkit_attend_options) == 64, "attnkit_attend_options' first version");
+static_assert(sizeof(void*) != 8 || offsetof(attnkit_options, sinks) == 104, "attnkit_options' first version ends before sinks");
+static_assert(sizeof(void*) != 8 || sizeof(attnkit_options) == 120, "attnkit_options with sinks");
+static_assert(sizeof(void*) != 8 || offsetof(attnkit_attend_options, sinks) == 64,
+              "attnkit_attend_options' first version ends before sinks");
+static_assert(sizeof(void*) != 8 || sizeof(attnkit_attend_options) == 80, "attnkit_attend_options with sinks");
 static_assert(sizeof(void*) != 8 || offsetof(attnkit_kv_cache_config, key_quantization) == 80,
               "attnkit_kv_cache_config's first version ends before key_quantization");
 static_assert(sizeof(void*) != 8 || sizeof(attnkit_kv_cache_config) == 88, "attnkit_kv_cache_config with key_quantization");
@@ -115,6 +118,10 @@ template <class Struct>
 constexpr std::size_t kFirstVersionSize = sizeof(Struct);
 template <>
 constexpr std::size_t kFirstVersionSize<attnkit_kv_cache_config> = offsetof(attnkit_kv_cache_config, key_quantization);
+template <>
+constexpr std::size_t kFirstVersionSize<attnkit_options> = offsetof(attnkit_options, sinks);
+template <>
+constexpr std::size_t kFirstVersionSize<attnkit_attend_options> = offsetof(attnkit_attend_options, sinks);
 
 template <class Struct>
 Struct read_struct(const char* name, const Struct* given, const char* init_function) {
@@ -165,6 +172,7 @@ AttentionOptions attention_options(const attnkit_options* given) {
   options.softcap = o.softcap;
   options.dropout_p = o.dropout_p;
   options.seed = o.seed;
+  options.sinks = array_from("options.sinks", o.sinks, o.sinks_count);
   return options;
 }
 
@@ -178,6 +186,7 @@ CachedAttentionOptions attend_options(const attnkit_attend_options* given) {
   options.window = {o.window_left, o.window_right};
   options.alibi_slopes = array_from("options.alibi_slopes", o.alibi_slopes, o.alibi_slopes_count);
   options.softcap = o.softcap;
+  options.sinks = array_from("options.sinks", o.sinks, o.sinks_count);
   return options;
 }
 

@@ -292,6 +292,86 @@ TEST(CApiErrors, StructSizeRule) {
   EXPECT_EQ(attnkit_forward(&q, &k, &v, &c_out, &shorter, nullptr, nullptr), ATTNKIT_INVALID_ARGUMENT);
 }
 
+// Attention sinks through the C API: forward, the backward with their gradient, and attention over a
+// cache give the C++ calls' bits; a caller built against the struct before sinks (struct_size ending
+// at seed) gets none.
+TEST(CApi, SinksGiveTheCppResultsAndAnOlderStructHasNone) {
+  Rng rng(67);
+  const Tensor q = random_tensor(rng, {1, 4, 5, 8}, DType::f32), d_out = random_tensor(rng, {1, 4, 5, 6}, DType::f32);
+  const Tensor k3 = random_tensor(rng, {2, 7, 8}, DType::f32), v3 = random_tensor(rng, {2, 7, 6}, DType::f32);
+  Tensor k(DType::f32, {1, 2, 7, 8}), v(DType::f32, {1, 2, 7, 6});  // the same values, with a batch of 1
+  std::copy_n(k3.data<float>(), k3.numel(), k.data<float>());
+  std::copy_n(v3.data<float>(), v3.numel(), v.data<float>());
+  const float sinks[] = {0.5f, -1.0f, 2.0f, 3.0f};
+  AttentionOptions cpp_options;
+  cpp_options.sinks = sinks;
+  Tensor want = poisoned(DType::f32, {1, 4, 5, 6}), want_lse = poisoned(DType::f32, {1, 4, 5});
+  forward(q.view(), k.view(), v.view(), want.view(), cpp_options, {want_lse.view()});
+  Tensor want_dq = poisoned(DType::f32, {1, 4, 5, 8}), want_dk = poisoned(DType::f32, {1, 2, 7, 8});
+  Tensor want_dv = poisoned(DType::f32, {1, 2, 7, 6}), want_d_sinks = poisoned(DType::f32, {4});
+  backward(q.view(), k.view(), v.view(), want.view(), d_out.view(), want_lse.view(), want_dq.view(), want_dk.view(),
+           want_dv.view(), cpp_options, BackwardExtras{want_d_sinks.view()});
+
+  attnkit_options o;
+  attnkit_options_init(&o);
+  EXPECT_EQ(o.sinks, nullptr);
+  EXPECT_EQ(o.sinks_count, 0);
+  o.sinks = sinks, o.sinks_count = 4;
+  Tensor out = poisoned(DType::f32, {1, 4, 5, 6}), lse = poisoned(DType::f32, {1, 4, 5});
+  const attnkit_tensor cq = describe(q), ck = describe(k), cv = describe(v), c_out = describe(out), c_lse = describe(lse);
+  ASSERT_EQ(attnkit_forward(&cq, &ck, &cv, &c_out, &o, &c_lse, nullptr), ATTNKIT_OK) << attnkit_last_error_message();
+  EXPECT_TRUE(bitwise_equal(out, want));
+  EXPECT_TRUE(bitwise_equal(lse, want_lse));
+  Tensor dq = poisoned(DType::f32, {1, 4, 5, 8}), dk = poisoned(DType::f32, {1, 2, 7, 8});
+  Tensor dv = poisoned(DType::f32, {1, 2, 7, 6}), d_sinks = poisoned(DType::f32, {4});
+  const attnkit_tensor c_d_out = describe(d_out), c_dq = describe(dq), c_dk = describe(dk), c_dv = describe(dv);
+  const attnkit_tensor c_d_sinks = describe(d_sinks);
+  ASSERT_EQ(attnkit_backward_with_sinks(&cq, &ck, &cv, &c_out, &c_d_out, &c_lse, &c_dq, &c_dk, &c_dv, &o, &c_d_sinks),
+            ATTNKIT_OK) << attnkit_last_error_message();
+  EXPECT_TRUE(bitwise_equal(dq, want_dq) && bitwise_equal(dk, want_dk) && bitwise_equal(dv, want_dv));
+  EXPECT_TRUE(bitwise_equal(d_sinks, want_d_sinks));
+  o.sinks_count = 3;
+  EXPECT_EQ(attnkit_forward(&cq, &ck, &cv, &c_out, &o, nullptr, nullptr), ATTNKIT_INVALID_SHAPE);
+  EXPECT_TRUE(contains(attnkit_last_error_message(), "sinks")) << attnkit_last_error_message();
+  o.sinks = nullptr, o.sinks_count = 4;
+  EXPECT_EQ(attnkit_forward(&cq, &ck, &cv, &c_out, &o, nullptr, nullptr), ATTNKIT_NULL_POINTER);
+
+  // The struct before sinks: the bytes past seed are never read, so the call is the plain softmax.
+  o.sinks = sinks, o.sinks_count = 4;
+  o.struct_size = offsetof(attnkit_options, sinks);
+  ASSERT_EQ(attnkit_forward(&cq, &ck, &cv, &c_out, &o, nullptr, nullptr), ATTNKIT_OK) << attnkit_last_error_message();
+  Tensor plain = poisoned(DType::f32, {1, 4, 5, 6});
+  forward(q.view(), k.view(), v.view(), plain.view());
+  EXPECT_TRUE(bitwise_equal(out, plain));
+  EXPECT_FALSE(bitwise_equal(plain, want));
+
+  // Attention over a cache with sinks, as the C++ attend.
+  attnkit_kv_cache_config config;
+  attnkit_kv_cache_config_init(&config);
+  config.num_kv_heads = 2, config.head_dim = 8, config.value_dim = 6, config.max_sequence_length = 7;
+  attnkit_kv_cache* cache = nullptr;
+  ASSERT_EQ(attnkit_kv_cache_create(&config, &cache), ATTNKIT_OK) << attnkit_last_error_message();
+  std::int64_t id = 0;
+  ASSERT_EQ(attnkit_kv_cache_add_sequence(cache, &id), ATTNKIT_OK);
+  const attnkit_tensor ck3 = describe(k3), cv3 = describe(v3);
+  ASSERT_EQ(attnkit_kv_cache_append(cache, &id, 1, &ck3, &cv3), ATTNKIT_OK) << attnkit_last_error_message();
+  attnkit_attend_options ao;
+  attnkit_attend_options_init(&ao);
+  ao.sinks = sinks, ao.sinks_count = 4;
+  Tensor cached = poisoned(DType::f32, {1, 4, 5, 6});
+  const attnkit_tensor c_cached = describe(cached);
+  ASSERT_EQ(attnkit_kv_cache_attend(cache, &id, 1, &cq, &c_cached, &ao, nullptr), ATTNKIT_OK) << attnkit_last_error_message();
+  attnkit_kv_cache_destroy(cache);
+  KVCache cpp(KVCacheConfig{2, 8, 6, 1, 7});
+  const KVCache::SequenceId cpp_id = cpp.add_sequence();
+  cpp.append(cpp_id, k3.view(), v3.view());
+  CachedAttentionOptions cached_options;
+  cached_options.sinks = sinks;
+  Tensor cached_want = poisoned(DType::f32, {1, 4, 5, 6});
+  attend(cpp, std::vector<KVCache::SequenceId>{cpp_id}, q.view(), cached_want.view(), cached_options);
+  EXPECT_TRUE(bitwise_equal(cached, cached_want));
+}
+
 // A caller built against the first attnkit_kv_cache_config, which ended before key_quantization,
 // passes its smaller struct_size: the added field reads as its default, keys per token. Each C cache
 // attends bit for bit as the C++ KVCache of the same KeyQuantization does, and the two differ.

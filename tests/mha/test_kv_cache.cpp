@@ -51,6 +51,7 @@ using testing::Rng;
 constexpr double kFloor = 1e-7;  // the rule's absolute floor, relative to max(1, |reference output|)
 constexpr KVCacheLayout kLayouts[] = {KVCacheLayout::contiguous, KVCacheLayout::paged};
 const float kSlopes[] = {0.5f, 0.25f, 0.125f, 0.0625f, 0.03125f, 0.015625f};  // ALiBi for Hq = 6
+const float kSinks[] = {1.5f, -2.0f, 0.25f, 6.0f, 0.0f, 3.0f};                // attention sinks for Hq = 6
 
 std::size_t at(int64_t i) { return static_cast<std::size_t>(i); }
 const char* layout_name(KVCacheLayout layout) { return layout == KVCacheLayout::paged ? "paged" : "contiguous"; }
@@ -233,7 +234,8 @@ Expected oracle(const KVCache& cache, const std::vector<Id>& ids, const Tensor& 
   Expected e{Tensor(DType::f64, {B, Hq, n, d_v}), Tensor(DType::f32, {B, Hq, n}), Tensor(DType::f64, {B, Hq, n, d_v})};
   AttentionOptions o;
   o.scale = options.scale, o.causal = Causal::bottom_right, o.window = options.window;
-  o.alibi_slopes = options.alibi_slopes, o.softcap = options.softcap, o.kernel = Kernel::reference;
+  o.alibi_slopes = options.alibi_slopes, o.softcap = options.softcap, o.sinks = options.sinks;
+  o.kernel = Kernel::reference;
   for (int64_t b = 0; b < B; ++b) {
     const Tensor q_b = as4(sub(q, b)), k = as4(cache.keys(ids[at(b)]).view()), v = as4(cache.values(ids[at(b)]).view());
     const testing::ForwardResult exact = testing::run_forward(widened(q_b), widened(k), widened(v), o);
@@ -631,22 +633,23 @@ TEST_P(AttendAccuracy, EverySequenceMatchesTheOracleInOneBatchedCall) {
 INSTANTIATE_TEST_SUITE_P(Shapes, AttendAccuracy, ::testing::ValuesIn(attend_cases()), attend_case_name);
 
 std::vector<std::pair<std::string, CachedAttentionOptions>> option_cases() {
-  std::vector<std::pair<std::string, CachedAttentionOptions>> cases(7);
+  std::vector<std::pair<std::string, CachedAttentionOptions>> cases(8);
   cases[0].first = "window {50, 0}", cases[0].second.window = {50, 0};
   cases[1].first = "window {0, 0}", cases[1].second.window = {0, 0};
   cases[2].first = "alibi", cases[2].second.alibi_slopes = kSlopes;
   cases[3].first = "softcap", cases[3].second.softcap = 2.5;
   cases[4].first = "scale", cases[4].second.scale = 0.3;
   cases[5].first = "all", cases[5].second.window = {200, 0}, cases[5].second.alibi_slopes = kSlopes;
-  cases[5].second.softcap = 4, cases[5].second.scale = 0.2;
+  cases[5].second.softcap = 4, cases[5].second.scale = 0.2, cases[5].second.sinks = kSinks;
   // sides near the top of int64 mean unbounded (the oracle, the float64 reference, is checked
   // against a 128-bit keep-mask in tests/properties/test_extremes.cpp)
   cases[6].first = "window {INT64_MAX, 2^62}";
   cases[6].second.window = {std::numeric_limits<int64_t>::max(), int64_t{1} << 62};
+  cases[7].first = "sinks", cases[7].second.sinks = kSinks;
   return cases;
 }
 
-TEST(AttendOptions, WindowAlibiSoftcapAndScaleMatchTheOracle) {
+TEST(AttendOptions, WindowAlibiSoftcapSinksAndScaleMatchTheOracle) {
   ATTNKIT_TRACE_SEED();
   for_each_layout([](KVCacheLayout layout) {
     Rng rng(4);
@@ -1001,6 +1004,8 @@ TEST(Attend, BadCallsRaiseTheRightErrorAndWriteNothing) {
   EXPECT_ATTNKIT_ERROR(attend(cache, ab, q.view(), o, with([](auto& x) { x.alibi_slopes = std::span(kSlopes, 3); })),
                        invalid_shape, "alibi_slopes");
   EXPECT_ATTNKIT_ERROR(attend(cache, ab, q.view(), o, with([](auto& x) { x.softcap = -1; })), invalid_argument, "softcap");
+  EXPECT_ATTNKIT_ERROR(attend(cache, ab, q.view(), o, with([](auto& x) { x.sinks = std::span(kSinks, 3); })),
+                       invalid_shape, "sinks");
   EXPECT_ATTNKIT_ERROR(attend(cache, ab, q.view(), o, with([](auto& x) { x.window = {-2, 0}; })), invalid_argument, "window");
   EXPECT_ATTNKIT_ERROR(attend(cache, ab, q64.view(), poisoned(DType::f64, {2, 4, 1, 5}).view(),
                               with([](auto& x) { x.kernel = Kernel::fast; })),
