@@ -63,7 +63,8 @@ struct AttentionOptions {
   double softcap = 0.0;                       ///< 0 = off; else > 0 and finite
   /// empty = none; else one finite logit per query head, in the denominator of each row's softmax
   /// (and its LSE) but weighting no value: a row then sums to less than 1, and a row that sees no
-  /// key gives zeros with LSE = sinks[h]. Forward only: backward and ring attention refuse it.
+  /// key gives zeros with LSE = sinks[h]. backward() writes their gradient when asked
+  /// (BackwardExtras::d_sinks); ring attention refuses them.
   std::span<const float> sinks;
   double dropout_p = 0.0;                     ///< in [0, 1); kept weights are scaled by 1/(1 − p)
   std::uint64_t seed = 0;                     ///< dropout stream; same seed, same kept elements

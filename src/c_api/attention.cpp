@@ -69,14 +69,7 @@ attnkit_status attnkit_backward(const attnkit_tensor* q, const attnkit_tensor* k
                                 const attnkit_tensor* out, const attnkit_tensor* d_out, const attnkit_tensor* lse,
                                 const attnkit_tensor* dq, const attnkit_tensor* dk, const attnkit_tensor* dv,
                                 const attnkit_options* options) {
-  return guarded([&] {
-    const attnkit::AttentionOptions o = attnkit::c_api::attention_options(options);
-    const attnkit::ConstTensorView q_view = input_view("q", q), k_view = input_view("k", k), v_view = input_view("v", v);
-    const attnkit::ConstTensorView out_view = input_view("out", out), d_out_view = input_view("d_out", d_out);
-    const attnkit::ConstTensorView lse_view = input_view("lse", lse);
-    const attnkit::TensorView dq_view = output_view("dq", dq), dk_view = output_view("dk", dk), dv_view = output_view("dv", dv);
-    attnkit::backward(q_view, k_view, v_view, out_view, d_out_view, lse_view, dq_view, dk_view, dv_view, o);
-  });
+  return attnkit_backward_with_sinks(q, k, v, out, d_out, lse, dq, dk, dv, options, nullptr);
 }
 
 attnkit_status attnkit_backward_with_sinks(const attnkit_tensor* q, const attnkit_tensor* k, const attnkit_tensor* v,
