@@ -177,13 +177,15 @@ def attention(call, query, key, value, attn_mask, alibi_slopes, sinks=None, *, p
 
 class VarlenAttention(torch.autograd.Function):
     """One packed variable-length call (a prepared ``varlen._VarlenCall``) as an autograd node:
-    outputs (out, lse), inputs (q, k, v). lse is returned without a gradient, as FlashAttention's."""
+    outputs (out, lse), inputs (q, k, v, sinks). lse is returned without a gradient, as
+    FlashAttention's."""
 
     @staticmethod
-    def forward(ctx, call, q, k, v):
+    def forward(ctx, call, q, k, v, sinks):
         """Runs the packed forward, keeping the output and log-sum-exp for the backward."""
         out, lse = call.forward()
         ctx.call = call
+        ctx.sinks_dtype = None if sinks is None else sinks.dtype
         ctx.save_for_backward(out, lse)
         ctx.mark_non_differentiable(lse)
         return out, lse
@@ -191,12 +193,14 @@ class VarlenAttention(torch.autograd.Function):
     @staticmethod
     @once_differentiable
     def backward(ctx, d_out, d_lse):
-        """attnkit's packed backward (``varlen_backward``); the lse takes no gradient."""
+        """attnkit's packed backward (``varlen_backward``), with the sinks' gradient when they need
+        one; the lse takes no gradient."""
         out, lse = ctx.saved_tensors
-        dq, dk, dv = ctx.call.backward(out, torch.zeros_like(out) if d_out is None else d_out, lse)
-        return None, dq, dk, dv
+        d_sinks = torch.empty(out.shape[1], dtype=torch.float32) if ctx.needs_input_grad[4] else None
+        dq, dk, dv = ctx.call.backward(out, torch.zeros_like(out) if d_out is None else d_out, lse, d_sinks)
+        return None, dq, dk, dv, None if d_sinks is None else d_sinks.to(ctx.sinks_dtype)
 
 
-def varlen_attention_function(call, q, k, v):
+def varlen_attention_function(call, q, k, v, sinks=None):
     """Runs a prepared packed call through VarlenAttention: (out, lse)."""
-    return VarlenAttention.apply(call, q, k, v)
+    return VarlenAttention.apply(call, q, k, v, sinks)

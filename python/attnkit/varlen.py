@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _core
-from ._args import _alibi_slopes, _float, _float_arrays, _float_or_none, _seed, _to_numpy, _type_name, _window
+from ._args import _alibi_slopes, _float, _float_arrays, _float_or_none, _seed, _sinks, _to_numpy, _type_name, _window
 
 __all__ = ["varlen_attention"]
 
@@ -86,17 +86,18 @@ class _VarlenCall:
         _core.varlen(q, self.k, self.v, self.cu_q, self.cu_k, out, lse=lse, attn_mask=self.mask4, **self.options)
         return out, lse
 
-    def backward(self, out, d_out, lse):
-        """(dq, dk, dv) of the packed inputs' shapes."""
+    def backward(self, out, d_out, lse, d_sinks=None):
+        """(dq, dk, dv) of the packed inputs' shapes; d_sinks [Hq] float32, if given, gets the sinks'
+        gradient."""
         kind = self.kind
         dq, dk, dv = (kind.empty(tuple(x.shape), like=x) for x in (self.q, self.k, self.v))
         _core.varlen_backward(self.q, self.k, self.v, self.cu_q, self.cu_k, out, d_out, lse, dq, dk, dv,
-                              attn_mask=self.mask4, **self.options)  # fmt: skip
+                              attn_mask=self.mask4, d_sinks=d_sinks, **self.options)  # fmt: skip
         return dq, dk, dv
 
 
 def _prepare(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p, softmax_scale, causal,
-             window_size, alibi_slopes, softcap, attn_mask, seed, *, flash_alignment=True):
+             window_size, alibi_slopes, softcap, attn_mask, seed, *, flash_alignment=True, sinks=None):
     """Checks a packed call. causal: "none", "top_left" or "bottom_right". flash_alignment: the
     caller means FlashAttention's window and ALiBi, aligned bottom-right even without causal."""
     kind, (q, k, v) = _float_arrays({"q": q, "k": k, "v": v}, one_dtype=True)
@@ -127,7 +128,7 @@ def _prepare(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dr
     options = dict(
         scale=_float_or_none(softmax_scale, "softmax_scale"), causal=causal, window_left=left, window_right=right,
         alibi_slopes=slopes, softcap=_float_or_none(softcap, "softcap") or 0.0, dropout_p=dropout_p,
-        seed=_seed(seed, dropout_p),
+        seed=_seed(seed, dropout_p), sinks=_sinks(sinks, int(q.shape[1])),
     )  # fmt: skip
     return _VarlenCall(kind, q, k, v, cu_q, cu_k, mask4, options)
 
@@ -150,6 +151,7 @@ def varlen_attention(
     *,
     attn_mask=None,
     seed=None,
+    sinks=None,
 ):
     """Attention of each packed sequence over its own keys: ``flash_attn_varlen_func``'s arguments.
 
@@ -181,6 +183,9 @@ def varlen_attention(
         attn_mask: per sequence and padded, broadcastable to ``[B, Hq, max_seqlen_q,
             max_seqlen_k]``: bool (True = take part) or floating (added to the scores).
         seed: the dropout stream; ``None`` draws a fresh one when dropout is on.
+        sinks: learned attention sinks, one logit per query head: each joins its head's softmax
+            denominator (and lse) and weights no value. A torch tensor that requires grad gets its
+            gradient.
 
     With causal=False, FlashAttention aligns window_size and alibi_slopes bottom-right too; attnkit
     does so only with causal=True, so a call that would differ (a sequence with unequal query and
@@ -190,24 +195,26 @@ def varlen_attention(
     mode on), ``backward()`` runs attnkit's backward kernel; the lse it returns takes no gradient.
     """
     call = _prepare(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p, softmax_scale,
-                    "bottom_right" if causal else "none", window_size, alibi_slopes, softcap, attn_mask, seed)  # fmt: skip
-    return _run(call, q, k, v, attn_mask, alibi_slopes, return_lse)
+                    "bottom_right" if causal else "none", window_size, alibi_slopes, softcap, attn_mask, seed,
+                    sinks=sinks)  # fmt: skip
+    return _run(call, q, k, v, attn_mask, alibi_slopes, return_lse, sinks)
 
 
-def _run(call, q, k, v, attn_mask, alibi_slopes, return_lse):
-    """Runs a prepared call, through autograd when a torch input requires grad."""
+def _run(call, q, k, v, attn_mask, alibi_slopes, return_lse, sinks=None):
+    """Runs a prepared call, through autograd when a torch input (the sinks included) requires grad."""
     kind = call.kind
     torch = getattr(kind, "torch", None)
     if torch is not None:
         for name, x in (("attn_mask", attn_mask), ("alibi_slopes", alibi_slopes)):
             if isinstance(x, torch.Tensor) and x.requires_grad:
                 raise ValueError(f"{name}: varlen_attention computes no gradient for it; pass it detached")
-    if torch is not None and torch.is_grad_enabled() and any(x.requires_grad for x in (q, k, v)):
+    trained = [x for x in (q, k, v, sinks) if torch is not None and isinstance(x, torch.Tensor)]
+    if torch is not None and torch.is_grad_enabled() and any(x.requires_grad for x in trained):
         # Imported here, not at the top, so that `import attnkit` works without torch: _autograd
         # imports torch, which the caller has already (the inputs are torch tensors).
         from . import _autograd
 
-        out, lse = _autograd.varlen_attention_function(call, q, k, v)
+        out, lse = _autograd.varlen_attention_function(call, q, k, v, sinks if isinstance(sinks, torch.Tensor) else None)
     else:
         out, lse = call.forward()
     return (out, lse) if return_lse else out

@@ -207,3 +207,33 @@ def test_nested_tensor_errors(torch, rng):
     flat, _ = nested(torch, [torch.randn(3, 2, 8), torch.randn(4, 2, 8)])
     with pytest.raises(ValueError, match=r"query: expected a jagged nested tensor \[B, H, j, D\] with the ragged dimension 2"):
         attnkit.scaled_dot_product_attention(flat, flat, flat)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_sinks_per_sequence_with_their_gradient(torch, rng, dtype):
+    """Sinks in a packed call equal each sequence's own scaled_dot_product_attention with the same
+    sinks; their gradient sums over the sequences."""
+    Hq, Hkv, d = 4, 2, 16
+    cu_q, cu_k = [0, 3, 8, 8], [0, 7, 12, 16]  # the last sequence has keys but no queries
+    tdtype = getattr(torch, dtype)
+    q, k, v = (torch.tensor(rng.standard_normal(shape), dtype=tdtype, requires_grad=True)
+               for shape in ((cu_q[-1], Hq, d), (cu_k[-1], Hkv, d), (cu_k[-1], Hkv, d)))  # fmt: skip
+    sinks = torch.tensor(rng.normal(0.0, 2.0, Hq), dtype=torch.float32, requires_grad=True)
+    d_out = torch.tensor(rng.standard_normal((cu_q[-1], Hq, d)), dtype=tdtype)
+    out = attnkit.varlen_attention(q, k, v, cu_q, cu_k, causal=True, sinks=sinks)
+    ours = torch.autograd.grad((out * d_out).sum(), (q, k, v, sinks))
+
+    q2, k2, v2, sinks2 = (x.detach().clone().requires_grad_(True) for x in (q, k, v, sinks))
+    pieces = []
+    for b in range(len(cu_q) - 1):
+        rows = lambda x, cu: x[cu[b] : cu[b + 1]].transpose(0, 1)[None]  # noqa: E731  [1, H, rows, d]
+        pieces.append(attnkit.scaled_dot_product_attention(
+            rows(q2, cu_q), rows(k2, cu_k), rows(v2, cu_k), is_causal=True, causal_alignment="bottom_right",
+            enable_gqa=True, sinks=sinks2)[0].transpose(0, 1))  # fmt: skip
+    want = torch.cat(pieces)
+    ref = torch.autograd.grad((want * d_out).sum(), (q2, k2, v2, sinks2))
+    tol = 1e-12 if dtype == "float64" else 1e-5
+    torch.testing.assert_close(out, want, rtol=0, atol=tol)
+    for name, got, exp in zip(("dq", "dk", "dv", "d_sinks"), ours, ref, strict=True):
+        torch.testing.assert_close(got, exp, rtol=1e-5 if name == "d_sinks" else 0, atol=tol, msg=name)
+    assert bool(ours[3].abs().min() > 0), "every head's sink has a gradient"
