@@ -166,19 +166,21 @@ def _to_numpy(values):
     return np.asarray(values)
 
 
-def _alibi_slopes(alibi_slopes, heads):
-    array = _numbers(alibi_slopes, "alibi_slopes", heads, "one per query head", _to_numpy)
+def _per_query_head(values, name, heads, kind_name):
+    """A list of real numbers, one per query head (or none)."""
+    array = _numbers(values, name, heads, kind_name, _to_numpy)
     if len(array) and array.dtype.kind not in "fiu":
-        raise TypeError(f"alibi_slopes: expected real numbers, got dtype {array.dtype}")
+        raise TypeError(f"{name}: expected real numbers, got dtype {array.dtype}")
     return [float(x) for x in array]
+
+
+def _alibi_slopes(alibi_slopes, heads):
+    return _per_query_head(alibi_slopes, "alibi_slopes", heads, "one per query head")
 
 
 def _sinks(sinks, heads):
-    """Attention sinks: one finite logit per query head, as float32 values."""
-    array = _numbers(sinks, "sinks", heads, "one logit per query head", _to_numpy)
-    if len(array) and array.dtype.kind not in "fiu":
-        raise TypeError(f"sinks: expected real numbers, got dtype {array.dtype}")
-    return [float(x) for x in array]
+    """Attention sinks: one logit per query head (the library checks they are finite)."""
+    return _per_query_head(sinks, "sinks", heads, "one logit per query head")
 
 
 def _key_lengths(key_lengths, batch):

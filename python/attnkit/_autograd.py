@@ -57,13 +57,15 @@ class Attention(torch.autograd.Function):
         d_mask = None
         extra_lse = d_lse is not None and bool(d_lse.any())
         extra_probs = d_probs is not None and bool(d_probs.any())
+        weights_needed = (extra_lse or extra_probs or needs_mask) and dq4.numel() and dk4.numel()
+        if weights_needed or (needs_sinks and extra_probs):  # the forward's weights, recomputed once
+            weights = probs if probs is not None else call.forward(probs=True)[2]
         if needs_sinks and (extra_lse or extra_probs):
             d_sinks = d_sinks + _sink_gradients_through_extras(
-                call, probs if probs is not None else call.forward(probs=True)[2], lse3,
+                call, weights if extra_probs else None, lse3,
                 call.rows3(d_lse) if extra_lse else None, call.scores4(d_probs) if extra_probs else None,
             )  # fmt: skip
-        if (extra_lse or extra_probs or needs_mask) and dq4.numel() and dk4.numel():
-            weights = probs if probs is not None else call.forward(probs=True)[2]
+        if weights_needed:
             dq4, dk4, d_scores = _weight_gradients(
                 call, call.scores4(weights), out4, d_out4,
                 call.rows3(d_lse) if extra_lse else None,

@@ -326,7 +326,7 @@ def scaled_dot_product_attention(
     """
     if _is_nested(query):
         if sinks is not None:
-            raise ValueError("sinks: not taken with nested tensors (attnkit.varlen_attention has no sinks)")
+            raise ValueError("sinks: not taken with nested tensors; attnkit.varlen_attention takes them on the packed values")
         # packed sequences: one varlen call
         return jagged_attention(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa, causal_alignment,
                                 window, alibi_slopes, softcap, key_lengths, seed, return_lse)  # fmt: skip

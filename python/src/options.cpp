@@ -19,7 +19,7 @@ Causal causal_of(const std::string& causal) {
 AttentionOptions options_of(const std::optional<InputArray>& mask, std::optional<double> scale, const std::string& causal,
                             std::int64_t window_left, std::int64_t window_right, const std::vector<float>& alibi_slopes,
                             double softcap, const std::vector<std::int64_t>& key_lengths, double dropout_p,
-                            std::uint64_t seed) {
+                            std::uint64_t seed, const std::vector<float>& sinks) {
   AttentionOptions options;
   options.scale = scale;
   options.causal = causal_of(causal);
@@ -30,6 +30,7 @@ AttentionOptions options_of(const std::optional<InputArray>& mask, std::optional
   options.key_lengths = key_lengths;
   options.dropout_p = dropout_p;
   options.seed = seed;
+  options.sinks = sinks;
   return options;
 }
 

@@ -17,6 +17,6 @@ namespace attnkit::python {
 AttentionOptions options_of(const std::optional<InputArray>& mask, std::optional<double> scale, const std::string& causal,
                             std::int64_t window_left, std::int64_t window_right, const std::vector<float>& alibi_slopes,
                             double softcap, const std::vector<std::int64_t>& key_lengths, double dropout_p,
-                            std::uint64_t seed);
+                            std::uint64_t seed, const std::vector<float>& sinks);
 
 }  // namespace attnkit::python

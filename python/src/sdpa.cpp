@@ -28,9 +28,8 @@ void sdpa(const InputArray& q, const InputArray& k, const InputArray& v, const O
           std::int64_t window_left, std::int64_t window_right, const std::vector<float>& alibi_slopes,
           double softcap, const std::vector<std::int64_t>& key_lengths, double dropout_p, std::uint64_t seed,
           const std::vector<float>& sinks) {
-  AttentionOptions options = options_of(mask, scale, causal, window_left, window_right, alibi_slopes, softcap,
-                                        key_lengths, dropout_p, seed);
-  options.sinks = sinks;
+  const AttentionOptions options = options_of(mask, scale, causal, window_left, window_right, alibi_slopes, softcap,
+                                              key_lengths, dropout_p, seed, sinks);
   ForwardExtras extras;
   if (lse) extras.lse = output_view("lse", *lse, 3);
   if (probs) extras.probs = output_view("probs", *probs, 4);
@@ -53,9 +52,8 @@ void sdpa_backward(const InputArray& q, const InputArray& k, const InputArray& v
                    const std::vector<float>& alibi_slopes, double softcap,
                    const std::vector<std::int64_t>& key_lengths, double dropout_p, std::uint64_t seed,
                    const std::vector<float>& sinks, const std::optional<OutputArray>& d_sinks) {
-  AttentionOptions options = options_of(mask, scale, causal, window_left, window_right, alibi_slopes, softcap,
-                                        key_lengths, dropout_p, seed);
-  options.sinks = sinks;
+  const AttentionOptions options = options_of(mask, scale, causal, window_left, window_right, alibi_slopes, softcap,
+                                              key_lengths, dropout_p, seed, sinks);
   BackwardExtras extras;
   if (d_sinks) extras.d_sinks = output_view("d_sinks", *d_sinks, 1);
   const ConstTensorView query = input_view("query", q, 4);

@@ -30,9 +30,8 @@ void varlen(const InputArray& q, const InputArray& k, const InputArray& v, const
             std::optional<double> scale, const std::string& causal, std::int64_t window_left, std::int64_t window_right,
             const std::vector<float>& alibi_slopes, double softcap, double dropout_p, std::uint64_t seed,
             const std::vector<float>& sinks) {
-  AttentionOptions options = options_of(mask, scale, causal, window_left, window_right, alibi_slopes, softcap,
-                                        kNoKeyLengths, dropout_p, seed);
-  options.sinks = sinks;
+  const AttentionOptions options = options_of(mask, scale, causal, window_left, window_right, alibi_slopes, softcap,
+                                              kNoKeyLengths, dropout_p, seed, sinks);
   ForwardExtras extras;
   if (lse) extras.lse = output_view("lse", *lse, 2);
   if (probs) extras.probs = output_view("probs", *probs, 4);
@@ -50,9 +49,8 @@ void varlen_backward_call(const InputArray& q, const InputArray& k, const InputA
                           std::int64_t window_left, std::int64_t window_right, const std::vector<float>& alibi_slopes,
                           double softcap, double dropout_p, std::uint64_t seed, const std::vector<float>& sinks,
                           const std::optional<OutputArray>& d_sinks) {
-  AttentionOptions options = options_of(mask, scale, causal, window_left, window_right, alibi_slopes, softcap,
-                                        kNoKeyLengths, dropout_p, seed);
-  options.sinks = sinks;
+  const AttentionOptions options = options_of(mask, scale, causal, window_left, window_right, alibi_slopes, softcap,
+                                              kNoKeyLengths, dropout_p, seed, sinks);
   BackwardExtras extras;
   if (d_sinks) extras.d_sinks = output_view("d_sinks", *d_sinks, 1);
   const SequenceOffsets offsets{input_view("cu_seqlens_q", cu_q, 1), input_view("cu_seqlens_k", cu_k, 1)};

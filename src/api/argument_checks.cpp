@@ -279,31 +279,33 @@ void check_key_lengths(const AttentionOptions& o, const Sizes& s) {
   }
 }
 
-void check_alibi(const AttentionOptions& o, const Sizes& s) {
-  if (o.alibi_slopes.empty()) return;
-  if (static_cast<int64_t>(o.alibi_slopes.size()) != s.q_heads) {
-    fail(ErrorCode::invalid_shape, "alibi_slopes: expected one slope per query head (" + std::to_string(s.q_heads) +
-                                       "), got " + std::to_string(o.alibi_slopes.size()));
+namespace {
+
+// `values` (named `name`): empty, or one finite `each` per query head.
+void check_per_query_head(const char* name, std::span<const float> values, const char* each, const Sizes& s) {
+  if (values.empty()) return;
+  if (static_cast<int64_t>(values.size()) != s.q_heads) {
+    fail(ErrorCode::invalid_shape, std::string(name) + ": expected one " + each + " per query head (" +
+                                       std::to_string(s.q_heads) + "), got " + std::to_string(values.size()));
   }
-  for (std::size_t h = 0; h < o.alibi_slopes.size(); ++h) {
-    if (!std::isfinite(o.alibi_slopes[h])) {
-      fail(ErrorCode::invalid_argument, "alibi_slopes[" + std::to_string(h) + "]: must be finite, got " +
-                                            number_text(o.alibi_slopes[h]));
+  for (std::size_t h = 0; h < values.size(); ++h) {
+    if (!std::isfinite(values[h])) {
+      fail(ErrorCode::invalid_argument,
+           std::string(name) + "[" + std::to_string(h) + "]: must be finite, got " + number_text(values[h]));
     }
   }
 }
 
-void check_sinks(const AttentionOptions& o, const Sizes& s) {
-  if (o.sinks.empty()) return;
-  if (static_cast<int64_t>(o.sinks.size()) != s.q_heads) {
-    fail(ErrorCode::invalid_shape, "sinks: expected one logit per query head (" + std::to_string(s.q_heads) + "), got " +
-                                       std::to_string(o.sinks.size()));
-  }
-  for (std::size_t h = 0; h < o.sinks.size(); ++h) {
-    if (!std::isfinite(o.sinks[h])) {
-      fail(ErrorCode::invalid_argument, "sinks[" + std::to_string(h) + "]: must be finite, got " + number_text(o.sinks[h]));
-    }
-  }
+}  // namespace
+
+void check_alibi(const AttentionOptions& o, const Sizes& s) { check_per_query_head("alibi_slopes", o.alibi_slopes, "slope", s); }
+
+void check_sinks(const AttentionOptions& o, const Sizes& s) { check_per_query_head("sinks", o.sinks, "logit", s); }
+
+std::vector<ByteSpan> gradient_spans(const BackwardIO& io) {
+  std::vector<ByteSpan> spans = {span_of("dq", io.dq), span_of("dk", io.dk), span_of("dv", io.dv)};
+  if (io.d_sinks) spans.push_back(span_of("d_sinks", *io.d_sinks));
+  return spans;
 }
 
 void check_sink_gradient(const AttentionOptions& o, const Sizes& s, const std::optional<TensorView>& d_sinks) {

@@ -53,6 +53,8 @@ struct ByteSpan {
   std::uintptr_t begin = 0, end = 0;  // [begin, end); empty when begin == end
 };
 ByteSpan span_of(const char* name, ConstTensorView view);
+// A backward call's outputs: dq, dk, dv and d_sinks when asked for.
+std::vector<ByteSpan> gradient_spans(const BackwardIO& io);
 // No output span meets an input span or another output span.
 void check_no_overlap(const std::vector<ByteSpan>& outputs, const std::vector<ByteSpan>& inputs);
 

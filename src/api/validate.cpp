@@ -150,9 +150,7 @@ Problem validate_backward(ConstTensorView q, ConstTensorView k, ConstTensorView 
   inputs.push_back(span_of("out", io.out));
   inputs.push_back(span_of("d_out", io.d_out));
   inputs.push_back(span_of("lse", io.lse));
-  std::vector<ByteSpan> outputs = {span_of("dq", io.dq), span_of("dk", io.dk), span_of("dv", io.dv)};
-  if (io.d_sinks) outputs.push_back(span_of("d_sinks", *io.d_sinks));
-  check_no_overlap(outputs, inputs);
+  check_no_overlap(gradient_spans(io), inputs);
   return p;
 }
 

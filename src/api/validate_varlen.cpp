@@ -182,9 +182,7 @@ Problem validate_varlen_backward(ConstTensorView q, ConstTensorView k, ConstTens
   std::vector<ByteSpan> inputs = {span_of("q", q), span_of("k", k), span_of("v", v), span_of("out", io.out),
                                   span_of("d_out", io.d_out), span_of("lse", io.lse)};
   if (p.mask_kind != MaskKind::none) inputs.push_back(span_of("mask", p.mask));
-  std::vector<ByteSpan> outputs = {span_of("dq", io.dq), span_of("dk", io.dk), span_of("dv", io.dv)};
-  if (io.d_sinks) outputs.push_back(span_of("d_sinks", *io.d_sinks));
-  check_no_overlap(outputs, inputs);
+  check_no_overlap(gradient_spans(io), inputs);
   batched_io = BackwardIO{as_one_batch(io.out), as_one_batch(io.d_out), lse_as_one_batch(io.lse),
                           as_one_batch(io.dq),  as_one_batch(io.dk),    as_one_batch(io.dv), io.d_sinks};
   return p;
